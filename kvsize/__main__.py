@@ -1,0 +1,3 @@
+from kvsize.cli import main
+
+main()

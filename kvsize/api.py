@@ -1,0 +1,236 @@
+"""The sizing pipeline as a Python API: model reference -> config -> spec -> estimates -> GPU fit.
+
+    >>> import kvsize
+    >>> result = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=131072, kv_dtype="bf16")
+    >>> result.scenarios[0].kv_cache_bytes
+    17179869184
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import product
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from kvsize.config import parse_config
+from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
+from kvsize.engines import DEFAULT_ENGINE, get_engine
+from kvsize.errors import UsageError
+from kvsize.planner import GpuFit, default_reserve, plan_fit
+from kvsize.resolve import LoadedConfig, load_model_config
+from kvsize.sizing import KvEstimate
+from kvsize.spec import ArchSpec
+from kvsize.units import parse_tokens
+
+DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LayerGroupSummary(_Model):
+    kind: str
+    count: int
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    head_dim_v: int | None = None
+    window: int | None = None
+    elements_per_token: int = 0
+    """Elements one token costs in one layer of the group (K and V, all KV heads; MLA: the latent)."""
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    encoder_tokens: int | None = None
+    shares_kv_with: int | None = None
+    state_elements: int = 0
+    """Recurrent-state elements per layer per request (conv + SSM)."""
+    state_dtype: str | None = None
+
+
+class ArchitectureSummary(_Model):
+    model_type: str
+    attention: str
+    num_layers: int
+    num_attention_heads: int | None
+    max_context: int | None
+    model_dtype: str
+    layers: tuple[LayerGroupSummary, ...]
+
+
+class Scenario(KvEstimate):
+    gpu: GpuFit | None = None
+
+
+class Estimate(_Model):
+    """The JSON contract of `kvsize MODEL --json`."""
+
+    model: str
+    source: str
+    architecture: ArchitectureSummary
+    notes: tuple[str, ...]
+    scenarios: tuple[Scenario, ...]
+
+
+def summarize(spec: ArchSpec) -> ArchitectureSummary:
+    groups = []
+    for layer, count in spec.layer_groups():
+        a, s = layer.attention, layer.state
+        groups.append(LayerGroupSummary(
+            kind=layer.kind, count=count,
+            num_kv_heads=a.num_kv_heads if a else None, head_dim=a.head_dim if a else None,
+            head_dim_v=a.head_dim_v if a else None, window=a.window if a else None,
+            elements_per_token=a.elements_per_token if a else 0,
+            kv_lora_rank=a.kv_lora_rank if a else None, qk_rope_head_dim=a.qk_rope_head_dim if a else None,
+            encoder_tokens=a.encoder_tokens if a else None, shares_kv_with=a.shares_kv_with if a else None,
+            state_elements=s.conv_elements + s.ssm_elements if s else 0, state_dtype=s.dtype if s else None))
+    return ArchitectureSummary(model_type=spec.model_type, attention=spec.attention_label,
+                               num_layers=spec.num_layers, num_attention_heads=spec.num_attention_heads,
+                               max_context=spec.max_context, model_dtype=spec.model_dtype, layers=tuple(groups))
+
+
+def resolve_kv_dtypes(names: Iterable[str], raw: Mapping[str, Any], spec: ArchSpec) -> tuple[list[KvDtype], list[str]]:
+    """Parse dtype names; `auto` follows a KV-cache quantization scheme in the config, else the model dtype."""
+    dtypes: list[KvDtype] = []
+    notes: list[str] = []
+    for name in names:
+        if name.strip().lower() == AUTO:
+            chosen, why = _auto_dtype(raw, spec)
+            notes.append(f"kv dtype auto -> {chosen.value} ({why})")
+        else:
+            found = parse_kv_dtype(name)
+            if found is None:
+                raise UsageError(f"unknown KV dtype '{name}'", hint=f"Choose from: {', '.join(known_names())}.")
+            chosen = found
+        if chosen not in dtypes:
+            dtypes.append(chosen)
+    return dtypes, notes
+
+
+def _auto_dtype(raw: Mapping[str, Any], spec: ArchSpec) -> tuple[KvDtype, str]:
+    quant = raw.get("quantization_config")
+    if isinstance(quant, Mapping):
+        scheme = quant.get("kv_cache_scheme") or quant.get("kv_cache_quant_algo")
+        if scheme:
+            text = str(scheme).lower()
+            if "fp8" in text or "float" in text and "8" in text:
+                return KvDtype.FP8_E4M3, "quantization_config names an fp8 KV-cache scheme"
+    dtype = dtype_from_torch_name(spec.model_dtype) or KvDtype.BF16
+    return dtype, f"the model's dtype {spec.model_dtype}"
+
+
+def default_contexts(spec: ArchSpec) -> list[int]:
+    """A small grid up to the model's maximum context."""
+    if spec.max_context is None:
+        return list(DEFAULT_CONTEXTS[:3])
+    return [c for c in DEFAULT_CONTEXTS if c < spec.max_context] + [spec.max_context]
+
+
+def _as_list(value: int | str | Sequence[int | str] | None) -> list[int | str] | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, str)):
+        return [value]
+    return list(value)
+
+
+def _tokens(value: int | str, what: str) -> int:
+    if isinstance(value, bool):
+        raise UsageError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise UsageError(f"{what} must be positive, got {value}")
+        return value
+    return parse_tokens(value)
+
+
+def estimate(
+    model: str | Mapping[str, Any],
+    *,
+    ctx: int | str | Sequence[int | str] | None = None,
+    batch: int | str | Sequence[int | str] = 1,
+    kv_dtype: str | Sequence[str] = AUTO,
+    engine: str = DEFAULT_ENGINE,
+    gpu: str | None = None,
+    gpu_mem: int | None = None,
+    reserve_bytes: int | None = None,
+    weights_bytes: int | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    encoder_len: int | None = None,
+) -> Estimate:
+    """KV-cache bytes of `model` for every ctx x batch x kv_dtype combination, and the fit on `gpu`.
+
+    `model` is a hub id, a path to a config.json (or its folder), or a config dict. Contexts accept 8192,
+    "32k", "1M"; `kv_dtype` accepts "auto", "bf16", "fp8", ...; `gpu` a profile id or alias, or give
+    `gpu_mem` in bytes for a custom card.
+    """
+    if isinstance(model, Mapping):
+        loaded = LoadedConfig(model="<config>", raw=dict(model), source="local", location="<dict>")
+    else:
+        loaded = load_model_config(model, revision=revision, token=token)
+    return estimate_loaded(loaded, ctx=ctx, batch=batch, kv_dtype=kv_dtype, engine=engine, gpu=gpu,
+                           gpu_mem=gpu_mem, reserve_bytes=reserve_bytes, weights_bytes=weights_bytes,
+                           encoder_len=encoder_len)
+
+
+def estimate_loaded(
+    loaded: LoadedConfig,
+    *,
+    ctx: int | str | Sequence[int | str] | None = None,
+    batch: int | str | Sequence[int | str] = 1,
+    kv_dtype: str | Sequence[str] = AUTO,
+    engine: str = DEFAULT_ENGINE,
+    gpu: str | None = None,
+    gpu_mem: int | None = None,
+    reserve_bytes: int | None = None,
+    weights_bytes: int | None = None,
+    encoder_len: int | None = None,
+) -> Estimate:
+    spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
+    rules = get_engine(engine)
+    ctx_list = _as_list(ctx)
+    contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
+    batches = list(dict.fromkeys(_tokens(b, "batch") for b in _as_list(batch) or [1]))
+    dtypes, notes = resolve_kv_dtypes([kv_dtype] if isinstance(kv_dtype, str) else kv_dtype, loaded.raw, spec)
+    notes = [*spec.notes, *notes]
+    if spec.max_context is not None:
+        notes += [f"ctx {c} is beyond the model's maximum context {spec.max_context}"
+                  for c in contexts if c > spec.max_context]
+
+    card = _gpu_card(gpu, gpu_mem)
+    weights = None
+    if card is not None:
+        from kvsize.weights import WeightsSize, find_weights
+
+        weights = (WeightsSize(weights_bytes, "given") if weights_bytes is not None else find_weights(loaded))
+        if weights.estimated:
+            notes.append(f"weights {weights.source}")
+
+    scenarios = []
+    for dtype, c, b in product(dtypes, contexts, batches):
+        est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype)
+        fit = None
+        if card is not None and weights is not None:
+            name, memory = card
+            reserve, rule = (reserve_bytes, "given") if reserve_bytes is not None else default_reserve(memory)
+            fit = plan_fit(rules, spec, ctx=c, batch=b, kv_dtype=dtype, gpu_name=name, memory_bytes=memory,
+                           weights_bytes=weights.bytes, weights_source=weights.source,
+                           weights_estimated=weights.estimated, reserve_bytes=reserve, reserve_rule=rule)
+        scenarios.append(Scenario(**est.model_dump(), gpu=fit))
+    return Estimate(model=loaded.model, source=loaded.source_label, architecture=summarize(spec),
+                    notes=tuple(dict.fromkeys(notes)), scenarios=tuple(scenarios))
+
+
+def _gpu_card(gpu: str | None, gpu_mem: int | None) -> tuple[str, int] | None:
+    if gpu_mem is not None:
+        if gpu_mem <= 0:
+            raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}")
+        return (f"{gpu} ({gpu_mem} B)" if gpu else "custom"), gpu_mem
+    if gpu is None:
+        return None
+    from kvsize.profiles import resolve_gpu
+
+    profile = resolve_gpu(gpu)
+    return profile.id, profile.memory_bytes

@@ -1,0 +1,208 @@
+"""The `kvsize` command: parse, call the pipeline, render, map errors to exit codes.
+
+Only typer, the stdlib, kvsize.dtypes and kvsize.errors are imported at module level, so that `--help` and
+`--version` stay fast; everything else loads inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from kvsize.errors import ExitCode, KvsizeError
+
+SIZE_COMMAND = "size"
+
+
+class DefaultToSizeGroup(TyperGroup):
+    """`kvsize MODEL ...` means `kvsize size MODEL ...`: a first word that is no command goes to `size`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = [SIZE_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=DefaultToSizeGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="How much GPU memory an LLM's KV cache takes, and whether a deployment fits.",
+    epilog="Examples:  kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100   |   "
+    "kvsize ./config.json --ctx 8k,32k --batch 1,8 --kv-dtype bf16,fp8 --json   |   kvsize gpus",
+)
+
+ModelArg = Annotated[str, typer.Argument(help="Hub id (org/name), or a path to a config.json or its folder.",
+                                         show_default=False)]
+CtxOpt = Annotated[str | None, typer.Option(
+    "--ctx", "--max-model-len", help="Tokens per request: 131072, 128k (=131072), 1M; lists: 8k,32k,128k. "
+    "Default: a small grid up to the model's maximum.", show_default=False)]
+BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Concurrent requests; lists allowed: 1,8,32.")]
+KvDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", "--kv-cache-dtype", help="KV storage: auto (from the config), fp32, fp16, bf16, fp8 (=fp8_e4m3), "
+    "fp8_e5m2, int8, nvfp4 (=fp4), mxfp4, int4, q8_0, q4_0, ...; lists allowed.")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="Whose allocation rule to apply: formula.")]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help="GPU profile id or alias (kvsize gpus): h100, h200, "
+                                            "a100-80gb, mi300x, ...", show_default=False)]
+GpuMemOpt = Annotated[str | None, typer.Option("--gpu-mem", help="Memory of a custom card: 24GiB, 80GB, ...",
+                                               show_default=False)]
+ReserveOpt = Annotated[str | None, typer.Option(
+    "--reserve", help="Memory kept out of the KV budget besides the weights. Default: 8% of the card, as vLLM's "
+    "default gpu_memory_utilization 0.92 leaves.", show_default=False)]
+WeightsOpt = Annotated[str | None, typer.Option(
+    "--weights-mem", help="Override the weights' size: 15GiB, ... (default: looked up)", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (bytes as integers) instead of tables.")]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).",
+                                                 show_default=False)]
+EncoderLenOpt = Annotated[int | None, typer.Option(
+    "--encoder-len", min=0, help="Tokens each cross-attention layer attends to (default: one image).",
+    show_default=False)]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the full traceback of errors (for bug reports).")]
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+@contextmanager
+def user_errors(debug: bool = False) -> Iterator[None]:
+    """The only place expected errors become output: one line on stderr, and the error's exit code."""
+    try:
+        yield
+    except KvsizeError as exc:
+        if debug or os.environ.get("KVSIZE_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())
+        hint = f" {' '.join(exc.hint.split())}" if exc.hint else ""
+        _stderr(f"Error: {message}.{hint}" if not message.endswith((".", "?", ")")) or hint else f"Error: {message}{hint}")
+        raise typer.Exit(int(exc.exit_code)) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from kvsize import __version__
+
+        typer.echo(f"kvsize {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """How much GPU memory an LLM's KV cache takes, and whether a deployment fits."""
+
+
+def _split(text: str) -> list[str]:
+    return [part for part in (p.strip() for p in text.split(",")) if part] or [text]
+
+
+@app.command(SIZE_COMMAND, epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100")
+def size(
+    model: ModelArg,
+    ctx: CtxOpt = None,
+    batch: BatchOpt = "1",
+    kv_dtype: KvDtypeOpt = "auto",
+    engine: EngineOpt = "formula",
+    gpu: GpuOpt = None,
+    gpu_mem: GpuMemOpt = None,
+    reserve: ReserveOpt = None,
+    weights_mem: WeightsOpt = None,
+    encoder_len: EncoderLenOpt = None,
+    revision: RevisionOpt = None,
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
+    with user_errors(debug):
+        from kvsize.api import estimate_loaded
+        from kvsize.resolve import load_model_config
+        from kvsize.units import parse_size
+
+        loaded = load_model_config(model, revision=revision)
+        result = estimate_loaded(
+            loaded, ctx=_split(ctx) if ctx else None, batch=_split(batch), kv_dtype=_split(kv_dtype),
+            engine=engine, gpu=gpu, gpu_mem=parse_size(gpu_mem) if gpu_mem else None,
+            reserve_bytes=parse_size(reserve) if reserve else None,
+            weights_bytes=parse_size(weights_mem) if weights_mem else None, encoder_len=encoder_len)
+    _emit(lambda console: _render_estimate(console, result), result.model_dump_json(indent=2), json_output)
+
+
+def _render_estimate(console: Any, result: Any) -> None:
+    from kvsize.report import render_estimate
+
+    render_estimate(console, result)
+
+
+def _emit(render: Any, json_text: str, json_output: bool) -> None:
+    if json_output:
+        typer.echo(json_text)
+        return
+    from rich.console import Console
+
+    # Piped or captured output gets a fixed, wide layout instead of rich's 80-column fallback.
+    render(Console(highlight=False, width=None if sys.stdout.isatty() else 120))
+
+
+@app.command("gpus")
+def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """List the GPU profiles --gpu accepts, with memory, bandwidth and low-precision support."""
+    with user_errors(debug):
+        from kvsize.profiles import load_profiles
+
+        profiles = sorted(load_profiles().values(), key=lambda p: (p.vendor, -p.memory_bytes, p.id))
+    if json_output:
+        import json
+
+        typer.echo(json.dumps([p.model_dump(mode="json") for p in profiles], indent=2))
+        return
+    from rich.console import Console
+
+    from kvsize.report import render_gpus
+
+    render_gpus(Console(highlight=False, width=None if sys.stdout.isatty() else 160), profiles)
+
+
+@app.command("models")
+def models(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+    """List the built-in models: their configs ship with kvsize, so they work offline and without a token."""
+    with user_errors(debug):
+        from kvsize.config import parse_config
+        from kvsize.registry import load_registry_config, registry_entries
+
+        rows = []
+        for entry in registry_entries().values():
+            spec = parse_config(load_registry_config(entry), source=entry.hub_id)
+            kinds = ", ".join(f"{n} {layer.kind}" for layer, n in spec.layer_groups())
+            rows.append((entry, f"{spec.model_type}: {spec.attention_label} ({kinds})"))
+    if json_output:
+        import json
+
+        typer.echo(json.dumps([{"hub_id": e.hub_id, "summary": s} for e, s in rows], indent=2))
+        return
+    from rich.console import Console
+
+    from kvsize.report import render_models
+
+    render_models(Console(highlight=False, width=None if sys.stdout.isatty() else 160), rows)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        _stderr("Interrupted.")
+        sys.exit(130)
+
+
+__all__ = ["ExitCode", "app", "main"]

@@ -1,0 +1,336 @@
+"""GPU profiles: one YAML file per accelerator in `gpu_profiles/`, validated into frozen `GpuProfile` models.
+
+`parse_profile`, `resolve_gpu` and `custom_gpu` are pure; `load_profiles` and `profiles_dir` touch the file
+system.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
+
+from kvsize.errors import ConfigError, UnknownGpuProfile, UsageError
+
+__all__ = [
+    "GpuProfile",
+    "Interconnect",
+    "Price",
+    "custom_gpu",
+    "load_profiles",
+    "parse_profile",
+    "profiles_dir",
+    "resolve_gpu",
+]
+
+_NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
+Name = Annotated[str, Field(pattern=_NAME_PATTERN)]
+"""An id or alias: lower case, digits, dots and hyphens, as users type it on the command line."""
+
+# Numbers keep the type the YAML gives them (989 stays an int, 362.05 a float); bools are not numbers here.
+NonNegNumber = Annotated[StrictInt, Field(ge=0)] | Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
+PosNumber = Annotated[StrictInt, Field(gt=0)] | Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
+Text = Annotated[str, Field(min_length=1)]
+ByteCount = Annotated[StrictInt, Field(gt=0)]
+
+# Fields a profile may mark as not confirmed by a primary source (`uncertain_fields`).
+UNCERTAIN_FIELD_NAMES = frozenset(
+    {
+        "memory_bytes",
+        "memory_bandwidth_bytes_per_s",
+        "dense_tflops.bf16",
+        "dense_tflops.fp16",
+        "dense_tflops.fp8",
+        "dense_tflops.fp4",
+        "dense_tflops.int8_tops",
+        "fp8_native",
+        "fp4_native",
+        "tdp_w",
+        "typical_per_node",
+        "interconnect.scale_up",
+        "interconnect.scale_up_gb_s_bidirectional",
+        "interconnect.pcie",
+    }
+)
+
+_CUSTOM_SOURCE = "user-supplied --gpu-mem"
+_LIST_HINT = "'kvsize gpus' lists all; --gpu-mem 24GiB sizes a custom card"
+
+
+class Interconnect(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):
+    """How the device talks to its peers and to the host, as text plus one number."""
+
+    scale_up: str | None
+    """Scale-up fabric in words (`NVLink 4, 18 links`, `none`); null if unknown."""
+    scale_up_gb_s_bidirectional: NonNegNumber | None
+    """Per-device scale-up bandwidth in decimal GB/s, both directions summed (H100 NVLink 4: 900); null if
+    none or unknown."""
+    pcie: str | None
+    """Host link in words (`PCIe Gen5 x16`); null if unknown."""
+
+
+class Price(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):
+    """One dated on-demand price offer for a single device-hour."""
+
+    offer: Text
+    """Who sells it and how (`Lambda 8x H100 SXM`)."""
+    usd_per_hour: NonNegNumber | None
+    """US dollars per device-hour; null when the entry is not an hourly price (a purchase price, say)."""
+    as_of: Text
+    """Date the price was read, as text (`2026-09-20`, `2025-08`, `2025`)."""
+    source: Text
+    """Where the price comes from; `-- secondary` marks a transcription by a third party."""
+
+
+class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):
+    """One accelerator as kvsize sizes it: memory first, then the throughput figures for decode estimates."""
+
+    id: Name
+    """Stable identifier; equals the YAML file name without `.yaml` (`h100-sxm`)."""
+    name: Text
+    """Human-readable product name (`H100 SXM5 80GB`)."""
+    vendor: Text | None
+    """Vendor (`NVIDIA`, `AMD`, `Intel (Habana)`, `Google`, `Apple`); null for a custom card."""
+    aliases: tuple[Name, ...]
+    """Other lower-case names users type for this device (`h100`); unique across all profiles."""
+    driver_name: str | None
+    """Device name as the driver or runtime prints it (`NVIDIA H100 80GB HBM3`); null if not known."""
+    arch: str | None
+    """Architecture and compute capability or ISA (`Hopper, sm_90`); null if not known."""
+    memory_bytes: ByteCount
+    """Total device memory in bytes as the tool in `memory_reported_by` reports it; the advertised figure when
+    `memory_bytes_is_advertised` is true."""
+    memory_bytes_is_advertised: StrictBool
+    """True when no reported total was found and `memory_bytes` is the advertised figure (usable is lower)."""
+    memory_reported_by: str | None
+    """The tool or runtime behind `memory_bytes` (`nvidia-smi memory.total`), or why none was found."""
+    memory_advertised: str | None
+    """Marketing memory figure as text (`80 GB`)."""
+    memory_advertised_bytes: ByteCount | None
+    """`memory_advertised` in bytes: GiB where the vendor's "GB" means GiB (most HBM parts), 10^9 B where it
+    is decimal (B300); see `memory_notes`."""
+    memory_type: str | None
+    """Memory technology (`HBM3`, `GDDR6 (ECC on)`, `LPDDR5X unified`)."""
+    memory_notes: str | None
+    """How the advertised figure maps to bytes, other totals reported by other tools, and caveats."""
+    memory_bandwidth_bytes_per_s: ByteCount | None
+    """Vendor peak memory bandwidth in bytes/s (decimal: 3.35 TB/s = 3_350_000_000_000); achievable is about
+    80-92% of it."""
+    dense_tflops: dict[str, NonNegNumber | None]
+    """Peak dense (no 2:4 sparsity) matrix throughput in TFLOP/s by precision (`bf16`, `fp16`, `fp8`, `fp4`;
+    `int8_tops` in TOPS); null where unknown or unsupported. GeForce cards: FP32-accumulate rates."""
+    fp8_native: StrictBool | None
+    """Whether the hardware computes/converts FP8 natively (FP8 KV storage works everywhere); null if
+    unknown."""
+    fp8_formats: tuple[str, ...]
+    """Native FP8 formats (`e4m3`, `e5m2`, `e4m3fnuz`, `mxfp8`)."""
+    fp4_native: StrictBool | None
+    """Whether the hardware has native FP4 (NVFP4/MXFP4) math; null if unknown."""
+    fp4_formats: tuple[str, ...]
+    """Native FP4 (and on MI355X FP6) formats (`nvfp4`, `mxfp4`)."""
+    interconnect: Interconnect | None
+    """Scale-up fabric and host link; null if unknown."""
+    tdp_w: PosNumber | str | None
+    """Board/module power in watts; text where it varies by variant (`400 (SXM4) / 250 (PCIe)`); null if
+    unknown."""
+    typical_per_node: str | None
+    """How many devices a typical node holds, as text (`8 (HGX/DGX)`)."""
+    price_usd_per_hour: tuple[Price, ...]
+    """Dated on-demand prices per device-hour; empty if none was found."""
+    uncertain_fields: tuple[str, ...]
+    """Fields (dotted for nested keys: `dense_tflops.fp8`) not confirmed by a primary or engine source."""
+    notes: str | None
+    """Free-text caveats from the reference table."""
+    sources: tuple[Text, ...] = Field(min_length=1)
+    """Where the numbers come from: URLs, repository paths, or `user-supplied --gpu-mem`."""
+
+    def __hash__(self) -> int:
+        # pydantic's frozen hash would fail on the `dense_tflops` dict; equal profiles share id and memory.
+        return hash((type(self), self.id, self.memory_bytes))
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> GpuProfile:
+        if self.id in self.aliases:
+            raise ValueError(f"alias '{self.id}' repeats the id")
+        dupes = sorted({a for a in self.aliases if self.aliases.count(a) > 1})
+        if dupes:
+            raise ValueError(f"alias '{dupes[0]}' is listed twice")
+        unknown = [f for f in self.uncertain_fields if f not in UNCERTAIN_FIELD_NAMES]
+        if unknown:
+            raise ValueError(f"uncertain_fields entry '{unknown[0]}' is not a profile field")
+        if self.memory_bytes_is_advertised and self.memory_advertised_bytes != self.memory_bytes:
+            raise ValueError(
+                f"memory_bytes_is_advertised is true but memory_bytes {self.memory_bytes} differs from"
+                f" memory_advertised_bytes {self.memory_advertised_bytes}"
+            )
+        return self
+
+
+def profiles_dir() -> Path:
+    """Built-in profiles: `kvsize/gpu_profiles` in an installed wheel, else the checkout's `gpu_profiles/`."""
+    here = Path(__file__).resolve().parent
+    # A wheel force-includes gpu_profiles/ as kvsize/gpu_profiles, i.e. importlib.resources.files("kvsize") /
+    # "gpu_profiles". Look beside this module rather than through importlib.resources: in an editable install
+    # the package can resolve as a namespace spanning site-packages, where hatchling leaves a copy of the
+    # profiles taken at install time that goes stale as soon as a checkout file changes.
+    packaged = here / "gpu_profiles"
+    if packaged.is_dir():
+        return packaged
+    return here.parent / "gpu_profiles"
+
+
+def _describe_error(exc: ValidationError) -> str:
+    """First validation error as `field 'a.b[0].c': message (got VALUE)`, plus a count of the rest."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = ""
+    for part in first["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    text = f"field '{loc}': {first['msg']}" if loc else first["msg"]
+    if first["type"] not in {"missing", "extra_forbidden"} and not isinstance(first["input"], (dict, list)):
+        value = repr(first["input"])
+        text += f" (got {value if len(value) <= 60 else value[:57] + '...'})"
+    elif first["type"] == "extra_forbidden":
+        text = f"unknown field '{loc}' (check its spelling)"
+    if len(errors) > 1:
+        text += f"; and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''}"
+    return text
+
+
+def parse_profile(data: object, *, source: str) -> GpuProfile:
+    """Validate one profile's parsed YAML; `source` (a file name) prefixes any ConfigError message."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: a GPU profile must be a mapping of fields, got {type(data).__name__}")
+    try:
+        return GpuProfile.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid GPU profile: {_describe_error(exc)}") from None
+
+
+def _load_file(path: Path) -> GpuProfile:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not a valid GPU profile YAML{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read GPU profile: {exc}") from None
+    profile = parse_profile(data, source=str(path))
+    if profile.id != path.stem:
+        raise ConfigError(f"{path}: profile id '{profile.id}' does not match the file name '{path.stem}'")
+    return profile
+
+
+def _check_names(profiles: Mapping[str, GpuProfile]) -> None:
+    owner: dict[str, str] = {pid: pid for pid in profiles}
+    for profile in profiles.values():
+        for alias in profile.aliases:
+            if alias in owner:
+                other = owner[alias]
+                what = "the id of" if alias == other else "also an alias of"
+                raise ConfigError(f"GPU profile '{profile.id}': alias '{alias}' is {what} profile '{other}'")
+            owner[alias] = profile.id
+
+
+def _load_dir(directory: Path) -> dict[str, GpuProfile]:
+    if not directory.is_dir():
+        raise ConfigError(f"GPU profile directory '{directory}' does not exist")
+    profiles = {}
+    for path in sorted(directory.glob("*.yaml")):
+        profile = _load_file(path)
+        profiles[profile.id] = profile
+    if not profiles:
+        raise ConfigError(f"GPU profile directory '{directory}' holds no *.yaml profiles")
+    _check_names(profiles)
+    return profiles
+
+
+@functools.lru_cache(maxsize=1)
+def _load_default() -> dict[str, GpuProfile]:
+    return _load_dir(profiles_dir())
+
+
+def load_profiles(directory: Path | None = None) -> dict[str, GpuProfile]:
+    """All profiles in `directory` (default: the built-in ones, read once per process), keyed by id."""
+    if directory is None:
+        return dict(_load_default())
+    return _load_dir(directory)
+
+
+def _normalize(name: str) -> str:
+    """`RTX 4090`, `rtx_4090` and ` RTX-4090 ` all become `rtx-4090`."""
+    return re.sub(r"[\s_-]+", "-", name.strip().lower()).strip("-")
+
+
+def _suggest(key: str, names: Mapping[str, str]) -> list[str]:
+    """Profile ids whose id or alias starts with `key` or is close to it, best first, at most five."""
+    # `nvidia-h100` or `amd-mi300x` should still point at h100-sxm / mi300x.
+    stripped = re.sub(r"^(nvidia|geforce|amd|instinct|intel|habana|google|cloud|apple)-", "", key)
+    found: list[str] = []
+    for probe in dict.fromkeys((key, stripped)):
+        if probe in names:
+            found.append(names[probe])
+        if len(probe) >= 2:
+            found += [pid for name, pid in names.items() if name.startswith(probe)]
+        found += [names[n] for n in difflib.get_close_matches(probe, list(names), n=5, cutoff=0.6)]
+    return list(dict.fromkeys(found))[:5]
+
+
+def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
+    """The profile whose id or alias is `name`, ignoring case and treating spaces/underscores as hyphens."""
+    if profiles is None:
+        profiles = load_profiles()
+    names: dict[str, str] = {}
+    for profile in profiles.values():
+        names[profile.id] = profile.id
+        for alias in profile.aliases:
+            names.setdefault(alias, profile.id)
+    key = _normalize(name)
+    if key in names:
+        return profiles[names[key]]
+    suggestions = _suggest(key, names) if key else []
+    hint = f"Did you mean: {', '.join(suggestions)}? ({_LIST_HINT})" if suggestions else f"({_LIST_HINT})"
+    raise UnknownGpuProfile(f"unknown GPU profile '{name}'", hint=hint)
+
+
+def custom_gpu(memory_bytes: int, *, name: str = "custom") -> GpuProfile:
+    """A profile for a card known only by its memory size (`--gpu-mem`); every other figure is unknown."""
+    if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, int) or memory_bytes <= 0:
+        raise UsageError(f"GPU memory must be a positive number of bytes, got {memory_bytes!r}")
+    slug = re.sub(r"[^a-z0-9.-]+", "-", name.strip().lower()).strip("-.")
+    return GpuProfile(
+        id=slug if re.match(_NAME_PATTERN, slug) else "custom",
+        name=name.strip() or "custom",
+        vendor=None,
+        aliases=(),
+        driver_name=None,
+        arch=None,
+        memory_bytes=memory_bytes,
+        memory_bytes_is_advertised=False,
+        memory_reported_by=_CUSTOM_SOURCE,
+        memory_advertised=None,
+        memory_advertised_bytes=None,
+        memory_type=None,
+        memory_notes=None,
+        memory_bandwidth_bytes_per_s=None,
+        dense_tflops={},
+        fp8_native=None,
+        fp8_formats=(),
+        fp4_native=None,
+        fp4_formats=(),
+        interconnect=None,
+        tdp_w=None,
+        typical_per_node=None,
+        price_usd_per_hour=(),
+        uncertain_fields=(),
+        notes=None,
+        sources=(_CUSTOM_SOURCE,),
+    )

@@ -1,0 +1,155 @@
+"""Results -> rich tables and bars, or JSON. Receives a Console; keeps no globals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from kvsize.api import Estimate, Scenario
+from kvsize.profiles import GpuProfile
+from kvsize.registry import RegistryEntry
+from kvsize.units import format_bytes, format_tokens
+
+BAR_WIDTH = 50
+
+
+def estimate_json(result: Estimate) -> str:
+    return result.model_dump_json(indent=2)
+
+
+def render_estimate(console: Console, result: Estimate) -> None:
+    arch = result.architecture
+    console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
+    heads = f", {arch.num_attention_heads} query heads" if arch.num_attention_heads else ""
+    console.print(f"{arch.model_type}: {arch.attention}, {arch.num_layers} layers{heads}, "
+                  f"max context {arch.max_context if arch.max_context else 'not stated'}, weights {arch.model_dtype}")
+    console.print(_layers_table(result))
+    if result.scenarios:
+        first = result.scenarios[0]
+        console.print(f"[dim]engine {first.engine}: {escape(first.rule)}[/]")
+    console.print(_scenarios_table(result.scenarios))
+    gpu_rows = [s for s in result.scenarios if s.gpu is not None]
+    if gpu_rows:
+        console.print(_gpu_panel(gpu_rows))
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _layers_table(result: Estimate) -> Table:
+    table = Table(title="Attention by layer", title_justify="left", show_edge=False)
+    for column in ("layers", "kind", "kv heads", "head dim K/V", "window", "elem/token", "state elem"):
+        table.add_column(column, justify="left" if column == "kind" else "right", no_wrap=True)
+    for g in result.architecture.layers:
+        if g.kv_lora_rank is not None:
+            dims = f"latent {g.kv_lora_rank}+{g.qk_rope_head_dim}"
+        elif g.head_dim:
+            dims = f"{g.head_dim}/{g.head_dim_v}"
+        else:
+            dims = "-"
+        window = str(g.window) if g.window else (f"{g.encoder_tokens} enc" if g.encoder_tokens else "-")
+        if g.shares_kv_with is not None:
+            window = f"uses layer {g.shares_kv_with}"
+        table.add_row(str(g.count), g.kind, str(g.num_kv_heads) if g.num_kv_heads is not None else "-", dims,
+                      window, f"{g.elements_per_token:,}" if g.elements_per_token else "-",
+                      f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-")
+    return table
+
+
+def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
+    with_gpu = any(s.gpu is not None for s in scenarios)
+    table = Table(title="KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)",
+                  title_justify="left", show_edge=False)
+    for column in ("ctx", "batch", "dtype", "per token", "per request", "total"):
+        table.add_column(column, justify="right", no_wrap=True)
+    if with_gpu:
+        for column in ("fits", "max reqs", "max ctx"):
+            table.add_column(column, justify="right", no_wrap=True)
+    for s in scenarios:
+        row = [f"{s.ctx:,}", str(s.batch), s.kv_dtype.value, f"{s.kv_bytes_per_token:,} B",
+               format_bytes(s.bytes_per_request), format_bytes(s.kv_cache_bytes)]
+        if s.gpu is not None:
+            max_ctx = "no limit" if s.gpu.max_context is None else f"{s.gpu.max_context:,}"
+            row += ["[green]yes[/]" if s.gpu.fits else "[red]no[/]", f"{s.gpu.max_concurrency:,}", max_ctx]
+        elif with_gpu:
+            row += ["", "", ""]
+        table.add_row(*row)
+    return table
+
+
+def _gpu_panel(scenarios: Sequence[Scenario]) -> Group:
+    first = scenarios[0].gpu
+    assert first is not None
+    weights_label = "estimated " if first.weights_estimated else ""
+    lines: list[Text | Table | str] = [
+        Text.from_markup(
+            f"[bold]{escape(first.name)}[/]: {format_bytes(first.memory_bytes)} = weights "
+            f"{format_bytes(first.weights_bytes)} ({weights_label}{escape(first.weights_source)}) + reserve "
+            f"{format_bytes(first.reserve_bytes)} ({escape(first.reserve_rule)}) + KV budget "
+            f"{format_bytes(first.kv_budget_bytes)}")]
+    bars = Table.grid(padding=(0, 1))
+    bars.add_column(justify="right")
+    bars.add_column()
+    bars.add_column()
+    for s in _distinct(scenarios):
+        assert s.gpu is not None
+        label = f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
+        bars.add_row(label, memory_bar(s), "[green]fits[/]" if s.gpu.fits else "[red]does not fit[/]")
+    lines.append(bars)
+    lines.append(Text.from_markup("[blue]█[/] weights  [green]█[/] KV cache  [red]█[/] KV over budget  "
+                                  "[yellow]█[/] reserve  [dim]░[/] free"))
+    return Group(*lines)
+
+
+def _distinct(scenarios: Iterable[Scenario]) -> list[Scenario]:
+    return list(scenarios)[:12]
+
+
+def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> Text:
+    """weights | KV | reserve | free, scaled to the card; KV beyond the budget is drawn in red past it."""
+    gpu = s.gpu
+    assert gpu is not None
+    total = gpu.memory_bytes
+
+    def cells(n: int) -> int:
+        return max(0, round(width * n / total))
+
+    weights = min(cells(gpu.weights_bytes), width)
+    budget = max(gpu.kv_budget_bytes, 0)
+    kv_in = cells(min(s.kv_cache_bytes, budget))
+    reserve = cells(gpu.reserve_bytes)
+    free = max(width - weights - kv_in - reserve, 0)
+    bar = Text()
+    bar.append("█" * weights, style="blue")
+    bar.append("█" * kv_in, style="green")
+    bar.append("░" * free, style="dim")
+    bar.append("█" * reserve, style="yellow")
+    over = s.kv_cache_bytes - budget
+    if over > 0:
+        bar.append("█" * min(max(cells(over), 1), width), style="red")
+    return bar
+
+
+def render_gpus(console: Console, profiles: Iterable[GpuProfile]) -> None:
+    table = Table(title="GPU profiles", title_justify="left", show_edge=False)
+    for column in ("id", "name", "memory", "bandwidth", "bf16 TFLOP/s", "fp8", "fp4", "aliases"):
+        table.add_column(column, justify="right" if column in ("memory", "bandwidth", "bf16 TFLOP/s") else "left")
+    for p in profiles:
+        bf16 = p.dense_tflops.get("bf16") if p.dense_tflops else None
+        bandwidth = f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s" if p.memory_bandwidth_bytes_per_s else "-"
+        table.add_row(p.id, escape(p.name), format_bytes(p.memory_bytes), bandwidth,
+                      "-" if bf16 is None else f"{bf16:g}", "yes" if p.fp8_native else "-",
+                      "yes" if p.fp4_native else "-", ", ".join(p.aliases))
+    console.print(table)
+
+
+def render_models(console: Console, entries: Iterable[tuple[RegistryEntry, str]]) -> None:
+    table = Table(title="Built-in models (work offline)", title_justify="left", show_edge=False)
+    table.add_column("hub id")
+    table.add_column("architecture")
+    for entry, summary in entries:
+        table.add_row(entry.hub_id, summary)
+    console.print(table)

@@ -1,0 +1,98 @@
+"""Find a model's config.json: a local file or folder, then the built-in registry, then the hub."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from kvsize.errors import ConfigError
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are under 100 KiB; refuse anything absurd
+
+ConfigFetcher = Callable[..., Path]
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A config.json and where it came from."""
+
+    model: str
+    """The name to print: the hub id as spelled by the registry or the user, or the path given."""
+    raw: dict[str, Any]
+    source: Literal["local", "registry", "hub"]
+    location: str
+    """The file read (a local path, the registry file, or the HF cache file with the revision)."""
+    folder: Path | None = None
+    """A local folder that may hold the weights (safetensors index or files)."""
+    hub_id: str | None = None
+
+    @property
+    def source_label(self) -> str:
+        return f"{self.source}: {self.location}"
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file's content, refusing huge files and reporting syntax errors on one line."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {size} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES})")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text", hint="Pass the model's config.json.") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                          hint="Pass the model's config.json.") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply") from None
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.startswith((".", "/", "~", "\\")) or ref.endswith(".json") or ref.count("/") > 1 or "\\" in ref
+
+
+def _as_object(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a config.json must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def load_model_config(ref: str, *, revision: str | None = None, token: str | None = None,
+                      fetch: ConfigFetcher | None = None) -> LoadedConfig:
+    """Resolve `ref` in order: local config.json or folder; built-in registry (unless a revision is asked
+    for); the hub through huggingface_hub (`fetch` replaces it in tests)."""
+    from kvsize import registry
+
+    ref = ref.strip()
+    if not ref:
+        raise ConfigError("empty model reference", hint="Give a hub id (org/name) or a path to a config.json.")
+    path = Path(ref).expanduser()
+    if path.exists():
+        config_file = path / "config.json" if path.is_dir() else path
+        if not config_file.is_file():
+            raise ConfigError(f"{path}: folder has no config.json", hint="Point at the model's config.json.")
+        raw = _as_object(read_json_file(config_file), str(config_file))
+        return LoadedConfig(model=ref, raw=raw, source="local", location=str(config_file),
+                            folder=config_file.parent)
+    if _looks_like_path(ref):
+        raise ConfigError(f"{ref}: no such file or folder",
+                          hint="Check the path, or give a hub id like org/name ('kvsize models' lists the "
+                               "built-in ones).")
+    entry = registry.find_entry(ref) if revision is None else None
+    if entry is not None:
+        raw = registry.load_registry_config(entry)
+        return LoadedConfig(model=entry.hub_id, raw=raw, source="registry",
+                            location=f"kvsize/models/{entry.file_name}", hub_id=entry.hub_id)
+    if fetch is None:
+        from kvsize.hub import fetch_config_from_hub as fetch
+    config_file = fetch(ref, revision=revision, token=token)
+    raw = _as_object(read_json_file(config_file), f"{ref} config.json")
+    return LoadedConfig(model=ref, raw=raw, source="hub", location=f"{ref}@{revision or 'main'} ({config_file})",
+                        folder=config_file.parent, hub_id=ref)

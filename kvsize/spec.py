@@ -1,0 +1,152 @@
+"""The architecture spec: what every decoder layer keeps per token and per request.
+
+A spec is built by `kvsize.config.parse_config` from a config.json and consumed by the sizing engines.
+It knows nothing of Hugging Face key names; those live in `config.py`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import Enum
+from math import prod
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class AttentionKind(str, Enum):
+    FULL = "full"  # K and V for every token of the context
+    SLIDING = "sliding"  # K and V for the last `window` tokens
+    CHUNKED = "chunked"  # K and V for the current chunk of `window` tokens (Llama 4 local layers)
+    MLA = "mla"  # one compressed latent per token (DeepSeek-V2/V3 multi-head latent attention)
+    CROSS = "cross"  # K and V of the encoder's (or vision tower's) tokens, fixed per request
+    SHARED = "shared"  # reads another layer's cache and stores nothing itself
+
+
+class StateKind(str, Enum):
+    MAMBA = "mamba"  # Mamba-1 selective SSM
+    MAMBA2 = "mamba2"  # Mamba-2 SSD
+    GATED_DELTANET = "gated_deltanet"  # Qwen3-Next linear attention
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AttentionSpec(_Frozen):
+    """The attention cache of one layer."""
+
+    kind: AttentionKind
+    num_kv_heads: int = Field(ge=0)
+    """KV heads stored (1 for MLA's single latent, 0 for a shared layer)."""
+    head_dim: int = Field(ge=0)
+    """Elements of K per head (MLA: kv_lora_rank + qk_rope_head_dim)."""
+    head_dim_v: int = Field(ge=0)
+    """Elements of V per head (0 for MLA, whose latent serves both)."""
+    window: int | None = Field(default=None, gt=0)
+    """Tokens held by a sliding-window layer, or the chunk size of a chunked layer."""
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, ge=0)
+    encoder_tokens: int | None = Field(default=None, ge=0)
+    """Tokens a cross-attention layer attends to, per request (an image's or an encoder's)."""
+    shares_kv_with: int | None = Field(default=None, ge=0)
+    """Index of the layer whose cache a SHARED layer reads."""
+
+    @model_validator(mode="after")
+    def _check_kind_fields(self) -> AttentionSpec:
+        if self.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and self.window is None:
+            raise ValueError(f"{self.kind.value} attention needs a window")
+        if self.kind is AttentionKind.CROSS and self.encoder_tokens is None:
+            raise ValueError("cross attention needs encoder_tokens")
+        if self.kind is not AttentionKind.SHARED and self.num_kv_heads * (self.head_dim + self.head_dim_v) == 0:
+            raise ValueError(f"{self.kind.value} attention stores no elements")
+        return self
+
+    @property
+    def elements_per_token(self) -> int:
+        """Elements stored per cached token (K and V together, all KV heads of the layer)."""
+        return self.num_kv_heads * (self.head_dim + self.head_dim_v)
+
+
+class StateSpec(_Frozen):
+    """A recurrent layer's fixed-size state: the same bytes per request at any context length."""
+
+    kind: StateKind
+    conv_channels: int = Field(ge=0)
+    """Channels of the short causal convolution whose last inputs are kept."""
+    conv_kernel: int = Field(ge=1)
+    """Convolution width; a cache keeps the last `conv_kernel - 1` inputs (some engines keep `conv_kernel`)."""
+    ssm_shape: tuple[int, ...]
+    """Shape of the recurrent (SSM / delta-rule) state tensor per request."""
+    dtype: str = "bf16"
+    """Storage format of the state (a `KvDtype` value); engines may override it."""
+
+    @property
+    def conv_elements(self) -> int:
+        return self.conv_channels * (self.conv_kernel - 1)
+
+    @property
+    def ssm_elements(self) -> int:
+        return prod(self.ssm_shape)
+
+
+class LayerSpec(_Frozen):
+    """One decoder layer: an attention cache, a recurrent state, both (Zamba2 hybrid blocks) or neither."""
+
+    index: int = Field(ge=0)
+    attention: AttentionSpec | None = None
+    state: StateSpec | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.attention is not None:
+            return self.attention.kind.value if self.state is None else f"{self.state.kind.value}+{self.attention.kind.value}"
+        if self.state is not None:
+            return self.state.kind.value
+        return "none"
+
+
+class ArchSpec(_Frozen):
+    """A model's decoder as kvsize sizes it."""
+
+    model_type: str
+    layers: tuple[LayerSpec, ...] = Field(min_length=1)
+    num_attention_heads: int | None = Field(default=None, gt=0)
+    """Query heads of the attention layers (to tell MHA, GQA and MQA apart)."""
+    max_context: int | None = Field(default=None, gt=0)
+    """The model's maximum context (max_position_embeddings or its equivalent)."""
+    model_dtype: str = "bf16"
+    """The weights' dtype from the config (`torch_dtype`), used by `--kv-dtype auto`."""
+    notes: tuple[str, ...] = ()
+    """Assumptions and interpretations made while parsing (shown in the table and the JSON)."""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def attention_label(self) -> str:
+        """MHA, GQA, MQA, MLA, hybrid (attention and recurrent layers) or SSM (no attention at all)."""
+        attn = [layer.attention for layer in self.layers if layer.attention is not None]
+        has_state = any(layer.state is not None for layer in self.layers)
+        if not attn:
+            return "SSM" if has_state else "none"
+        if any(a.kind is AttentionKind.MLA for a in attn):
+            return "MLA"
+        if has_state:
+            return "hybrid"
+        kv_heads = {a.num_kv_heads for a in attn if a.kind is not AttentionKind.SHARED}
+        if kv_heads == {1}:
+            return "MQA"
+        if self.num_attention_heads is not None and kv_heads == {self.num_attention_heads}:
+            return "MHA"
+        return "GQA"
+
+    def layer_groups(self) -> list[tuple[LayerSpec, int]]:
+        """Identical layers (index aside) grouped, in order of first appearance, with their counts."""
+        counts: Counter[tuple[object, object]] = Counter()
+        first: dict[tuple[object, object], LayerSpec] = {}
+        for layer in self.layers:
+            key = (layer.attention, layer.state)
+            counts[key] += 1
+            first.setdefault(key, layer)
+        return [(first[key], n) for key, n in counts.items()]

@@ -1,0 +1,825 @@
+"""Hand-derived expected KV-cache shapes for every config in shared/configs/.
+
+Every number below was worked out by hand from the config.json fields (plus the
+transformers config-class defaults for omitted fields) and is independent of the
+kvsize parser. The arithmetic is in the comment next to each entry.
+
+Conventions (the product's rules):
+  * elements per token of one attention layer = kv_heads * (head_dim_k + head_dim_v)
+    = kv_heads * 2 * head_dim for ordinary attention.
+  * MLA layer = kv_lora_rank + qk_rope_head_dim (one latent, not x2, no head count).
+  * recurrent state per layer = conv_channels * (conv_kernel - 1) + prod(ssm state shape).
+  * elements_per_token sums full + sliding + chunked + mla layers (not cross layers).
+  * windows: {"sliding:<W>": n_layers, "chunked:<C>": n_layers}; a window >= max_context
+    is still listed (the engine caps it).
+
+Sources read for defaults (huggingface/transformers, via the search tool):
+  * src/transformers/models/llama/configuration_llama.py @008e5743: LlamaConfig defaults
+    num_hidden_layers=32, num_attention_heads=32, hidden_size=4096,
+    num_key_value_heads=None -> num_attention_heads, head_dim=None -> hidden//heads.
+  * src/transformers/models/gemma3/configuration_gemma3.py @008f5c8c: Gemma3TextConfig
+    defaults num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+    max_position_embeddings=131072, sliding_window=4096, sliding_window_pattern=6.
+  * Llama4TextConfig (transformers copy, file id 46400540717): no_rope_layers default
+    [int((i+1) % no_rope_layer_interval != 0)], no_rope_layer_interval=4, and
+    layer_types = "chunked_attention" if no_rope_layers[i] else "full_attention".
+  * src/transformers/models/nemotron_h/configuration_nemotron_h.py @13923c63:
+    hybrid_override_pattern M->linear_attention(mamba2), *->full_attention, -->mlp, E->moe.
+    NemotronHMamba2Mixer: intermediate_size = mamba_num_heads * mamba_head_dim
+    (NOT config.intermediate_size, which is the MLP width).
+  * Zamba2Config: attention_head_dim = 2 * hidden_size // num_attention_heads.
+  * Qwen3NextConfig: layer_types default "linear_attention" if (i+1) % full_attention_interval
+    else "full_attention".
+  * Mllama vision: num_patches = (image_size // patch_size) ** 2 + 1 per tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Expected:
+    kinds: dict[str, int]
+    attention: str
+    elements_per_token: int
+    windows: dict[str, int]
+    state_elements_per_request: int
+    cross_elements_per_token: int
+    encoder_tokens: int
+    max_context: int | None
+
+
+EXPECTED: dict[str, Expected] = {
+    # ------------------------------------------------------------------ Llama 2
+    # meta-llama/Llama-2-7b-hf: 32 layers x 32 KV heads (MHA) x head_dim 4096/32=128
+    #   -> 32*2*32*128 = 262144 elements/token
+    "meta-llama/Llama-2-7b-hf": Expected(
+        kinds={"full": 32},
+        attention="MHA",
+        elements_per_token=262_144,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # meta-llama/Llama-2-13b-hf: 40 layers x 40 KV heads (MHA) x head_dim 5120/40=128
+    #   -> 40*2*40*128 = 409600
+    "meta-llama/Llama-2-13b-hf": Expected(
+        kinds={"full": 40},
+        attention="MHA",
+        elements_per_token=409_600,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # meta-llama/Llama-2-70b-hf: 80 layers x 8 KV heads x head_dim 8192/64=128
+    #   -> 80*2*8*128 = 163840
+    "meta-llama/Llama-2-70b-hf": Expected(
+        kinds={"full": 80},
+        attention="GQA",
+        elements_per_token=163_840,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # ------------------------------------------------------------ Llama 3 / 3.1 / 3.3
+    # meta-llama/Meta-Llama-3-8B: 32 layers x 8 KV heads x head_dim 4096/32=128
+    #   -> 32*2*8*128 = 65536; max_position_embeddings 8192
+    "meta-llama/Meta-Llama-3-8B": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=65_536,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # meta-llama/Llama-3.1-8B: 32 layers x 8 KV heads x head_dim 4096/32=128 -> 32*2*8*128 = 65536
+    "meta-llama/Llama-3.1-8B": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=65_536,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Llama-3.1-8B-Instruct: same dims as base -> 32*2*8*128 = 65536
+    "meta-llama/Llama-3.1-8B-Instruct": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=65_536,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Llama-3.1-70B-Instruct: 80 layers x 8 KV heads x head_dim 8192/64=128
+    #   -> 80*2*8*128 = 163840
+    "meta-llama/Llama-3.1-70B-Instruct": Expected(
+        kinds={"full": 80},
+        attention="GQA",
+        elements_per_token=163_840,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Meta-Llama-3.1-405B: 126 layers x 8 KV heads x head_dim 16384/128=128
+    #   -> 126*2*8*128 = 126*2048 = 258048
+    "meta-llama/Meta-Llama-3.1-405B": Expected(
+        kinds={"full": 126},
+        attention="GQA",
+        elements_per_token=258_048,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Llama-3.3-70B-Instruct: no head_dim key; 80 layers x 8 KV heads x 8192/64=128
+    #   -> 80*2*8*128 = 163840
+    "meta-llama/Llama-3.3-70B-Instruct": Expected(
+        kinds={"full": 80},
+        attention="GQA",
+        elements_per_token=163_840,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # ------------------------------------------------------------------ Llama 3.2
+    # meta-llama/Llama-3.2-1B-Instruct: 16 layers x 8 KV heads x explicit head_dim 64 (=2048/32)
+    #   -> 16*2*8*64 = 16384
+    "meta-llama/Llama-3.2-1B-Instruct": Expected(
+        kinds={"full": 16},
+        attention="GQA",
+        elements_per_token=16_384,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Llama-3.2-3B: 28 layers x 8 KV heads x explicit head_dim 128 (=3072/24)
+    #   -> 28*2*8*128 = 57344
+    "meta-llama/Llama-3.2-3B": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=57_344,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Llama-3.2-3B-Instruct: same dims -> 28*2*8*128 = 57344
+    "meta-llama/Llama-3.2-3B-Instruct": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=57_344,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # meta-llama/Llama-3.2-90B-Vision-Instruct (mllama, text_config): 100 layers, of which 20 are
+    #   cross_attention_layers [3,8,...,98]; 100-20 = 80 self-attention layers.
+    #   head_dim 8192/64=128, 8 KV heads -> per layer 8*2*128 = 2048
+    #   self: 80*2048 = 163840 elements/token
+    #   cross: 20*8*2*128 = 40960 elements per encoder token
+    #   encoder_tokens = max_num_tiles 4 * ((560//14)**2 + 1) = 4 * (40*40 + 1) = 4*1601 = 6404
+    "meta-llama/Llama-3.2-90B-Vision-Instruct": Expected(
+        kinds={"full": 80, "cross": 20},
+        attention="GQA",
+        elements_per_token=163_840,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=40_960, encoder_tokens=6404,
+        max_context=131072,
+    ),
+    # ------------------------------------------------------------------ Llama 4
+    # meta-llama/Llama-4-Scout-17B-16E-Instruct (text_config): 48 layers, no no_rope_layers ->
+    #   layer i chunked when (i+1) % 4 != 0 -> full layers i = 3,7,...,47 = 48/4 = 12; chunked 48-12 = 36
+    #   attention_chunk_size 8192. per layer 8 KV heads * 2 * head_dim 128 = 2048
+    #   -> 48*2048 = 98304 (36*2048 chunked + 12*2048 full = 73728 + 24576)
+    #   max_position_embeddings 10485760 (chunk << context)
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": Expected(
+        kinds={"chunked": 36, "full": 12},
+        attention="GQA",
+        elements_per_token=98_304,
+        windows={"chunked:8192": 36},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=10485760,
+    ),
+    # meta-llama/Llama-4-Maverick-17B-128E-Instruct: same attention layout as Scout:
+    #   36 chunked (8192) + 12 full, 8 KV heads x 128 -> 48*2*8*128 = 98304; max 1048576
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": Expected(
+        kinds={"chunked": 36, "full": 12},
+        attention="GQA",
+        elements_per_token=98_304,
+        windows={"chunked:8192": 36},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=1048576,
+    ),
+    # ------------------------------------------------------------------ LLaVA
+    # llava-hf/llava-1.5-7b-hf: text_config is a LlamaConfig giving only max_position_embeddings 4096;
+    #   LlamaConfig defaults: 32 layers, 32 heads, hidden 4096, kv heads = heads = 32 (MHA)
+    #   head_dim 4096/32 = 128 -> 32*2*32*128 = 262144
+    "llava-hf/llava-1.5-7b-hf": Expected(
+        kinds={"full": 32},
+        attention="MHA",
+        elements_per_token=262_144,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # ------------------------------------------------------------------ Llama-architecture others
+    # 01-ai/Yi-1.5-6B: 32 layers x 4 KV heads x head_dim 4096/32=128 -> 32*2*4*128 = 32768
+    "01-ai/Yi-1.5-6B": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=32_768,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # HuggingFaceTB/SmolLM2-135M-Instruct: 30 layers x 3 KV heads x head_dim 576/9=64
+    #   -> 30*2*3*64 = 11520
+    "HuggingFaceTB/SmolLM2-135M-Instruct": Expected(
+        kinds={"full": 30},
+        attention="GQA",
+        elements_per_token=11_520,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # HuggingFaceTB/SmolLM2-360M-Instruct: 32 layers x 5 KV heads x head_dim 960/15=64
+    #   -> 32*2*5*64 = 20480
+    "HuggingFaceTB/SmolLM2-360M-Instruct": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=20_480,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # TinyLlama/TinyLlama-1.1B-Chat-v1.0: 22 layers x 4 KV heads x head_dim 2048/32=64
+    #   -> 22*2*4*64 = 11264
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": Expected(
+        kinds={"full": 22},
+        attention="GQA",
+        elements_per_token=11_264,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=2048,
+    ),
+    # deepseek-ai/deepseek-llm-7b-base: Llama arch, 30 layers x 32 KV heads (MHA) x 4096/32=128
+    #   -> 30*2*32*128 = 245760
+    "deepseek-ai/deepseek-llm-7b-base": Expected(
+        kinds={"full": 30},
+        attention="MHA",
+        elements_per_token=245_760,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # ------------------------------------------------------------------ Mistral / Mixtral
+    # mistralai/Mistral-7B-Instruct-v0.3: sliding_window null -> all full;
+    #   32 layers x 8 KV heads x 4096/32=128 -> 32*2*8*128 = 65536
+    "mistralai/Mistral-7B-Instruct-v0.3": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=65_536,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # mistralai/Ministral-8B-Instruct-2410: plain sliding_window 32768 -> every layer slides (Mistral rule);
+    #   window 32768 == max_context 32768, still listed as sliding (engine caps it).
+    #   36 layers x 8 KV heads x explicit head_dim 128 -> 36*2*8*128 = 73728
+    "mistralai/Ministral-8B-Instruct-2410": Expected(
+        kinds={"sliding": 36},
+        attention="GQA",
+        elements_per_token=73_728,
+        windows={"sliding:32768": 36},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # mistralai/Mixtral-8x7B-v0.1: sliding_window null; 32 layers x 8 KV heads x 4096/32=128
+    #   -> 32*2*8*128 = 65536
+    "mistralai/Mixtral-8x7B-v0.1": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=65_536,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # mistralai/Mixtral-8x22B-v0.1: sliding_window null; 56 layers x 8 KV heads x 6144/48=128
+    #   -> 56*2*8*128 = 114688
+    "mistralai/Mixtral-8x22B-v0.1": Expected(
+        kinds={"full": 56},
+        attention="GQA",
+        elements_per_token=114_688,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=65536,
+    ),
+    # ------------------------------------------------------------------ Mamba2 (pure SSM)
+    # mistralai/Mamba-Codestral-7B-v0.1: 64 Mamba2 layers, no attention, no max_position_embeddings.
+    #   d_inner = expand 2 * hidden 4096 = 8192 (= num_heads 128 * head_dim 64)
+    #   conv_channels = 8192 + 2*n_groups 8*state_size 128 = 8192 + 2048 = 10240
+    #   conv = 10240 * (conv_kernel 4 - 1) = 30720
+    #   ssm = num_heads 128 * head_dim 64 * state_size 128 = 1048576
+    #   per layer 30720 + 1048576 = 1079296; x64 layers = 69074944
+    "mistralai/Mamba-Codestral-7B-v0.1": Expected(
+        kinds={"mamba2": 64},
+        attention="SSM",
+        elements_per_token=0,
+        windows={},
+        state_elements_per_request=69_074_944,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=None,
+    ),
+    # ------------------------------------------------------------------ Qwen 1.5 / 2 / 2.5
+    # All Qwen2-family configs below have use_sliding_window=false -> sliding_window ignored, all full.
+    # Qwen/Qwen1.5-110B: 80 layers x 8 KV heads x 8192/64=128 -> 80*2*8*128 = 163840
+    "Qwen/Qwen1.5-110B": Expected(
+        kinds={"full": 80},
+        attention="GQA",
+        elements_per_token=163_840,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2-0.5B-Instruct: 24 layers x 2 KV heads x 896/14=64 -> 24*2*2*64 = 6144
+    "Qwen/Qwen2-0.5B-Instruct": Expected(
+        kinds={"full": 24},
+        attention="GQA",
+        elements_per_token=6_144,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2-1.5B-Instruct: 28 layers x 2 KV heads x 1536/12=128 -> 28*2*2*128 = 14336
+    "Qwen/Qwen2-1.5B-Instruct": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=14_336,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2-7B: 28 layers x 4 KV heads x 3584/28=128 -> 28*2*4*128 = 28672
+    "Qwen/Qwen2-7B": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=28_672,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # Qwen/Qwen2-7B-Instruct: same dims -> 28*2*4*128 = 28672; max_position_embeddings 32768
+    "Qwen/Qwen2-7B-Instruct": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=28_672,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2.5-3B: 36 layers x 2 KV heads x 2048/16=128 -> 36*2*2*128 = 18432
+    "Qwen/Qwen2.5-3B": Expected(
+        kinds={"full": 36},
+        attention="GQA",
+        elements_per_token=18_432,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2.5-3B-Instruct: same dims (max_window_layers 70 > 36 layers, irrelevant: sliding off)
+    #   -> 36*2*2*128 = 18432
+    "Qwen/Qwen2.5-3B-Instruct": Expected(
+        kinds={"full": 36},
+        attention="GQA",
+        elements_per_token=18_432,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2.5-7B: 28 layers x 4 KV heads x 3584/28=128 -> 28*2*4*128 = 28672
+    "Qwen/Qwen2.5-7B": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=28_672,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # Qwen/Qwen2.5-7B-Instruct: same dims -> 28672; max_position_embeddings 32768
+    "Qwen/Qwen2.5-7B-Instruct": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=28_672,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # Qwen/Qwen2.5-14B: 48 layers x 8 KV heads x 5120/40=128 -> 48*2*8*128 = 98304
+    "Qwen/Qwen2.5-14B": Expected(
+        kinds={"full": 48},
+        attention="GQA",
+        elements_per_token=98_304,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # Qwen/Qwen2.5-32B: 64 layers x 8 KV heads x 5120/40=128 -> 64*2*8*128 = 131072
+    "Qwen/Qwen2.5-32B": Expected(
+        kinds={"full": 64},
+        attention="GQA",
+        elements_per_token=131_072,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # Qwen/Qwen2.5-VL-7B-Instruct: LM at top level; sliding_window null; 28 layers x 4 KV heads x
+    #   3584/28=128 -> 28*2*4*128 = 28672; max_position_embeddings 128000
+    "Qwen/Qwen2.5-VL-7B-Instruct": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=28_672,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=128000,
+    ),
+    # ------------------------------------------------------------------ Qwen3
+    # Qwen/Qwen3-0.6B: 28 layers x 8 KV heads x explicit head_dim 128 (hidden/heads would be 64)
+    #   -> 28*2*8*128 = 57344
+    "Qwen/Qwen3-0.6B": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=57_344,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=40960,
+    ),
+    # Qwen/Qwen3-1.7B: 28 layers x 8 KV heads x head_dim 128 -> 28*2*8*128 = 57344
+    "Qwen/Qwen3-1.7B": Expected(
+        kinds={"full": 28},
+        attention="GQA",
+        elements_per_token=57_344,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=40960,
+    ),
+    # Qwen/Qwen3-8B: 36 layers x 8 KV heads x head_dim 128 -> 36*2*8*128 = 73728
+    "Qwen/Qwen3-8B": Expected(
+        kinds={"full": 36},
+        attention="GQA",
+        elements_per_token=73_728,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=40960,
+    ),
+    # Qwen/Qwen3-14B: 40 layers x 8 KV heads x head_dim 128 -> 40*2*8*128 = 81920
+    "Qwen/Qwen3-14B": Expected(
+        kinds={"full": 40},
+        attention="GQA",
+        elements_per_token=81_920,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=40960,
+    ),
+    # Qwen/Qwen3-32B: 64 layers x 8 KV heads x explicit head_dim 128 (5120/64 would be 80)
+    #   -> 64*2*8*128 = 131072
+    "Qwen/Qwen3-32B": Expected(
+        kinds={"full": 64},
+        attention="GQA",
+        elements_per_token=131_072,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=40960,
+    ),
+    # Qwen/Qwen3-30B-A3B: 48 layers x 4 KV heads x head_dim 128 -> 48*2*4*128 = 49152
+    "Qwen/Qwen3-30B-A3B": Expected(
+        kinds={"full": 48},
+        attention="GQA",
+        elements_per_token=49_152,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=40960,
+    ),
+    # Qwen/Qwen3-Next-80B-A3B-Thinking: 48 layers, no layer_types, full_attention_interval 4:
+    #   full at i=3,7,...,47 -> 48/4 = 12 full; 48-12 = 36 gated_deltanet.
+    #   full: 2 KV heads * 2 * head_dim 256 = 1024 per layer -> 12*1024 = 12288 elements/token
+    #   gated_deltanet per layer:
+    #     key_dim = 16*128 = 2048, value_dim = 32*128 = 4096
+    #     conv_channels = 2*2048 + 4096 = 8192; conv = 8192*(4-1) = 24576
+    #     ssm = 32 value heads * 128 * 128 = 524288
+    #     per layer 24576 + 524288 = 548864; x36 = 19759104
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": Expected(
+        kinds={"full": 12, "gated_deltanet": 36},
+        attention="hybrid",
+        elements_per_token=12_288,
+        windows={},
+        state_elements_per_request=19_759_104,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=262144,
+    ),
+    # ------------------------------------------------------------------ DeepSeek MLA
+    # deepseek-ai/DeepSeek-V2: 60 layers MLA, latent kv_lora_rank 512 + qk_rope_head_dim 64 = 576
+    #   (num_key_value_heads 128 is a trap) -> 60*576 = 34560
+    "deepseek-ai/DeepSeek-V2": Expected(
+        kinds={"mla": 60},
+        attention="MLA",
+        elements_per_token=34_560,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=163840,
+    ),
+    # deepseek-ai/DeepSeek-V3: 61 layers MLA (the num_nextn_predict_layers=1 MTP layer not counted)
+    #   -> 61*(512+64) = 61*576 = 35136
+    "deepseek-ai/DeepSeek-V3": Expected(
+        kinds={"mla": 61},
+        attention="MLA",
+        elements_per_token=35_136,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=163840,
+    ),
+    # deepseek-ai/DeepSeek-R1: identical attention to V3 -> 61*576 = 35136
+    "deepseek-ai/DeepSeek-R1": Expected(
+        kinds={"mla": 61},
+        attention="MLA",
+        elements_per_token=35_136,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=163840,
+    ),
+    # ------------------------------------------------------------------ Gemma
+    # google/gemma-2b: 18 layers x 1 KV head (MQA) x head_dim 256 -> 18*2*1*256 = 9216
+    "google/gemma-2b": Expected(
+        kinds={"full": 18},
+        attention="MQA",
+        elements_per_token=9_216,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # google/gemma-2-2b: 26 layers, no layer_types -> even i slide (13: 0,2,...,24), odd full (13);
+    #   4 KV heads x head_dim 256 -> 2048 per layer; 26*2048 = 53248
+    "google/gemma-2-2b": Expected(
+        kinds={"sliding": 13, "full": 13},
+        attention="GQA",
+        elements_per_token=53_248,
+        windows={"sliding:4096": 13},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # google/gemma-2-2b-it: same as gemma-2-2b -> 13 sliding(4096) + 13 full, 26*2*4*256 = 53248
+    "google/gemma-2-2b-it": Expected(
+        kinds={"sliding": 13, "full": 13},
+        attention="GQA",
+        elements_per_token=53_248,
+        windows={"sliding:4096": 13},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # google/gemma-3-1b-it: 26 layers, pattern 6: full when (i+1)%6==0 -> i=5,11,17,23 = 4 full;
+    #   26-4 = 22 sliding (window 512). 1 KV head (4 q heads) x head_dim 256 -> 512 per layer;
+    #   26*512 = 13312
+    "google/gemma-3-1b-it": Expected(
+        kinds={"sliding": 22, "full": 4},
+        attention="MQA",
+        elements_per_token=13_312,
+        windows={"sliding:512": 22},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=32768,
+    ),
+    # google/gemma-3-4b-it: text_config gives 34 layers, hidden 2560, sliding_window 1024 only;
+    #   Gemma3TextConfig defaults: 8 heads, 4 KV heads, head_dim 256, pattern 6, max_pos 131072.
+    #   full when (i+1)%6==0 -> i=5,11,17,23,29 = 5 full; 34-5 = 29 sliding (1024).
+    #   per layer 4*2*256 = 2048; 34*2048 = 69632
+    "google/gemma-3-4b-it": Expected(
+        kinds={"sliding": 29, "full": 5},
+        attention="GQA",
+        elements_per_token=69_632,
+        windows={"sliding:1024": 29},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # ------------------------------------------------------------------ Phi
+    # microsoft/phi-1_5 (legacy phi-msft keys): n_layer 24, n_head 32, n_head_kv null -> MHA,
+    #   head_dim n_embd 2048/32 = 64 -> 24*2*32*64 = 98304; n_positions 2048
+    "microsoft/phi-1_5": Expected(
+        kinds={"full": 24},
+        attention="MHA",
+        elements_per_token=98_304,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=2048,
+    ),
+    # microsoft/Phi-3-mini-4k-instruct: plain sliding_window 2047 -> all 32 layers slide;
+    #   32 KV heads (MHA) x head_dim 3072/32=96 -> 32*2*32*96 = 196608
+    "microsoft/Phi-3-mini-4k-instruct": Expected(
+        kinds={"sliding": 32},
+        attention="MHA",
+        elements_per_token=196_608,
+        windows={"sliding:2047": 32},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+    # microsoft/Phi-4-mini-instruct: plain sliding_window 262144 -> all 32 layers "sliding",
+    #   window 262144 >= max_context 131072 (engine caps it; effectively full).
+    #   8 KV heads x head_dim 3072/24=128 (partial_rotary_factor does not change head_dim)
+    #   -> 32*2*8*128 = 65536
+    "microsoft/Phi-4-mini-instruct": Expected(
+        kinds={"sliding": 32},
+        attention="GQA",
+        elements_per_token=65_536,
+        windows={"sliding:262144": 32},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # microsoft/phi-4: sliding_window null; 40 layers x 10 KV heads x 5120/40=128
+    #   -> 40*2*10*128 = 102400
+    "microsoft/phi-4": Expected(
+        kinds={"full": 40},
+        attention="GQA",
+        elements_per_token=102_400,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=16384,
+    ),
+    # ------------------------------------------------------------------ GPT-2 / NeoX / StarCoder2
+    # openai-community/gpt2: n_layer 12 x n_head 12 (MHA) x 768/12=64 -> 12*2*12*64 = 18432
+    "openai-community/gpt2": Expected(
+        kinds={"full": 12},
+        attention="MHA",
+        elements_per_token=18_432,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=1024,
+    ),
+    # openai-community/gpt2-medium: 24 layers x 16 heads x 1024/16=64 -> 24*2*16*64 = 49152
+    "openai-community/gpt2-medium": Expected(
+        kinds={"full": 24},
+        attention="MHA",
+        elements_per_token=49_152,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=1024,
+    ),
+    # togethercomputer/RedPajama-INCITE-Chat-3B-v1: GPT-NeoX, 32 layers x 32 heads (MHA) x
+    #   2560/32=80 -> 32*2*32*80 = 163840
+    "togethercomputer/RedPajama-INCITE-Chat-3B-v1": Expected(
+        kinds={"full": 32},
+        attention="MHA",
+        elements_per_token=163_840,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=2048,
+    ),
+    # bigcode/starcoder2-7b: plain sliding_window 4096 on every layer; 32 layers x 4 KV heads x
+    #   4608/36=128 -> 32*2*4*128 = 32768
+    "bigcode/starcoder2-7b": Expected(
+        kinds={"sliding": 32},
+        attention="GQA",
+        elements_per_token=32_768,
+        windows={"sliding:4096": 32},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=16384,
+    ),
+    # ------------------------------------------------------------------ EXAONE 4 / gpt-oss
+    # LGAI-EXAONE/EXAONE-4.0-32B: layer_types: 48 sliding_attention + 16 full_attention (i=3,7,...,63);
+    #   window 4096; 8 KV heads x head_dim 128 -> 2048 per layer; 64*2048 = 131072
+    "LGAI-EXAONE/EXAONE-4.0-32B": Expected(
+        kinds={"sliding": 48, "full": 16},
+        attention="GQA",
+        elements_per_token=131_072,
+        windows={"sliding:4096": 48},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # openai/gpt-oss-20b: layer_types 12 sliding (even i) + 12 full (odd i); window 128;
+    #   8 KV heads x head_dim 64 -> 1024 per layer; 24*1024 = 24576
+    "openai/gpt-oss-20b": Expected(
+        kinds={"sliding": 12, "full": 12},
+        attention="GQA",
+        elements_per_token=24_576,
+        windows={"sliding:128": 12},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # openai/gpt-oss-120b: layer_types 18 sliding + 18 full; window 128; 8 KV x 64 -> 1024/layer;
+    #   36*1024 = 36864
+    "openai/gpt-oss-120b": Expected(
+        kinds={"sliding": 18, "full": 18},
+        attention="GQA",
+        elements_per_token=36_864,
+        windows={"sliding:128": 18},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # ------------------------------------------------------------------ NVIDIA Nemotron
+    # nvidia/Nemotron-H-56B-Base-8K: hybrid_override_pattern (118 chars) = 54 'M' + 54 '-' + 10 '*'
+    #   ('*' at 7,18,29,...,106).
+    #   attention: 8 KV heads x attention_head_dim 128 (= 8192/64) -> 2048/layer; 10*2048 = 20480
+    #   mamba2: d_inner = mamba_num_heads 256 * mamba_head_dim 64 = 16384 (= expand 2 * 8192;
+    #     NOT intermediate_size 32768, which is the MLP width)
+    #     conv_channels = 16384 + 2*8*256 = 16384 + 4096 = 20480; conv = 20480*(4-1) = 61440
+    #     ssm = 256 * 64 * 256 = 4194304
+    #     per layer 61440 + 4194304 = 4255744; x54 = 229810176
+    "nvidia/Nemotron-H-56B-Base-8K": Expected(
+        kinds={"mamba2": 54, "none": 54, "full": 10},
+        attention="hybrid",
+        elements_per_token=20_480,
+        windows={},
+        state_elements_per_request=229_810_176,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=8192,
+    ),
+    # nvidia/Llama-3_3-Nemotron-Super-49B-v1: 80 block_configs; attention.no_op at
+    #   6,7,11, 42-51 (10), 53-70 (18) -> 3+10+18 = 31 "none"; 80-31 = 49 attention blocks,
+    #   all n_heads_in_group 8 -> 64//8 = 8 KV heads; head_dim 8192/64 = 128
+    #   -> 49*2*8*128 = 49*2048 = 100352
+    "nvidia/Llama-3_3-Nemotron-Super-49B-v1": Expected(
+        kinds={"full": 49, "none": 31},
+        attention="GQA",
+        elements_per_token=100_352,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=131072,
+    ),
+    # ------------------------------------------------------------------ Zamba2
+    # Zyphra/Zamba2-7B: layers_block_type 81 = 68 "mamba" + 13 "hybrid" (6,11,17,...,77).
+    #   Every layer holds a Mamba2 state:
+    #     d_inner = expansion_factor 2 * 3584 = 7168; heads = 7168/mamba_headdim 64 = 112
+    #     conv_channels = 7168 + 2*mamba_ngroups 2*state_size 64 = 7168 + 256 = 7424
+    #     conv = 7424*(conv_dimension 4 - 1) = 22272
+    #     ssm = 112 * 64 * 64 = 458752
+    #     per layer 22272 + 458752 = 481024; x81 = 38962944
+    #   Hybrid layers also hold attention: 32 KV heads x head_dim 2*3584/32 = 224
+    #     -> 32*2*224 = 14336 per layer; 13*14336 = 186368
+    "Zyphra/Zamba2-7B": Expected(
+        kinds={"mamba2": 68, "mamba2+full": 13},
+        attention="hybrid",
+        elements_per_token=186_368,
+        windows={},
+        state_elements_per_request=38_962_944,
+        cross_elements_per_token=0, encoder_tokens=0,
+        max_context=4096,
+    ),
+}
