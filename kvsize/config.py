@@ -176,6 +176,10 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     if model_type not in KNOWN_MODEL_TYPES:
         used = ", ".join(dict.fromkeys(fields.used))
         notes.insert(0, f"unknown model_type '{model_type}': sized from the standard fields {used}")
+    max_context = fields.int(*_CONTEXT_KEYS, maximum=MAX_POSITIONS)
+    defaulted = [k for k in dict.fromkeys(fields.used) if k not in data]
+    if defaulted:
+        notes.append(f"not in the config, taken from transformers' {model_type} defaults: {', '.join(defaulted)}")
     dtype = _model_dtype(raw, data)
     if dtype is None:
         notes.append("config names no dtype: assumed bf16 weights")
@@ -184,7 +188,7 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
             model_type=model_type,
             layers=tuple(layers),
             num_attention_heads=attention.num_heads if attention else None,
-            max_context=fields.int(*_CONTEXT_KEYS, maximum=MAX_POSITIONS),
+            max_context=max_context,
             model_dtype=(dtype or KvDtype.BF16).value,
             notes=tuple(dict.fromkeys(notes)),
         )

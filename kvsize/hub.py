@@ -26,9 +26,16 @@ def check_repo_id(repo_id: str) -> None:
 def hub_errors(repo_id: str, what: str) -> Iterator[None]:
     """Turn huggingface_hub and network exceptions into one-line kvsize errors."""
     from huggingface_hub import errors
+    from huggingface_hub.utils import logging as hub_logging
 
+    hub_logging.set_verbosity_error()  # its retry warnings would break the one-line error contract
     try:
         yield
+    except errors.LocalEntryNotFoundError:
+        raise EnvironmentProblem(
+            f"cannot reach the Hugging Face Hub for '{repo_id}' and its {what} is not in the local cache",
+            hint="Connect to the network (and unset HF_HUB_OFFLINE), or pass a local config.json or its folder; "
+                 "'kvsize models' lists the models that work offline.") from None
     except errors.GatedRepoError:
         raise EnvironmentProblem(f"'{repo_id}' is a gated repository and no accepted token was found",
                                  hint="Accept its licence on the hub, then set HF_TOKEN or run 'hf auth login'; "
@@ -42,11 +49,6 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
     except errors.EntryNotFoundError:
         raise ModelNotFound(f"'{repo_id}' has no {what}",
                             hint="Pass a local config.json for repositories without one.") from None
-    except errors.LocalEntryNotFoundError:
-        raise EnvironmentProblem(
-            f"cannot reach the Hugging Face Hub for '{repo_id}' and its {what} is not in the local cache",
-            hint="Connect to the network (unset HF_HUB_OFFLINE), or pass a local config.json or its folder; "
-                 "'kvsize models' lists the models that work offline.") from None
     except errors.HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
         if status == 401:

@@ -1,0 +1,800 @@
+"""Parameter count from a Hugging Face config.json dict, for when no weight-size metadata is available.
+
+The count mirrors the `nn.Parameter`s the transformers implementation of each family creates (weights and
+biases; no buffers such as rotary `inv_freq`), so for the families covered it is exact, not a rule of thumb.
+Families are recognised by the fields a config carries (`block_configs`, `hybrid_override_pattern`,
+`kv_lora_rank`, `num_local_experts`, ...) with `model_type` deciding only the small conventions a config does
+not spell out (LayerNorm vs RMSNorm, gated vs plain MLP, which projections carry biases).
+
+Pure: no I/O. Every assumption that changes the number is returned in `ParamEstimate.notes`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kvsize.errors import ConfigError
+
+__all__ = ["ParamEstimate", "estimate_parameters"]
+
+
+@dataclass(frozen=True)
+class ParamEstimate:
+    """Parameters of one checkpoint, counted from its config."""
+
+    total: int
+    """All parameters: embeddings, lm_head (unless tied), norms, biases, every MoE expert, vision tower if counted."""
+    active: int | None
+    """Parameters used per token for MoE models (top-k routed experts + shared + everything dense); else None."""
+    breakdown: dict[str, int]
+    """total split by kind: embeddings, lm_head, attention, mlp, experts, mamba, norms, vision, other."""
+    notes: tuple[str, ...]
+    """Assumptions made and parts left out (vision tower, MTP layers)."""
+
+
+# Where multimodal and wrapper configs keep their language model (transformers `get_text_config`).
+_TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
+
+# transformers config-class defaults for the fields that size the weights, used only when a config leaves the
+# field out (configuration_llama.py, configuration_gemma3.py, ...). llava-1.5's text_config names none of the
+# Llama-2-7B dims, gemma-3-4b's names no head counts: both rely on these.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "tie_word_embeddings": False},
+    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": False},
+    "gemma": {"vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+              "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "tie_word_embeddings": True},
+    "gemma2": {"vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+               "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "tie_word_embeddings": True},
+    "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "tie_word_embeddings": True},
+    "gpt2": {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+             "tie_word_embeddings": True},
+    "starcoder2": {"tie_word_embeddings": True},
+    "zamba2": {"tie_word_embeddings": True},
+    "gpt_neox": {"tie_word_embeddings": False},
+}
+# PretrainedConfig's own default; the families above and most newer ones override it to False.
+_TIE_DEFAULT_TRUE = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "starcoder2", "zamba2"})
+
+# Families whose transformers modules differ from the Llama template in ways no config field says.
+_LAYERNORM_TYPES = frozenset({"gpt2", "gpt_neox", "phi", "phi-msft", "starcoder2", "gpt_bigcode", "gptj",
+                              "gpt_neo", "opt", "falcon", "stablelm", "bloom"})  # LayerNorm: weight + bias
+_PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "phi", "phi-msft", "starcoder2", "gpt_bigcode", "gptj",
+                              "gpt_neo", "opt", "falcon", "bloom", "nemotron"})  # up + down, no gate
+_ALL_BIAS_TYPES = frozenset({"gpt2", "gpt_neox", "phi", "phi-msft", "gpt_bigcode", "gptj", "gpt_neo", "opt",
+                             "bloom"})  # every projection has a bias
+_QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"})  # q, k, v biased, o not
+_HEAD_QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4"})
+_FOUR_NORM_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text"})  # pre+post norm around attention and MLP
+_ONE_NORM_TYPES = frozenset({"phi", "phi-msft", "gptj"})  # parallel attention + MLP behind one LayerNorm
+_LEARNED_POSITION_TYPES = frozenset({"gpt2", "gpt_bigcode", "gpt_neo"})
+_LM_HEAD_BIAS_TYPES = frozenset({"phi", "phi-msft"})
+
+_MAX_DIM = 1 << 24
+_MAX_LAYERS = 100_000
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading fields
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _Cfg:
+    """Typed reads of one config dict; a missing or bad field raises ConfigError naming it."""
+
+    def __init__(self, data: Mapping[str, Any], *, where: str = "", defaults: Mapping[str, Any] | None = None):
+        self.data = data
+        self.where = where  # "text_config." for nested language models
+        self.defaults: Mapping[str, Any] = defaults or {}
+
+    def raw(self, *keys: str) -> Any:
+        for key in keys:
+            if self.data.get(key) is not None:
+                return self.data[key]
+        for key in keys:
+            if self.defaults.get(key) is not None:
+                return self.defaults[key]
+        return None
+
+    def has(self, *keys: str) -> bool:
+        return self.raw(*keys) is not None
+
+    def opt_int(self, *keys: str, minimum: int = 0) -> int | None:
+        value = self.raw(*keys)
+        if value is None:
+            return None
+        key = next((k for k in keys if self.data.get(k) is not None), keys[0])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ConfigError(f"config field '{self.where}{key}' must be an integer, got {value!r}.")
+        if not minimum <= int(value) <= _MAX_DIM * _MAX_DIM:
+            raise ConfigError(f"config field '{self.where}{key}' is out of range: {value!r}.")
+        return int(value)
+
+    def int_(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
+        value = self.opt_int(*keys, minimum=minimum)
+        if value is not None:
+            return value
+        if default is not None:
+            return default
+        raise ConfigError(f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters.")
+
+    def float_(self, *keys: str, default: float | None = None) -> float:
+        value = self.raw(*keys)
+        if value is None:
+            if default is not None:
+                return default
+            raise ConfigError(f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"config field '{self.where}{keys[0]}' must be a number, got {value!r}.")
+        return float(value)
+
+    def bool_(self, key: str, default: bool) -> bool:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ConfigError(f"config field '{self.where}{key}' must be true or false, got {value!r}.")
+        return value
+
+    def int_list(self, key: str) -> list[int] | None:
+        value = self.raw(key)
+        if value is None:
+            return None
+        if not isinstance(value, Sequence) or isinstance(value, str) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise ConfigError(f"config field '{self.where}{key}' must be a list of integers, got {value!r}.")
+        return list(value)
+
+    def str_list(self, key: str) -> list[str] | None:
+        value = self.raw(key)
+        if value is None:
+            return None
+        if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"config field '{self.where}{key}' must be a list of strings, got {value!r}.")
+        return list(value)
+
+    def layers(self) -> int:
+        n = self.int_("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+        if n > _MAX_LAYERS:
+            raise ConfigError(f"config field '{self.where}num_hidden_layers' is out of range: {n}.")
+        return n
+
+    def hidden(self) -> int:
+        return self.int_("hidden_size", "n_embd", "d_model")
+
+    def heads(self) -> int:
+        return self.int_("num_attention_heads", "n_head", "n_heads")
+
+    def kv_heads(self) -> int:
+        return self.int_("num_key_value_heads", "n_head_kv", "num_kv_heads", default=self.heads())
+
+    def head_dim(self) -> int:
+        explicit = self.opt_int("head_dim", "attention_head_dim")
+        if explicit is not None:
+            return explicit
+        hidden, heads = self.hidden(), self.heads()
+        if hidden % heads:
+            raise ConfigError(
+                f"config.json has no '{self.where}head_dim' and hidden_size {hidden} is not divisible by "
+                f"num_attention_heads {heads}."
+            )
+        return hidden // heads
+
+    def vocab(self) -> int:
+        return self.int_("vocab_size", "padded_vocab_size")
+
+
+class _Acc:
+    """Running total by kind, plus the routed-expert parameters a token does not use."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, int] = {}
+        self.inactive = 0
+        self.moe = False
+        self.notes: list[str] = []
+
+    def add(self, kind: str, n: int) -> None:
+        if n:
+            self.parts[kind] = self.parts.get(kind, 0) + n
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Public entry point
+# --------------------------------------------------------------------------------------------------------------
+
+
+def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
+    """Count the parameters of the model a config.json describes.
+
+    total = embeddings + lm_head (unless tied) + sum over layers of (attention + MLP/experts/mixer + norms)
+            + final norm (+ the vision tower where its config gives every size it needs).
+    active (MoE only) = total - sum over MoE layers of (experts - top_k) x parameters of one expert.
+
+    Raises:
+        ConfigError: a field the count needs is missing or malformed (the message names it).
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config.json must be a JSON object, got {type(raw).__name__}.")
+    acc = _Acc()
+    text_raw: Mapping[str, Any] = raw
+    where = ""
+    for key in _TEXT_CONFIG_KEYS:
+        nested = raw.get(key)
+        if isinstance(nested, Mapping):
+            text_raw, where = nested, f"{key}."
+            break
+    model_type = str(text_raw.get("model_type") or raw.get("model_type") or "")
+    cfg = _Cfg(text_raw, where=where, defaults=_DEFAULTS.get(model_type, {}))
+    tie = _tied(cfg, raw, model_type)
+
+    if cfg.has("block_configs"):
+        _count_nemotron_nas(cfg, acc, tie=tie)
+    elif cfg.has("hybrid_override_pattern"):
+        _count_nemotron_h(cfg, acc, tie=tie)
+    elif model_type == "zamba2" or cfg.has("num_mem_blocks"):
+        _count_zamba2(cfg, acc, tie=tie)
+    elif model_type in ("mamba2",) or (cfg.has("num_heads", "n_groups") and not cfg.has("num_attention_heads")):
+        _count_mamba2(cfg, acc, tie=tie)
+    elif model_type in ("mamba", "falcon_mamba"):
+        _count_mamba1(cfg, acc, tie=tie)
+    else:
+        _count_decoder(cfg, acc, model_type=model_type, tie=tie)
+
+    _count_vision(raw, cfg, acc, model_type=str(raw.get("model_type") or ""))
+
+    total = sum(acc.parts.values())
+    active = total - acc.inactive if acc.moe else None
+    return ParamEstimate(total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes))
+
+
+def _tied(cfg: _Cfg, top: Mapping[str, Any], model_type: str) -> bool:
+    """tie_word_embeddings: the language config's value, else the wrapper's, else the family default."""
+    for source in (cfg.data, top):
+        value = source.get("tie_word_embeddings")
+        if value is not None:
+            if not isinstance(value, bool):
+                raise ConfigError(f"config field 'tie_word_embeddings' must be true or false, got {value!r}.")
+            return value
+    return model_type in _TIE_DEFAULT_TRUE or str(top.get("model_type")) in _TIE_DEFAULT_TRUE
+
+
+def _embed_and_head(cfg: _Cfg, acc: _Acc, *, tie: bool, hidden: int, extra_rows: int = 0) -> None:
+    vocab = cfg.vocab()
+    acc.add("embeddings", (vocab + extra_rows) * hidden)
+    if not tie:
+        acc.add("lm_head", vocab * hidden)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Transformer decoders (Llama template and its relatives)
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Style:
+    norm: int  # parameters per norm element: 1 RMSNorm, 2 LayerNorm (weight + bias)
+    norms_per_layer: int
+    gated: bool
+    q_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    qk_norm: bool
+
+
+def _style(cfg: _Cfg, model_type: str) -> _Style:
+    layernorm = model_type in _LAYERNORM_TYPES or cfg.raw("norm_type") == "layer_norm"
+    all_bias = model_type in _ALL_BIAS_TYPES or cfg.bool_("use_bias", False)
+    attention_bias = cfg.bool_("attention_bias", model_type == "gpt_neox")  # GPTNeoXConfig defaults it to True
+    q_bias = all_bias or attention_bias or model_type in _QKV_BIAS_TYPES or cfg.bool_("qkv_bias", False)
+    if model_type in _ONE_NORM_TYPES:
+        norms = 1
+    elif model_type in _FOUR_NORM_TYPES:
+        norms = 4
+    else:
+        norms = 2
+    return _Style(
+        norm=2 if layernorm else 1,
+        norms_per_layer=norms,
+        gated=model_type not in _PLAIN_MLP_TYPES and cfg.raw("mlp_type") != "default",
+        q_bias=q_bias,
+        o_bias=all_bias or attention_bias,
+        mlp_bias=all_bias or cfg.bool_("mlp_bias", False),
+        qk_norm=model_type in _HEAD_QK_NORM_TYPES,
+    )
+
+
+def _linear(n_in: int, n_out: int, bias: bool) -> int:
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def _mlp(hidden: int, inter: int, *, gated: bool, bias: bool) -> int:
+    if gated:
+        return 2 * _linear(hidden, inter, bias) + _linear(inter, hidden, bias)
+    return _linear(hidden, inter, bias) + _linear(inter, hidden, bias)
+
+
+def _attention(cfg: _Cfg, style: _Style, hidden: int, *, model_type: str) -> int:
+    """One self-attention block: q, k, v, o projections (+ biases, q/k norms, sinks)."""
+    if cfg.has("kv_lora_rank"):
+        return _mla(cfg, hidden)
+    heads, kv_heads, head_dim = cfg.heads(), cfg.kv_heads(), cfg.head_dim()
+    q_out = heads * head_dim * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: q_proj also emits a gate
+    n = _linear(hidden, q_out, style.q_bias) + 2 * _linear(hidden, kv_heads * head_dim, style.q_bias)
+    n += _linear(heads * head_dim, hidden, style.o_bias)
+    if style.qk_norm:
+        n += 2 * head_dim
+    if model_type == "gpt_oss":
+        n += heads  # one learned attention-sink logit per head
+    return n
+
+
+def _mla(cfg: _Cfg, hidden: int) -> int:
+    """DeepSeek multi-head latent attention (modeling_deepseek_v3.py DeepseekV3Attention)."""
+    heads = cfg.heads()
+    kv_rank = cfg.int_("kv_lora_rank")
+    nope, rope, v_dim = cfg.int_("qk_nope_head_dim"), cfg.int_("qk_rope_head_dim"), cfg.int_("v_head_dim")
+    bias = cfg.bool_("attention_bias", False)
+    q_rank = cfg.opt_int("q_lora_rank")
+    q_head = nope + rope
+    if q_rank:
+        n = _linear(hidden, q_rank, bias) + q_rank + q_rank * heads * q_head  # q_a_proj, q_a_layernorm, q_b_proj
+    else:
+        n = hidden * heads * q_head  # q_proj
+    n += _linear(hidden, kv_rank + rope, bias) + kv_rank  # kv_a_proj_with_mqa, kv_a_layernorm
+    n += kv_rank * heads * (nope + v_dim)  # kv_b_proj
+    n += _linear(heads * v_dim, hidden, bias)  # o_proj
+    return n
+
+
+def _gated_delta_net(cfg: _Cfg, hidden: int) -> int:
+    """Qwen3-Next linear-attention layer (modeling_qwen3_next.py Qwen3NextGatedDeltaNet)."""
+    k_heads, v_heads = cfg.int_("linear_num_key_heads"), cfg.int_("linear_num_value_heads")
+    k_dim, v_dim = cfg.int_("linear_key_head_dim"), cfg.int_("linear_value_head_dim")
+    kernel = cfg.int_("linear_conv_kernel_dim")
+    key, value = k_heads * k_dim, v_heads * v_dim
+    conv_dim = 2 * key + value
+    return (
+        hidden * (2 * key + 2 * value)  # in_proj_qkvz
+        + hidden * 2 * v_heads  # in_proj_ba
+        + conv_dim * kernel  # depthwise conv1d, no bias
+        + 2 * v_heads  # dt_bias, A_log
+        + v_dim  # gated RMSNorm over one value head
+        + value * hidden  # out_proj
+    )
+
+
+@dataclass(frozen=True)
+class _Moe:
+    experts: int
+    top_k: int
+    expert_inter: int
+    shared_inter: int
+    shared_gate: bool
+    expert_bias: bool
+    router_bias: bool
+    score_bias: bool
+
+
+def _moe_spec(cfg: _Cfg, model_type: str) -> _Moe | None:
+    experts = cfg.opt_int("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
+    if not experts:
+        return None
+    top_k = cfg.int_("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k")
+    expert_inter = cfg.int_("moe_intermediate_size", "intermediate_size")
+    shared_inter = 0
+    if cfg.has("n_shared_experts"):  # DeepSeek: the shared experts form one wider MLP
+        shared_inter = cfg.int_("n_shared_experts", minimum=0) * expert_inter
+    elif cfg.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next
+        shared_inter = cfg.int_("shared_expert_intermediate_size", minimum=0)
+    elif model_type == "llama4_text":  # Llama 4: one shared expert as wide as a routed one
+        shared_inter = expert_inter
+    return _Moe(
+        experts=experts,
+        top_k=min(top_k, experts),
+        expert_inter=expert_inter,
+        shared_inter=shared_inter,
+        shared_gate=cfg.has("shared_expert_intermediate_size") and shared_inter > 0,
+        expert_bias=model_type == "gpt_oss",
+        router_bias=model_type == "gpt_oss",
+        score_bias=cfg.raw("topk_method") == "noaux_tc",  # DeepSeek-V3 e_score_correction_bias
+    )
+
+
+def _moe_layers(cfg: _Cfg, layers: int, model_type: str) -> set[int]:
+    """Indices of the layers whose MLP is a mixture of experts."""
+    if cfg.has("first_k_dense_replace") or cfg.has("moe_layer_freq"):  # DeepSeek
+        first = cfg.int_("first_k_dense_replace", default=0, minimum=0)
+        freq = cfg.int_("moe_layer_freq", default=1)
+        return {i for i in range(layers) if i >= first and i % freq == 0}
+    explicit = cfg.int_list("moe_layers")
+    if explicit is not None:
+        return set(explicit)
+    if cfg.has("interleave_moe_layer_step"):  # Llama 4: every step-th layer, counting from step - 1
+        step = cfg.int_("interleave_moe_layer_step")
+        return set(range(step - 1, layers, step))
+    if cfg.has("decoder_sparse_step") or cfg.has("mlp_only_layers"):  # Qwen2/3-MoE
+        step = cfg.int_("decoder_sparse_step", default=1)
+        dense_only = set(cfg.int_list("mlp_only_layers") or [])
+        return {i for i in range(layers) if i not in dense_only and (i + 1) % step == 0}
+    return set(range(layers))
+
+
+def _moe_block(cfg: _Cfg, acc: _Acc, moe: _Moe, hidden: int, style: _Style) -> None:
+    per_expert = _mlp(hidden, moe.expert_inter, gated=True, bias=False)
+    if moe.expert_bias:
+        per_expert += 2 * moe.expert_inter + hidden
+    acc.add("experts", moe.experts * per_expert)
+    acc.inactive += (moe.experts - moe.top_k) * per_expert
+    acc.add("other", _linear(hidden, moe.experts, moe.router_bias) + (moe.experts if moe.score_bias else 0))
+    if moe.shared_inter:
+        acc.add("mlp", _mlp(hidden, moe.shared_inter, gated=True, bias=False))
+        if moe.shared_gate:
+            acc.add("mlp", hidden)  # shared_expert_gate: Linear(hidden, 1)
+    acc.moe = True
+
+
+def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
+    style = _style(cfg, model_type)
+    hidden, layers = cfg.hidden(), cfg.layers()
+    extra_rows = 8 if model_type == "mllama_text_model" else 0  # MllamaTextModel: vocab_size + 8 embeddings
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden, extra_rows=extra_rows)
+    if model_type in _LM_HEAD_BIAS_TYPES and not tie:
+        acc.add("lm_head", cfg.vocab())
+    if model_type in _LEARNED_POSITION_TYPES:
+        acc.add("embeddings", cfg.int_("n_positions", "max_position_embeddings") * hidden)
+
+    moe = _moe_spec(cfg, model_type)
+    moe_layers = _moe_layers(cfg, layers, model_type) if moe else set()
+    dense_inter = _dense_inter(cfg, hidden, model_type)
+    cross = set(cfg.int_list("cross_attention_layers") or [])
+    kinds = _layer_kinds(cfg, layers, model_type)
+    attn = _attention(cfg, style, hidden, model_type=model_type)
+    last_layer = 0
+    for i in range(layers):
+        before = sum(acc.parts.values())
+        if kinds[i] == "linear_attention":
+            acc.add("attention", _gated_delta_net(cfg, hidden))
+        else:
+            acc.add("attention", attn)
+            if i in cross:  # Mllama cross-attention layer: q/k norms + attention and MLP tanh gates
+                acc.add("attention", 2 * cfg.head_dim())
+                acc.add("other", 2)
+        if moe is not None and i in moe_layers:
+            _moe_block(cfg, acc, moe, hidden, style)
+        else:
+            acc.add("mlp", _mlp(hidden, dense_inter, gated=style.gated, bias=style.mlp_bias))
+        acc.add("norms", style.norms_per_layer * style.norm * hidden)
+        last_layer = sum(acc.parts.values()) - before
+    acc.add("norms", style.norm * hidden)  # final norm
+    mtp = cfg.opt_int("num_nextn_predict_layers")
+    if mtp:
+        # DeepSeek-V3 MTP module: one more decoder layer + enorm, hnorm, eh_proj (2H -> H), shared_head norm,
+        # and its own copies of the embedding and output head (the hub checkpoint stores them).
+        per_module = last_layer + 3 * hidden + 2 * hidden * hidden + 2 * cfg.vocab() * hidden
+        acc.notes.append(
+            f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) not counted: inference engines "
+            f"skip them; the published checkpoint stores about {mtp * per_module / 1e9:.1f}B more parameters."
+        )
+    if model_type == "llama4_text" and cfg.bool_("use_qk_norm", False):
+        acc.notes.append("Llama 4 QK-norm is a weightless L2 norm: no parameters.")
+
+
+def _dense_inter(cfg: _Cfg, hidden: int, model_type: str) -> int:
+    if model_type == "llama4_text":
+        return cfg.int_("intermediate_size_mlp", "intermediate_size")
+    inter = cfg.opt_int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
+    if inter is not None:
+        return inter
+    if model_type in _PLAIN_MLP_TYPES or cfg.has("n_embd"):
+        return 4 * hidden  # GPT-2 / phi-msft: n_inner None means 4 * n_embd
+    return cfg.int_("intermediate_size")
+
+
+def _layer_kinds(cfg: _Cfg, layers: int, model_type: str) -> list[str]:
+    types = cfg.str_list("layer_types")
+    if types is not None:
+        if len(types) != layers:
+            raise ConfigError(
+                f"config field '{cfg.where}layer_types' lists {len(types)} layers, num_hidden_layers is {layers}."
+            )
+        return types
+    if model_type == "qwen3_next" or cfg.has("linear_num_value_heads"):
+        interval = cfg.int_("full_attention_interval", default=4)
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    return ["full_attention"] * layers
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Nemotron-NAS (DeciLM): per-block attention and FFN sizes
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _deci_ffn_size(ffn_mult: float, hidden: int) -> int:
+    # DeciLM rule (modeling_decilm.py `_ffn_mult_to_intermediate_size`): int(2 * mult * hidden / 3), rounded up
+    # to a multiple of 256. Llama-3.3-Nemotron-Super-49B: 5.25 * 8192 -> 28672.
+    size = int(2 * ffn_mult * hidden / 3)
+    return size + (-size) % 256
+
+
+def _count_nemotron_nas(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    hidden, heads = cfg.hidden(), cfg.heads()
+    head_dim = cfg.head_dim()
+    blocks = cfg.raw("block_configs")
+    if not isinstance(blocks, Sequence) or isinstance(blocks, str) or not blocks:
+        raise ConfigError(f"config field '{cfg.where}block_configs' must be a non-empty list of blocks.")
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    for i, block in enumerate(blocks):
+        if not isinstance(block, Mapping):
+            raise ConfigError(f"config field '{cfg.where}block_configs[{i}]' must be an object.")
+        attn = _Cfg(block.get("attention") or {}, where=f"{cfg.where}block_configs[{i}].attention.")
+        ffn = _Cfg(block.get("ffn") or {}, where=f"{cfg.where}block_configs[{i}].ffn.")
+        if not attn.bool_("no_op", False):
+            acc.add("norms", hidden)  # input_layernorm
+            if attn.bool_("replace_with_linear", False):
+                acc.add("attention", hidden * hidden)
+            else:
+                kv_heads = heads // attn.int_("n_heads_in_group")
+                acc.add("attention", 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)
+        if not ffn.bool_("no_op", False):
+            acc.add("norms", hidden)  # post_attention_layernorm
+            if ffn.bool_("replace_with_linear", False):
+                acc.add("mlp", hidden * hidden)
+            else:
+                inter = _deci_ffn_size(ffn.float_("ffn_mult"), hidden)
+                acc.add("mlp", _mlp(hidden, inter, gated=True, bias=cfg.bool_("mlp_bias", False)))
+    acc.add("norms", hidden)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# State-space and hybrid models
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _mamba2_mixer(*, hidden: int, inner: int, heads: int, groups: int, state: int, kernel: int,
+                  bias: bool, conv_bias: bool) -> int:
+    """Mamba2 mixer (modeling_mamba2.py Mamba2Mixer): in_proj, conv1d, dt_bias/A_log/D, gated norm, out_proj."""
+    conv_dim = inner + 2 * groups * state
+    return (
+        _linear(hidden, inner + conv_dim + heads, bias)
+        + conv_dim * kernel + (conv_dim if conv_bias else 0)
+        + 3 * heads
+        + inner
+        + _linear(inner, hidden, bias)
+    )
+
+
+def _count_mamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    hidden, layers = cfg.hidden(), cfg.layers()
+    heads = cfg.int_("num_heads")
+    head_dim = cfg.int_("head_dim", default=64)
+    inner = heads * head_dim
+    mixer = _mamba2_mixer(
+        hidden=hidden, inner=inner, heads=heads, groups=cfg.int_("n_groups", default=1),
+        state=cfg.int_("state_size"), kernel=cfg.int_("conv_kernel", default=4),
+        bias=cfg.bool_("use_bias", False), conv_bias=cfg.bool_("use_conv_bias", True),
+    )
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    acc.add("mamba", layers * mixer)
+    acc.add("norms", (layers + 1) * hidden)
+
+
+def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    hidden, layers = cfg.hidden(), cfg.layers()
+    inner = cfg.int_("intermediate_size", default=2 * hidden)
+    state, kernel = cfg.int_("state_size", default=16), cfg.int_("conv_kernel", default=4)
+    dt_rank = cfg.int_("time_step_rank", default=math.ceil(hidden / 16))
+    bias, conv_bias = cfg.bool_("use_bias", False), cfg.bool_("use_conv_bias", True)
+    mixer = (
+        _linear(hidden, 2 * inner, bias) + inner * kernel + (inner if conv_bias else 0)
+        + inner * (dt_rank + 2 * state) + _linear(dt_rank, inner, True)  # x_proj, dt_proj
+        + inner * state + inner  # A_log, D
+        + _linear(inner, hidden, bias)
+    )
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    acc.add("mamba", layers * mixer)
+    acc.add("norms", (layers + 1) * hidden)
+
+
+def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Nemotron-H: one mixer per layer, chosen by hybrid_override_pattern (M Mamba2, * attention, - MLP, E MoE)."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    pattern = str(cfg.raw("hybrid_override_pattern"))
+    if len(pattern) != layers:
+        raise ConfigError(
+            f"config field '{cfg.where}hybrid_override_pattern' has {len(pattern)} layers, "
+            f"num_hidden_layers is {layers}."
+        )
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    bias = cfg.bool_("attention_bias", False)
+    mlp_bias = cfg.bool_("mlp_bias", False)
+    for ch in pattern:
+        acc.add("norms", hidden)
+        if ch == "M":
+            heads = cfg.int_("mamba_num_heads")
+            acc.add("mamba", _mamba2_mixer(
+                hidden=hidden, inner=heads * cfg.int_("mamba_head_dim"), heads=heads,
+                groups=cfg.int_("n_groups", default=1), state=cfg.int_("ssm_state_size"),
+                kernel=cfg.int_("conv_kernel", default=4), bias=cfg.bool_("use_bias", False),
+                conv_bias=cfg.bool_("use_conv_bias", True),
+            ))
+        elif ch == "*":
+            heads, kv_heads = cfg.heads(), cfg.kv_heads()
+            q_width, kv_width = heads * cfg.head_dim(), kv_heads * cfg.head_dim()
+            acc.add("attention", _linear(hidden, q_width, bias) + 2 * _linear(hidden, kv_width, bias)
+                    + _linear(q_width, hidden, bias))
+        elif ch == "-":
+            acc.add("mlp", _mlp(hidden, cfg.int_("intermediate_size"), gated=False, bias=mlp_bias))
+        else:
+            raise ConfigError(
+                f"config field '{cfg.where}hybrid_override_pattern' has layer kind {ch!r}, which kvsize "
+                "cannot count (known: M, *, -)."
+            )
+    acc.add("norms", hidden)
+
+
+def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Zamba2 (modular_zamba2.py): Mamba2 layers + num_mem_blocks shared transformer blocks with LoRA adapters."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    kinds = cfg.str_list("layers_block_type")
+    if kinds is None or len(kinds) != layers:
+        raise ConfigError(f"config field '{cfg.where}layers_block_type' must list all {layers} layers.")
+    hybrid = sum(1 for k in kinds if k == "hybrid")
+    expand = cfg.int_("mamba_expand", "expansion_factor", default=2)
+    head_dim = cfg.int_("mamba_headdim", default=64)
+    inner = expand * hidden
+    heads = cfg.int_("n_mamba_heads", default=inner // head_dim)
+    mixer = _mamba2_mixer(
+        hidden=hidden, inner=inner, heads=heads, groups=cfg.int_("mamba_ngroups", default=1),
+        state=cfg.int_("mamba_d_state", "state_size", default=64),
+        kernel=cfg.int_("mamba_d_conv", "conv_dimension", default=4),
+        bias=cfg.bool_("add_bias_linear", False), conv_bias=cfg.bool_("use_conv_bias", True),
+    )
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    acc.add("mamba", layers * mixer)
+    acc.add("norms", layers * hidden)  # each Mamba layer's input_layernorm
+    # Shared blocks: attention over concat(hidden, embeddings) = 2 * hidden wide, head_dim = 2 * hidden / heads.
+    blocks = cfg.int_("num_mem_blocks", default=1)
+    attn_width = 2 * hidden
+    attn_heads = cfg.heads()
+    kv_heads = cfg.int_("num_key_value_heads", "num_query_groups", default=attn_heads)
+    attn_head_dim = attn_width // attn_heads
+    inter = cfg.int_("intermediate_size", "ffn_hidden_size", default=4 * hidden)
+    rank = cfg.int_("adapter_rank", "lora_rank", default=128)
+    per_block = (
+        attn_width  # input_layernorm over the concatenation
+        + attn_width * attn_heads * attn_head_dim + 2 * attn_width * kv_heads * attn_head_dim
+        + attn_heads * attn_head_dim * hidden  # o_proj
+        + hidden  # pre_ff_layernorm
+        + _mlp(hidden, inter, gated=True, bias=False)
+    )
+    acc.add("attention", blocks * per_block)
+    mlp_adapter = cfg.bool_("use_shared_mlp_adapter", cfg.bool_("use_shared_block_lora", True))
+    attn_adapter = cfg.bool_("use_shared_attention_adapter", cfg.bool_("use_shared_attention_lora", False))
+    per_hybrid = hidden * hidden  # the linear that maps the shared block's output into the Mamba layer
+    if mlp_adapter:
+        per_hybrid += rank * (hidden + 2 * inter)
+    if attn_adapter:
+        per_hybrid += 3 * rank * 2 * attn_width
+    acc.add("other", hybrid * per_hybrid)
+    acc.add("norms", hidden)  # final_layernorm
+    acc.notes.append(f"Zamba2: {blocks} shared transformer block(s) counted once, reused by {hybrid} layers.")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Vision towers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: str) -> None:
+    vision = top.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return
+    v = _Cfg(vision, where="vision_config.")
+    vtype = str(vision.get("model_type") or "")
+    try:
+        if model_type == "llava" or vtype == "clip_vision_model":
+            n = _clip_vision(v) + _llava_projector(top, v, text)
+        elif vtype == "siglip_vision_model" and model_type == "gemma3":
+            n = _siglip_vision(v) + v.hidden() * text.hidden() + v.hidden()  # mm_input_projection + soft-emb norm
+        elif model_type in ("qwen2_5_vl", "qwen2_vl"):
+            n = _qwen_vl_vision(v, text, model_type=model_type)
+        elif vtype == "mllama_vision_model":
+            n = _mllama_vision(v, text)
+        elif vtype == "llama4_vision_model":
+            n = _llama4_vision(v, text)
+        else:
+            acc.notes.append(f"vision tower ({vtype or 'unknown type'}) not counted.")
+            return
+    except ConfigError as exc:
+        acc.notes.append(f"vision tower not counted: {exc}")
+        return
+    acc.add("vision", n)
+    acc.notes.append(f"vision tower ({vtype or model_type}) and projector counted.")
+
+
+def _vit_layer(width: int, inter: int, *, attn_bias: bool = True) -> int:
+    """Pre-norm ViT layer with LayerNorms and a plain biased MLP."""
+    return 2 * 2 * width + 4 * _linear(width, width, attn_bias) + _mlp(width, inter, gated=False, bias=True)
+
+
+def _clip_vision(v: _Cfg) -> int:
+    width, layers = v.hidden(), v.layers()
+    patch, image, channels = v.int_("patch_size"), v.int_("image_size"), v.int_("num_channels", default=3)
+    positions = (image // patch) ** 2 + 1
+    embeddings = width + channels * patch * patch * width + positions * width  # class, patch conv, positions
+    return embeddings + 2 * 2 * width + layers * _vit_layer(width, v.int_("intermediate_size"))  # pre/post LN
+
+
+def _llava_projector(top: Mapping[str, Any], v: _Cfg, text: _Cfg) -> int:
+    bias = top.get("multimodal_projector_bias", True) is not False
+    return _linear(v.hidden(), text.hidden(), bias) + _linear(text.hidden(), text.hidden(), bias)
+
+
+def _siglip_vision(v: _Cfg) -> int:
+    width, layers = v.hidden(), v.layers()
+    patch, image, channels = v.int_("patch_size"), v.int_("image_size"), v.int_("num_channels", default=3)
+    positions = (image // patch) ** 2
+    n = _linear(channels * patch * patch, width, True) + positions * width
+    n += layers * _vit_layer(width, v.int_("intermediate_size")) + 2 * width  # post_layernorm
+    if v.bool_("vision_use_head", True):
+        raise ConfigError("SigLIP attention-pooling head is not modelled")
+    return n
+
+
+def _qwen_vl_vision(v: _Cfg, text: _Cfg, *, model_type: str) -> int:
+    """Qwen2.5-VL vision transformer (modeling_qwen2_5_vl.py): RMSNorm blocks, gated biased MLP, patch merger."""
+    width, depth = v.hidden(), v.int_("depth")
+    inter = v.int_("intermediate_size")
+    patch, temporal = v.int_("patch_size"), v.int_("temporal_patch_size", default=2)
+    channels = v.int_("in_chans", "in_channels", default=3)
+    merge = v.int_("spatial_merge_size", default=2)
+    out = v.int_("out_hidden_size", default=text.hidden())
+    if model_type != "qwen2_5_vl":
+        raise ConfigError("Qwen2-VL vision blocks are not modelled")
+    block = 2 * width + _linear(width, 3 * width, True) + _linear(width, width, True)
+    block += _mlp(width, inter, gated=True, bias=True)
+    merged = width * merge * merge
+    merger = width + _linear(merged, merged, True) + _linear(merged, out, True)
+    return channels * temporal * patch * patch * width + depth * block + merger
+
+
+def _mllama_vision(v: _Cfg, text: _Cfg) -> int:
+    """Llama 3.2 Vision encoder (modeling_mllama.py MllamaVisionModel) + multi_modal_projector."""
+    width, layers = v.hidden(), v.layers()
+    global_layers = v.int_("num_global_layers")
+    patch, image, channels = v.int_("patch_size"), v.int_("image_size"), v.int_("num_channels", default=3)
+    tiles = v.int_("max_num_tiles")
+    ratios = v.raw("supported_aspect_ratios")
+    if not isinstance(ratios, Sequence):
+        raise ConfigError("config.json has no 'vision_config.supported_aspect_ratios'")
+    ratio_ids = len(ratios) + 1
+    positions = (image // patch) ** 2 + 1
+    n = channels * patch * patch * width + width  # patch conv (no bias), class embedding
+    n += 1 + positions * width + ratio_ids * tiles * positions * width  # gated positional + tile embedding
+    n += 2 * (1 + ratio_ids * tiles * width)  # pre/post tile positional embeddings (gate + table)
+    n += 2 * 2 * width  # layernorm_pre, layernorm_post
+    layer = _vit_layer(width, v.int_("intermediate_size"), attn_bias=False)
+    n += layers * layer + global_layers * (layer + 2)  # global layers add attention and MLP gates
+    n += _linear(v.int_("vision_output_dim"), text.hidden(), True)  # multi_modal_projector
+    return n
+
+
+def _llama4_vision(v: _Cfg, text: _Cfg) -> int:
+    """Llama 4 vision encoder (modeling_llama4.py Llama4VisionModel) + multi_modal_projector."""
+    width, layers = v.hidden(), v.layers()
+    patch, image, channels = v.int_("patch_size"), v.int_("image_size"), v.int_("num_channels", default=3)
+    inter = v.int_("intermediate_size")
+    positions = (image // patch) ** 2 + 1
+    n = channels * patch * patch * width + width + positions * width  # unfold-conv linear, class, positions
+    n += 2 * 2 * width + layers * _vit_layer(width, inter)  # layernorm_pre/post
+    proj_in, proj_out = v.int_("projector_input_dim"), v.int_("projector_output_dim")
+    n += inter * proj_in + proj_out * proj_out  # pixel-shuffle MLP (fc1, fc2; no bias)
+    n += v.int_("vision_output_dim") * text.hidden()  # multi_modal_projector (no bias)
+    return n
