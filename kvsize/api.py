@@ -1,9 +1,9 @@
 """The sizing pipeline as a Python API: model reference -> config -> spec -> estimates -> GPU fit.
 
-    >>> import kvsize
-    >>> result = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=131072, kv_dtype="bf16")
-    >>> result.scenarios[0].kv_cache_bytes
-    17179869184
+>>> import kvsize
+>>> result = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=131072, kv_dtype="bf16")
+>>> result.scenarios[0].kv_cache_bytes
+17179869184
 """
 
 from __future__ import annotations
@@ -77,17 +77,32 @@ def summarize(spec: ArchSpec) -> ArchitectureSummary:
     groups = []
     for layer, count in spec.layer_groups():
         a, s = layer.attention, layer.state
-        groups.append(LayerGroupSummary(
-            kind=layer.kind, count=count,
-            num_kv_heads=a.num_kv_heads if a else None, head_dim=a.head_dim if a else None,
-            head_dim_v=a.head_dim_v if a else None, window=a.window if a else None,
-            elements_per_token=a.elements_per_token if a else 0,
-            kv_lora_rank=a.kv_lora_rank if a else None, qk_rope_head_dim=a.qk_rope_head_dim if a else None,
-            encoder_tokens=a.encoder_tokens if a else None, shares_kv_with=a.shares_kv_with if a else None,
-            state_elements=s.conv_elements + s.ssm_elements if s else 0, state_dtype=s.dtype if s else None))
-    return ArchitectureSummary(model_type=spec.model_type, attention=spec.attention_label,
-                               num_layers=spec.num_layers, num_attention_heads=spec.num_attention_heads,
-                               max_context=spec.max_context, model_dtype=spec.model_dtype, layers=tuple(groups))
+        groups.append(
+            LayerGroupSummary(
+                kind=layer.kind,
+                count=count,
+                num_kv_heads=a.num_kv_heads if a else None,
+                head_dim=a.head_dim if a else None,
+                head_dim_v=a.head_dim_v if a else None,
+                window=a.window if a else None,
+                elements_per_token=a.elements_per_token if a else 0,
+                kv_lora_rank=a.kv_lora_rank if a else None,
+                qk_rope_head_dim=a.qk_rope_head_dim if a else None,
+                encoder_tokens=a.encoder_tokens if a else None,
+                shares_kv_with=a.shares_kv_with if a else None,
+                state_elements=s.conv_elements + s.ssm_elements if s else 0,
+                state_dtype=s.dtype if s else None,
+            )
+        )
+    return ArchitectureSummary(
+        model_type=spec.model_type,
+        attention=spec.attention_label,
+        num_layers=spec.num_layers,
+        num_attention_heads=spec.num_attention_heads,
+        max_context=spec.max_context,
+        model_dtype=spec.model_dtype,
+        layers=tuple(groups),
+    )
 
 
 def resolve_kv_dtypes(names: Iterable[str], raw: Mapping[str, Any], spec: ArchSpec) -> tuple[list[KvDtype], list[str]]:
@@ -170,9 +185,18 @@ def estimate(
         loaded = LoadedConfig(model="<config>", raw=dict(model), source="local", location="<dict>")
     else:
         loaded = load_model_config(model, revision=revision, token=token)
-    return estimate_loaded(loaded, ctx=ctx, batch=batch, kv_dtype=kv_dtype, engine=engine, gpu=gpu,
-                           gpu_mem=gpu_mem, reserve_bytes=reserve_bytes, weights_bytes=weights_bytes,
-                           encoder_len=encoder_len)
+    return estimate_loaded(
+        loaded,
+        ctx=ctx,
+        batch=batch,
+        kv_dtype=kv_dtype,
+        engine=engine,
+        gpu=gpu,
+        gpu_mem=gpu_mem,
+        reserve_bytes=reserve_bytes,
+        weights_bytes=weights_bytes,
+        encoder_len=encoder_len,
+    )
 
 
 def estimate_loaded(
@@ -196,15 +220,18 @@ def estimate_loaded(
     dtypes, notes = resolve_kv_dtypes([kv_dtype] if isinstance(kv_dtype, str) else kv_dtype, loaded.raw, spec)
     notes = [*spec.notes, *notes]
     if spec.max_context is not None:
-        notes += [f"ctx {c} is beyond the model's maximum context {spec.max_context}"
-                  for c in contexts if c > spec.max_context]
+        notes += [
+            f"ctx {c} is beyond the model's maximum context {spec.max_context}"
+            for c in contexts
+            if c > spec.max_context
+        ]
 
     card = _gpu_card(gpu, gpu_mem)
     weights = None
     if card is not None:
         from kvsize.weights import WeightsSize, find_weights
 
-        weights = (WeightsSize(weights_bytes, "given") if weights_bytes is not None else find_weights(loaded))
+        weights = WeightsSize(weights_bytes, "given") if weights_bytes is not None else find_weights(loaded)
         if weights.estimated:
             notes.append(f"weights {weights.source}")
 
@@ -215,12 +242,28 @@ def estimate_loaded(
         if card is not None and weights is not None:
             name, memory = card
             reserve, rule = (reserve_bytes, "given") if reserve_bytes is not None else default_reserve(memory)
-            fit = plan_fit(rules, spec, ctx=c, batch=b, kv_dtype=dtype, gpu_name=name, memory_bytes=memory,
-                           weights_bytes=weights.bytes, weights_source=weights.source,
-                           weights_estimated=weights.estimated, reserve_bytes=reserve, reserve_rule=rule)
+            fit = plan_fit(
+                rules,
+                spec,
+                ctx=c,
+                batch=b,
+                kv_dtype=dtype,
+                gpu_name=name,
+                memory_bytes=memory,
+                weights_bytes=weights.bytes,
+                weights_source=weights.source,
+                weights_estimated=weights.estimated,
+                reserve_bytes=reserve,
+                reserve_rule=rule,
+            )
         scenarios.append(Scenario(**est.model_dump(), gpu=fit))
-    return Estimate(model=loaded.model, source=loaded.source_label, architecture=summarize(spec),
-                    notes=tuple(dict.fromkeys(notes)), scenarios=tuple(scenarios))
+    return Estimate(
+        model=loaded.model,
+        source=loaded.source_label,
+        architecture=summarize(spec),
+        notes=tuple(dict.fromkeys(notes)),
+        scenarios=tuple(scenarios),
+    )
 
 
 def _gpu_card(gpu: str | None, gpu_mem: int | None) -> tuple[str, int] | None:

@@ -40,31 +40,67 @@ app = typer.Typer(
     "kvsize ./config.json --ctx 8k,32k --batch 1,8 --kv-dtype bf16,fp8 --json   |   kvsize gpus",
 )
 
-ModelArg = Annotated[str, typer.Argument(help="Hub id (org/name), or a path to a config.json or its folder.",
-                                         show_default=False)]
-CtxOpt = Annotated[str | None, typer.Option(
-    "--ctx", "--max-model-len", help="Tokens per request: 131072, 128k (=131072), 1M; lists: 8k,32k,128k. "
-    "Default: a small grid up to the model's maximum.", show_default=False)]
+ModelArg = Annotated[
+    str, typer.Argument(help="Hub id (org/name), or a path to a config.json or its folder.", show_default=False)
+]
+CtxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ctx",
+        "--max-model-len",
+        help="Tokens per request: 131072, 128k (=131072), 1M; lists: 8k,32k,128k. "
+        "Default: a small grid up to the model's maximum.",
+        show_default=False,
+    ),
+]
 BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Concurrent requests; lists allowed: 1,8,32.")]
-KvDtypeOpt = Annotated[str, typer.Option(
-    "--kv-dtype", "--kv-cache-dtype", help="KV storage: auto (from the config), fp32, fp16, bf16, fp8 (=fp8_e4m3), "
-    "fp8_e5m2, int8, nvfp4 (=fp4), mxfp4, int4, q8_0, q4_0, ...; lists allowed.")]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        help="KV storage: auto (from the config), fp32, fp16, bf16, fp8 (=fp8_e4m3), "
+        "fp8_e5m2, int8, nvfp4 (=fp4), mxfp4, int4, q8_0, q4_0, ...; lists allowed.",
+    ),
+]
 EngineOpt = Annotated[str, typer.Option("--engine", help="Whose allocation rule to apply: formula.")]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help="GPU profile id or alias (kvsize gpus): h100, h200, "
-                                            "a100-80gb, mi300x, ...", show_default=False)]
-GpuMemOpt = Annotated[str | None, typer.Option("--gpu-mem", help="Memory of a custom card: 24GiB, 80GB, ...",
-                                               show_default=False)]
-ReserveOpt = Annotated[str | None, typer.Option(
-    "--reserve", help="Memory kept out of the KV budget besides the weights. Default: 8% of the card, as vLLM's "
-    "default gpu_memory_utilization 0.92 leaves.", show_default=False)]
-WeightsOpt = Annotated[str | None, typer.Option(
-    "--weights-mem", help="Override the weights' size: 15GiB, ... (default: looked up)", show_default=False)]
+GpuOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu", help="GPU profile id or alias (kvsize gpus): h100, h200, a100-80gb, mi300x, ...", show_default=False
+    ),
+]
+GpuMemOpt = Annotated[
+    str | None, typer.Option("--gpu-mem", help="Memory of a custom card: 24GiB, 80GB, ...", show_default=False)
+]
+ReserveOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reserve",
+        help="Memory kept out of the KV budget besides the weights. Default: 8% of the card, as vLLM's "
+        "default gpu_memory_utilization 0.92 leaves.",
+        show_default=False,
+    ),
+]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights-mem", help="Override the weights' size: 15GiB, ... (default: looked up)", show_default=False
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (bytes as integers) instead of tables.")]
-RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).",
-                                                 show_default=False)]
-EncoderLenOpt = Annotated[int | None, typer.Option(
-    "--encoder-len", min=0, help="Tokens each cross-attention layer attends to (default: one image).",
-    show_default=False)]
+RevisionOpt = Annotated[
+    str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).", show_default=False)
+]
+EncoderLenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--encoder-len",
+        min=0,
+        help="Tokens each cross-attention layer attends to (default: one image).",
+        show_default=False,
+    ),
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the full traceback of errors (for bug reports).")]
 
 
@@ -82,7 +118,9 @@ def user_errors(debug: bool = False) -> Iterator[None]:
             raise
         message = " ".join(str(exc).split())
         hint = f" {' '.join(exc.hint.split())}" if exc.hint else ""
-        _stderr(f"Error: {message}.{hint}" if not message.endswith((".", "?", ")")) or hint else f"Error: {message}{hint}")
+        _stderr(
+            f"Error: {message}.{hint}" if not message.endswith((".", "?", ")")) or hint else f"Error: {message}{hint}"
+        )
         raise typer.Exit(int(exc.exit_code)) from None
 
 
@@ -96,8 +134,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """How much GPU memory an LLM's KV cache takes, and whether a deployment fits."""
 
@@ -130,10 +169,17 @@ def size(
 
         loaded = load_model_config(model, revision=revision)
         result = estimate_loaded(
-            loaded, ctx=_split(ctx) if ctx else None, batch=_split(batch), kv_dtype=_split(kv_dtype),
-            engine=engine, gpu=gpu, gpu_mem=parse_size(gpu_mem) if gpu_mem else None,
+            loaded,
+            ctx=_split(ctx) if ctx else None,
+            batch=_split(batch),
+            kv_dtype=_split(kv_dtype),
+            engine=engine,
+            gpu=gpu,
+            gpu_mem=parse_size(gpu_mem) if gpu_mem else None,
             reserve_bytes=parse_size(reserve) if reserve else None,
-            weights_bytes=parse_size(weights_mem) if weights_mem else None, encoder_len=encoder_len)
+            weights_bytes=parse_size(weights_mem) if weights_mem else None,
+            encoder_len=encoder_len,
+        )
     _emit(lambda console: _render_estimate(console, result), result.model_dump_json(indent=2), json_output)
 
 

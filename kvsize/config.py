@@ -25,44 +25,152 @@ MAX_POSITIONS = 1 << 40
 # Where multimodal and wrapper configs keep their language model (transformers `get_text_config`).
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
 
-# Defaults of the transformers config classes for the fields that size the cache, applied only when a
-# config leaves the field out (transformers 4.57 / 5.x `configuration_*.py`).
+# Defaults of the transformers config classes for the fields that size the cache and the weights, applied
+# only when a config leaves the field out (transformers 4.57 / 5.x `configuration_*.py`).
 MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
-              "max_position_embeddings": 2048},
-    "mistral": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                "hidden_size": 4096, "max_position_embeddings": 131072, "sliding_window": 4096},
-    "gemma": {"num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
-              "head_dim": 256, "hidden_size": 3072, "max_position_embeddings": 8192},
+    "llama": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "hidden_size": 4096,
+        "max_position_embeddings": 2048,
+        "vocab_size": 32000,
+        "intermediate_size": 11008,
+        "tie_word_embeddings": False,
+    },
+    "mistral": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "vocab_size": 32000,
+        "intermediate_size": 14336,
+        "tie_word_embeddings": False,
+    },
+    "gemma": {
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "hidden_size": 3072,
+        "max_position_embeddings": 8192,
+        "vocab_size": 256000,
+        "intermediate_size": 24576,
+        "tie_word_embeddings": True,
+    },
     # Gemma 2 alternates local and global layers: layer i slides when (i + 1) % 2 != 0.
-    "gemma2": {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-               "hidden_size": 2304, "max_position_embeddings": 8192, "sliding_window": 4096,
-               "sliding_window_pattern": 2},
-    "gemma3_text": {"num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
-                    "head_dim": 256, "hidden_size": 2304, "max_position_embeddings": 131072,
-                    "sliding_window": 4096, "sliding_window_pattern": 6},
+    "gemma2": {
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "hidden_size": 2304,
+        "max_position_embeddings": 8192,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 2,
+        "vocab_size": 256000,
+        "intermediate_size": 9216,
+        "tie_word_embeddings": True,
+    },
+    "gemma3_text": {
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "hidden_size": 2304,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "vocab_size": 262208,
+        "intermediate_size": 9216,
+        "tie_word_embeddings": True,
+    },
     "cohere2": {"sliding_window_pattern": 4},
     "llama4_text": {"no_rope_layer_interval": 4},
-    "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024},
+    "gpt2": {
+        "n_layer": 12,
+        "n_head": 12,
+        "n_embd": 768,
+        "n_positions": 1024,
+        "vocab_size": 50257,
+        "tie_word_embeddings": True,
+    },
     "gpt_bigcode": {"multi_query": True},
+    "starcoder2": {"tie_word_embeddings": True},
+    "zamba2": {"tie_word_embeddings": True},
+    "gpt_neox": {"tie_word_embeddings": False},
 }
 
 # model_types whose configs this parser was written against; others are parsed from the standard fields
 # with a note naming the fields used.
 KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
-    "qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next", "mixtral", "phi",
-    "phi3", "phi-msft", "phimoe", "starcoder2", "gpt_neox", "deepseek_v2", "deepseek_v3", "exaone4",
-    "gpt_oss", "llama4", "mllama", "mllama_text_model", "nemotron-nas", "nemotron_h", "zamba2", "mamba",
-    "mamba2", "falcon_mamba", "jamba", "falcon", "falcon_h1", "mpt", "dbrx", "chatglm", "glm", "glm4",
-    "gemma3", "gemma3n_text", "olmo", "olmo2", "granite", "cohere", "internlm2", "baichuan", "yi",
-    "gptj", "gpt_neo", "opt", "bloom", "stablelm", "minicpm", "ernie4_5", "hunyuan_v1_dense", "smollm3",
+    "qwen2",
+    "qwen2_moe",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen3",
+    "qwen3_moe",
+    "qwen3_next",
+    "mixtral",
+    "phi",
+    "phi3",
+    "phi-msft",
+    "phimoe",
+    "starcoder2",
+    "gpt_neox",
+    "deepseek_v2",
+    "deepseek_v3",
+    "exaone4",
+    "gpt_oss",
+    "llama4",
+    "mllama",
+    "mllama_text_model",
+    "nemotron-nas",
+    "nemotron_h",
+    "zamba2",
+    "mamba",
+    "mamba2",
+    "falcon_mamba",
+    "jamba",
+    "falcon",
+    "falcon_h1",
+    "mpt",
+    "dbrx",
+    "chatglm",
+    "glm",
+    "glm4",
+    "gemma3",
+    "gemma3n_text",
+    "olmo",
+    "olmo2",
+    "granite",
+    "cohere",
+    "internlm2",
+    "baichuan",
+    "yi",
+    "gptj",
+    "gpt_neo",
+    "opt",
+    "bloom",
+    "stablelm",
+    "minicpm",
+    "ernie4_5",
+    "hunyuan_v1_dense",
+    "smollm3",
 }
 
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
-_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
-                 "max_seq_len", "model_max_length")
+_CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+)
 
 
 class _Fields:
@@ -81,10 +189,12 @@ class _Fields:
         return self.data.get(key)
 
     def error(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.source}: field '{self.where}{key}' {problem}",
-                           hint="Fix the config.json, or pass a config that describes a decoder model.")
+        return ConfigError(
+            f"{self.source}: field '{self.where}{key}' {problem}",
+            hint="Fix the config.json, or pass a config that describes a decoder model.",
+        )
 
-    def int(self, *keys: str, minimum: int = 1, maximum: int = MAX_DIM) -> int | None:
+    def integer(self, *keys: str, minimum: int = 1, maximum: int = MAX_DIM) -> int | None:
         """The first of `keys` present and not null, as a checked int; None if none is present."""
         for key in keys:
             value = self.data.get(key)
@@ -103,14 +213,16 @@ class _Fields:
         return None
 
     def need_int(self, *keys: str, minimum: int = 1, maximum: int = MAX_DIM) -> int:
-        value = self.int(*keys, minimum=minimum, maximum=maximum)
+        value = self.integer(*keys, minimum=minimum, maximum=maximum)
         if value is None:
             names = " / ".join(f"'{self.where}{k}'" for k in keys)
-            raise ConfigError(f"{self.source}: missing field {names}",
-                              hint="kvsize needs it to size the cache; add it to the config.json.")
+            raise ConfigError(
+                f"{self.source}: missing field {names}",
+                hint="kvsize needs it to size the cache; add it to the config.json.",
+            )
         return value
 
-    def bool(self, key: str) -> bool | None:
+    def flag(self, key: str) -> bool | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -155,8 +267,10 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     if not isinstance(model_type, str):
         raise top.error("model_type", f"must be a string, got {model_type!r}")
     if raw.get("is_encoder_decoder") is True:
-        raise ConfigError(f"{source}: encoder-decoder models ({model_type}) are not supported yet",
-                          hint="kvsize sizes decoder-only language models for now.")
+        raise ConfigError(
+            f"{source}: encoder-decoder models ({model_type}) are not supported yet",
+            hint="kvsize sizes decoder-only language models for now.",
+        )
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}
     fields = _Fields(merged, source=source, where=where)
     notes: list[str] = []
@@ -167,8 +281,11 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     layer_kinds = _layer_kinds(fields, num_layers, notes)
     needs_attention = any(kind not in ("mamba", "none") for kind in layer_kinds)
     attention = _attention_params(fields, notes) if needs_attention else None
-    state = _state_spec(fields, _model_dtype(raw, data)) if any(
-        k.startswith(("mamba", "linear")) for k in layer_kinds) else None
+    state = (
+        _state_spec(fields, _model_dtype(raw, data))
+        if any(k.startswith(("mamba", "linear")) for k in layer_kinds)
+        else None
+    )
 
     layers = [_layer(i, kind, attention, state, fields, notes, encoder_tokens) for i, kind in enumerate(layer_kinds)]
     _apply_kv_sharing(layers, fields, notes)
@@ -176,7 +293,7 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     if model_type not in KNOWN_MODEL_TYPES:
         used = ", ".join(dict.fromkeys(fields.used))
         notes.insert(0, f"unknown model_type '{model_type}': sized from the standard fields {used}")
-    max_context = fields.int(*_CONTEXT_KEYS, maximum=MAX_POSITIONS)
+    max_context = fields.integer(*_CONTEXT_KEYS, maximum=MAX_POSITIONS)
     defaulted = [k for k in dict.fromkeys(fields.used) if k not in data]
     if defaulted:
         notes.append(f"not in the config, taken from transformers' {model_type} defaults: {', '.join(defaulted)}")
@@ -223,9 +340,17 @@ def _model_dtype(raw: Mapping[str, Any], data: Mapping[str, Any]) -> KvDtype | N
 
 # layer_types spellings (transformers `layer_types`, Nemotron-H pattern characters, layers_block_type).
 _LAYER_TYPE_KIND = {
-    "full_attention": "full", "attention": "full", "global": "full", "sliding_attention": "sliding",
-    "local": "sliding", "chunked_attention": "chunked", "linear_attention": "linear", "mamba": "mamba",
-    "hybrid": "mamba+full", "mlp": "none", "moe": "none",
+    "full_attention": "full",
+    "attention": "full",
+    "global": "full",
+    "sliding_attention": "sliding",
+    "local": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "mamba",
+    "hybrid": "mamba+full",
+    "mlp": "none",
+    "moe": "none",
 }
 _PATTERN_CHAR_KIND = {"*": "full", "M": "mamba", "-": "none", "E": "none"}
 
@@ -250,11 +375,11 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
             if "sliding" in kinds and not f.has("sliding_window"):
                 raise f.error("sliding_window", "is missing but layer_types lists sliding layers")
             return kinds
-    period = f.int("attn_layer_period")
+    period = f.integer("attn_layer_period")
     if period is not None:  # Jamba: one attention layer every `period`, at `offset`
-        offset = f.int("attn_layer_offset", minimum=0) or 0
+        offset = f.integer("attn_layer_offset", minimum=0) or 0
         return ["full" if i % period == offset else "mamba" for i in range(n)]
-    interval = f.int("full_attention_interval")
+    interval = f.integer("full_attention_interval")
     if interval is not None:  # Qwen3-Next: every interval-th layer is full attention, the rest linear
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
     if not any(f.has(k) for k in _HEAD_KEYS) and any(f.has(k) for k in _SSM_STATE_KEYS):
@@ -278,7 +403,7 @@ def _nas_layer_kinds(f: _Fields, n: int) -> list[str]:
 
 def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
     kinds = ["full"] * n
-    chunk = f.int("attention_chunk_size")
+    chunk = f.integer("attention_chunk_size")
     if chunk is not None:  # Llama 4: RoPE layers attend within chunks, NoPE layers globally
         rope_layers = f.int_list("no_rope_layers")
         if rope_layers is None:
@@ -287,8 +412,8 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         if len(rope_layers) < n:
             raise f.error("no_rope_layers", f"lists {len(rope_layers)} layers but the model has {n}")
         kinds = ["chunked" if rope_layers[i] else "full" for i in range(n)]
-    window = f.int("sliding_window", minimum=0, maximum=MAX_POSITIONS)
-    use_window = f.bool("use_sliding_window")
+    window = f.integer("sliding_window", minimum=0, maximum=MAX_POSITIONS)
+    use_window = f.flag("use_sliding_window")
     if window and use_window is False:
         notes.append(f"sliding_window {window} ignored: use_sliding_window is false")
     elif window:
@@ -303,8 +428,8 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
 
 def _windowed(f: _Fields, kinds: list[str], n: int) -> list[str]:
     """Mark the sliding-window layers of a model whose config sets `sliding_window`."""
-    if f.bool("use_sliding_window"):  # Qwen2 family: layers from max_window_layers on slide
-        first = f.int("max_window_layers", minimum=0, maximum=MAX_LAYERS)
+    if f.flag("use_sliding_window"):  # Qwen2 family: layers from max_window_layers on slide
+        first = f.integer("max_window_layers", minimum=0, maximum=MAX_LAYERS)
         first = 0 if first is None else first
         return ["sliding" if i >= first else k for i, k in enumerate(kinds)]
     pattern = f.raw("sliding_window_pattern")
@@ -313,7 +438,7 @@ def _windowed(f: _Fields, kinds: list[str], n: int) -> list[str]:
             raise f.error("sliding_window_pattern", f"must use only L and G, got {pattern!r}")
         f.used.append("sliding_window_pattern")
         return ["sliding" if pattern[i % len(pattern)] == "L" else k for i, k in enumerate(kinds)]
-    period = f.int("sliding_window_pattern")
+    period = f.integer("sliding_window_pattern")
     if period is not None:  # Gemma 2/3, Cohere 2: every period-th layer is global
         return ["sliding" if (i + 1) % period != 0 else k for i, k in enumerate(kinds)]
     return ["sliding" if k == "full" else k for k in kinds]  # Mistral, Phi-3, Starcoder2: every layer
@@ -323,8 +448,9 @@ def _windowed(f: _Fields, kinds: list[str], n: int) -> list[str]:
 
 
 class _AttentionParams:
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, head_dim_v: int,
-                 mla: tuple[int, int] | None) -> None:
+    def __init__(
+        self, num_heads: int, num_kv_heads: int, head_dim: int, head_dim_v: int, mla: tuple[int, int] | None
+    ) -> None:
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
@@ -336,11 +462,11 @@ def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
     attn_config = f.raw("attn_config")
     if isinstance(attn_config, Mapping) and attn_config.get("kv_n_heads") is not None:  # MPT, DBRX
         sub = _Fields(attn_config, source=f.source, where=f"{f.where}attn_config.")
-        kv_from_attn_config: int | None = sub.int("kv_n_heads")
+        kv_from_attn_config: int | None = sub.integer("kv_n_heads")
     else:
         kv_from_attn_config = None
     num_heads = f.need_int(*_HEAD_KEYS)
-    kv_lora_rank = f.int("kv_lora_rank")
+    kv_lora_rank = f.integer("kv_lora_rank")
     if kv_lora_rank is not None:
         # MLA caches one latent per token: kv_lora_rank + qk_rope_head_dim elements, shared by all heads
         # (DeepSeek-V2 paper §2.1.2). num_key_value_heads and head_dim in these configs do not size it.
@@ -348,7 +474,7 @@ def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
         return _AttentionParams(num_heads, 1, kv_lora_rank + rope, 0, (kv_lora_rank, rope))
 
     num_kv_heads = _num_kv_heads(f, num_heads, kv_from_attn_config)
-    head_dim = f.int("head_dim", "kv_channels", "attention_head_dim", "hidden_size_per_head")
+    head_dim = f.integer("head_dim", "kv_channels", "attention_head_dim", "hidden_size_per_head")
     if f.raw("model_type") in ("zamba", "zamba2"):
         # Zamba2's shared block attends over [hidden state, input embeddings]: 2 x hidden per head
         # (transformers Zamba2Config.attention_head_dim = 2 * hidden_size // num_attention_heads).
@@ -361,19 +487,19 @@ def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
         head_dim = hidden // num_heads
     if num_heads % num_kv_heads:
         raise f.error("num_key_value_heads", f"({num_kv_heads}) must divide num_attention_heads ({num_heads})")
-    head_dim_v = f.int("v_head_dim") or head_dim
+    head_dim_v = f.integer("v_head_dim") or head_dim
     return _AttentionParams(num_heads, num_kv_heads, head_dim, head_dim_v, None)
 
 
 def _num_kv_heads(f: _Fields, num_heads: int, from_attn_config: int | None) -> int:
     if from_attn_config is not None:
         return from_attn_config
-    multi_query = f.bool("multi_query")
-    if multi_query and not f.bool("new_decoder_architecture"):
+    multi_query = f.flag("multi_query")
+    if multi_query and not f.flag("new_decoder_architecture"):
         return 1  # Falcon-7B, GPT-BigCode: one K/V head
-    if f.bool("multi_query_attention") is not False and f.has("multi_query_group_num"):
+    if f.flag("multi_query_attention") is not False and f.has("multi_query_group_num"):
         return f.need_int("multi_query_group_num")  # ChatGLM / GLM
-    kv = f.int("n_head_kv", "num_kv_heads", "num_key_value_heads", "num_attention_groups")
+    kv = f.integer("n_head_kv", "num_kv_heads", "num_key_value_heads", "num_attention_groups")
     return num_heads if kv is None else kv  # absent: multi-head attention
 
 
@@ -391,36 +517,61 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
         v_dim = f.need_int("linear_value_head_dim")
         # Conv over the concatenated q, k and v projections; recurrent state one k_dim x v_dim matrix per
         # value head (transformers Qwen3NextGatedDeltaNet: conv_dim = 2 * key_dim + value_dim).
-        return StateSpec(kind=StateKind.GATED_DELTANET, conv_channels=2 * k_heads * k_dim + v_heads * v_dim,
-                         conv_kernel=f.need_int("linear_conv_kernel_dim"), ssm_shape=(v_heads, k_dim, v_dim),
-                         dtype=dtype)
+        return StateSpec(
+            kind=StateKind.GATED_DELTANET,
+            conv_channels=2 * k_heads * k_dim + v_heads * v_dim,
+            conv_kernel=f.need_int("linear_conv_kernel_dim"),
+            ssm_shape=(v_heads, k_dim, v_dim),
+            dtype=dtype,
+        )
     d_state = f.need_int(*_SSM_STATE_KEYS)
     conv_kernel = f.need_int("conv_kernel", "mamba_d_conv", "d_conv", "conv_dimension")
-    d_inner = f.int("mamba_d_ssm")
+    d_inner = f.integer("mamba_d_ssm")
     if d_inner is None:
-        expand = f.int("expand", "mamba_expand", "expansion_factor")
+        expand = f.integer("expand", "mamba_expand", "expansion_factor")
         d_inner = expand * f.need_int(*_HIDDEN_KEYS) if expand else f.need_int("intermediate_size")
-    head_dim = f.int("mamba_head_dim", "mamba_headdim", "mamba_d_head") or (
-        f.int("head_dim") if not f.has("num_attention_heads") else None)
+    head_dim = f.integer("mamba_head_dim", "mamba_headdim", "mamba_d_head") or (
+        f.integer("head_dim") if not f.has("num_attention_heads") else None
+    )
     if head_dim is None and f.raw("model_type") != "mamba2":
         # Mamba-1: conv over d_inner channels, state d_inner x d_state (transformers MambaCache).
-        return StateSpec(kind=StateKind.MAMBA, conv_channels=d_inner, conv_kernel=conv_kernel,
-                         ssm_shape=(d_inner, d_state), dtype=dtype)
+        return StateSpec(
+            kind=StateKind.MAMBA,
+            conv_channels=d_inner,
+            conv_kernel=conv_kernel,
+            ssm_shape=(d_inner, d_state),
+            dtype=dtype,
+        )
     head_dim = head_dim or 64
-    n_groups = f.int("n_groups", "mamba_n_groups", "mamba_ngroups", "ngroups") or 1
-    num_heads = f.int("mamba_num_heads", "mamba_n_heads", "n_mamba_heads") or (
-        f.int("num_heads") if not f.has("num_attention_heads") else None) or d_inner // head_dim
+    n_groups = f.integer("n_groups", "mamba_n_groups", "mamba_ngroups", "ngroups") or 1
+    num_heads = (
+        f.integer("mamba_num_heads", "mamba_n_heads", "n_mamba_heads")
+        or (f.integer("num_heads") if not f.has("num_attention_heads") else None)
+        or d_inner // head_dim
+    )
     # Mamba-2: conv over x, B and C (d_inner + 2 * n_groups * d_state channels); SSM state of
     # num_heads x head_dim x d_state (transformers Mamba2Cache, vLLM MambaStateShapeCalculator).
-    return StateSpec(kind=StateKind.MAMBA2, conv_channels=d_inner + 2 * n_groups * d_state,
-                     conv_kernel=conv_kernel, ssm_shape=(num_heads, head_dim, d_state), dtype=dtype)
+    return StateSpec(
+        kind=StateKind.MAMBA2,
+        conv_channels=d_inner + 2 * n_groups * d_state,
+        conv_kernel=conv_kernel,
+        ssm_shape=(num_heads, head_dim, d_state),
+        dtype=dtype,
+    )
 
 
 # --- assembling layers ---------------------------------------------------------------------------------
 
 
-def _layer(index: int, kind: str, attn: _AttentionParams | None, state: StateSpec | None, f: _Fields,
-           notes: list[str], encoder_tokens: int | None) -> LayerSpec:
+def _layer(
+    index: int,
+    kind: str,
+    attn: _AttentionParams | None,
+    state: StateSpec | None,
+    f: _Fields,
+    notes: list[str],
+    encoder_tokens: int | None,
+) -> LayerSpec:
     if kind == "none":
         return LayerSpec(index=index)
     if kind == "mamba":
@@ -436,12 +587,22 @@ def _layer(index: int, kind: str, attn: _AttentionParams | None, state: StateSpe
         group = sub.need_int("n_heads_in_group")
         if attn.num_heads % group:
             raise sub.error("n_heads_in_group", f"({group}) must divide num_attention_heads ({attn.num_heads})")
-        spec = AttentionSpec(kind=AttentionKind.FULL, num_kv_heads=attn.num_heads // group,
-                             head_dim=attn.head_dim, head_dim_v=attn.head_dim_v)
+        spec = AttentionSpec(
+            kind=AttentionKind.FULL,
+            num_kv_heads=attn.num_heads // group,
+            head_dim=attn.head_dim,
+            head_dim_v=attn.head_dim_v,
+        )
         return LayerSpec(index=index, attention=spec)
     if attn.mla is not None:
-        spec = AttentionSpec(kind=AttentionKind.MLA, num_kv_heads=1, head_dim=attn.head_dim, head_dim_v=0,
-                             kv_lora_rank=attn.mla[0], qk_rope_head_dim=attn.mla[1])
+        spec = AttentionSpec(
+            kind=AttentionKind.MLA,
+            num_kv_heads=1,
+            head_dim=attn.head_dim,
+            head_dim_v=0,
+            kv_lora_rank=attn.mla[0],
+            qk_rope_head_dim=attn.mla[1],
+        )
         return LayerSpec(index=index, attention=spec, state=state if with_state else None)
     window: int | None = None
     if kind == "sliding":
@@ -451,8 +612,14 @@ def _layer(index: int, kind: str, attn: _AttentionParams | None, state: StateSpe
     tokens = None
     if kind == "cross":
         tokens = encoder_tokens if encoder_tokens is not None else _image_tokens(f, notes)
-    spec = AttentionSpec(kind=AttentionKind(kind), num_kv_heads=attn.num_kv_heads, head_dim=attn.head_dim,
-                         head_dim_v=attn.head_dim_v, window=window, encoder_tokens=tokens)
+    spec = AttentionSpec(
+        kind=AttentionKind(kind),
+        num_kv_heads=attn.num_kv_heads,
+        head_dim=attn.head_dim,
+        head_dim_v=attn.head_dim_v,
+        window=window,
+        encoder_tokens=tokens,
+    )
     return LayerSpec(index=index, attention=spec, state=state if with_state else None)
 
 
@@ -460,21 +627,25 @@ def _image_tokens(f: _Fields, notes: list[str]) -> int:
     """Vision tokens one image contributes to cross-attention layers (Mllama: tiles x (patches + 1))."""
     vision = f.raw("vision_config")
     if not isinstance(vision, Mapping):
-        raise ConfigError(f"{f.source}: cross-attention layers need 'vision_config' to size the image tokens",
-                          hint="Pass --encoder-len to give the encoder's token count.")
+        raise ConfigError(
+            f"{f.source}: cross-attention layers need 'vision_config' to size the image tokens",
+            hint="Pass --encoder-len to give the encoder's token count.",
+        )
     v = _Fields(vision, source=f.source, where="vision_config.")
-    tiles = v.int("max_num_tiles") or 1
+    tiles = v.integer("max_num_tiles") or 1
     side = v.need_int("image_size") // v.need_int("patch_size")
     tokens = tiles * (side * side + 1)
-    notes.append(f"cross-attention layers hold one image: {tiles} tiles x ({side}x{side} patches + 1) = "
-                 f"{tokens} tokens per request")
+    notes.append(
+        f"cross-attention layers hold one image: {tiles} tiles x ({side}x{side} patches + 1) = "
+        f"{tokens} tokens per request"
+    )
     return tokens
 
 
 def _apply_kv_sharing(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> None:
     """The last `num_kv_shared_layers` layers read the cache of the last earlier layer of their kind
     (Gemma 3n; vLLM gemma3n.py kv_sharing_target_layer_name) and store nothing themselves."""
-    shared = f.int("num_kv_shared_layers", minimum=0, maximum=MAX_LAYERS)
+    shared = f.integer("num_kv_shared_layers", minimum=0, maximum=MAX_LAYERS)
     if not shared:
         return
     first_shared = len(layers) - shared
@@ -484,12 +655,22 @@ def _apply_kv_sharing(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> 
         attn = layers[i].attention
         if attn is None:
             continue
-        target = next((j for j in range(first_shared - 1, -1, -1)
-                       if (a := layers[j].attention) is not None and a.kind is attn.kind), None)
+        target = next(
+            (
+                j
+                for j in range(first_shared - 1, -1, -1)
+                if (a := layers[j].attention) is not None and a.kind is attn.kind
+            ),
+            None,
+        )
         if target is None:
             continue
-        layers[i] = LayerSpec(index=i, attention=AttentionSpec(
-            kind=AttentionKind.SHARED, num_kv_heads=0, head_dim=0, head_dim_v=0, shares_kv_with=target))
+        layers[i] = LayerSpec(
+            index=i,
+            attention=AttentionSpec(
+                kind=AttentionKind.SHARED, num_kv_heads=0, head_dim=0, head_dim_v=0, shares_kv_with=target
+            ),
+        )
     notes.append(f"last {shared} layers reuse earlier layers' KV (num_kv_shared_layers)")
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvsize.config import MODEL_TYPE_DEFAULTS
 from kvsize.errors import ConfigError
 
 __all__ = ["ParamEstimate", "estimate_parameters"]
@@ -26,9 +27,9 @@ class ParamEstimate:
     """Parameters of one checkpoint, counted from its config."""
 
     total: int
-    """All parameters: embeddings, lm_head (unless tied), norms, biases, every MoE expert, vision tower if counted."""
+    """Every parameter: embeddings, lm_head unless tied, norms, biases, all MoE experts, vision if counted."""
     active: int | None
-    """Parameters used per token for MoE models (top-k routed experts + shared + everything dense); else None."""
+    """Per-token parameters of MoE models (top-k routed experts + shared + all dense parts); else None."""
     breakdown: dict[str, int]
     """total split by kind: embeddings, lm_head, attention, mlp, experts, mamba, norms, vision, other."""
     notes: tuple[str, ...]
@@ -41,34 +42,47 @@ _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 # transformers config-class defaults for the fields that size the weights, used only when a config leaves the
 # field out (configuration_llama.py, configuration_gemma3.py, ...). llava-1.5's text_config names none of the
 # Llama-2-7B dims, gemma-3-4b's names no head counts: both rely on these.
-_DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-              "num_attention_heads": 32, "tie_word_embeddings": False},
-    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": False},
-    "gemma": {"vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
-              "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "tie_word_embeddings": True},
-    "gemma2": {"vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-               "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "tie_word_embeddings": True},
-    "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                    "tie_word_embeddings": True},
-    "gpt2": {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
-             "tie_word_embeddings": True},
-    "starcoder2": {"tie_word_embeddings": True},
-    "zamba2": {"tie_word_embeddings": True},
-    "gpt_neox": {"tie_word_embeddings": False},
-}
+# One table of transformers class defaults serves the cache parser and this counter.
+_DEFAULTS = MODEL_TYPE_DEFAULTS
 # PretrainedConfig's own default; the families above and most newer ones override it to False.
 _TIE_DEFAULT_TRUE = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "starcoder2", "zamba2"})
 
 # Families whose transformers modules differ from the Llama template in ways no config field says.
-_LAYERNORM_TYPES = frozenset({"gpt2", "gpt_neox", "phi", "phi-msft", "starcoder2", "gpt_bigcode", "gptj",
-                              "gpt_neo", "opt", "falcon", "stablelm", "bloom"})  # LayerNorm: weight + bias
-_PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "phi", "phi-msft", "starcoder2", "gpt_bigcode", "gptj",
-                              "gpt_neo", "opt", "falcon", "bloom", "nemotron"})  # up + down, no gate
-_ALL_BIAS_TYPES = frozenset({"gpt2", "gpt_neox", "phi", "phi-msft", "gpt_bigcode", "gptj", "gpt_neo", "opt",
-                             "bloom"})  # every projection has a bias
+_LAYERNORM_TYPES = frozenset(
+    {
+        "gpt2",
+        "gpt_neox",
+        "phi",
+        "phi-msft",
+        "starcoder2",
+        "gpt_bigcode",
+        "gptj",
+        "gpt_neo",
+        "opt",
+        "falcon",
+        "stablelm",
+        "bloom",
+    }
+)  # LayerNorm: weight + bias
+_PLAIN_MLP_TYPES = frozenset(
+    {
+        "gpt2",
+        "gpt_neox",
+        "phi",
+        "phi-msft",
+        "starcoder2",
+        "gpt_bigcode",
+        "gptj",
+        "gpt_neo",
+        "opt",
+        "falcon",
+        "bloom",
+        "nemotron",
+    }
+)  # up + down, no gate
+_ALL_BIAS_TYPES = frozenset(
+    {"gpt2", "gpt_neox", "phi", "phi-msft", "gpt_bigcode", "gptj", "gpt_neo", "opt", "bloom"}
+)  # every projection has a bias
 _QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"})  # q, k, v biased, o not
 _HEAD_QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4"})
 _FOUR_NORM_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text"})  # pre+post norm around attention and MLP
@@ -80,9 +94,9 @@ _MAX_DIM = 1 << 24
 _MAX_LAYERS = 100_000
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 # Reading fields
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 
 
 class _Cfg:
@@ -146,8 +160,10 @@ class _Cfg:
         value = self.raw(key)
         if value is None:
             return None
-        if not isinstance(value, Sequence) or isinstance(value, str) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
+        if (
+            not isinstance(value, Sequence)
+            or isinstance(value, str)
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         ):
             raise ConfigError(f"config field '{self.where}{key}' must be a list of integers, got {value!r}.")
         return list(value)
@@ -205,9 +221,9 @@ class _Acc:
             self.parts[kind] = self.parts.get(kind, 0) + n
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 # Public entry point
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 
 
 def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
@@ -272,9 +288,9 @@ def _embed_and_head(cfg: _Cfg, acc: _Acc, *, tie: bool, hidden: int, extra_rows:
         acc.add("lm_head", vocab * hidden)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 # Transformer decoders (Llama template and its relatives)
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -343,10 +359,8 @@ def _mla(cfg: _Cfg, hidden: int) -> int:
     bias = cfg.bool_("attention_bias", False)
     q_rank = cfg.opt_int("q_lora_rank")
     q_head = nope + rope
-    if q_rank:
-        n = _linear(hidden, q_rank, bias) + q_rank + q_rank * heads * q_head  # q_a_proj, q_a_layernorm, q_b_proj
-    else:
-        n = hidden * heads * q_head  # q_proj
+    # q_a_proj, q_a_layernorm and q_b_proj with a query LoRA rank; a plain q_proj without.
+    n = _linear(hidden, q_rank, bias) + q_rank + q_rank * heads * q_head if q_rank else hidden * heads * q_head
     n += _linear(hidden, kv_rank + rope, bias) + kv_rank  # kv_a_proj_with_mqa, kv_a_layernorm
     n += kv_rank * heads * (nope + v_dim)  # kv_b_proj
     n += _linear(heads * v_dim, hidden, bias)  # o_proj
@@ -479,8 +493,9 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
         # and its own copies of the embedding and output head (the hub checkpoint stores them).
         per_module = last_layer + 3 * hidden + 2 * hidden * hidden + 2 * cfg.vocab() * hidden
         acc.notes.append(
-            f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) not counted: inference engines "
-            f"skip them; the published checkpoint stores about {mtp * per_module / 1e9:.1f}B more parameters."
+            f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) not counted: "
+            f"inference engines skip them; the published checkpoint stores about "
+            f"{mtp * per_module / 1e9:.1f}B more parameters."
         )
     if model_type == "llama4_text" and cfg.bool_("use_qk_norm", False):
         acc.notes.append("Llama 4 QK-norm is a weightless L2 norm: no parameters.")
@@ -511,14 +526,14 @@ def _layer_kinds(cfg: _Cfg, layers: int, model_type: str) -> list[str]:
     return ["full_attention"] * layers
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 # Nemotron-NAS (DeciLM): per-block attention and FFN sizes
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 
 
 def _deci_ffn_size(ffn_mult: float, hidden: int) -> int:
-    # DeciLM rule (modeling_decilm.py `_ffn_mult_to_intermediate_size`): int(2 * mult * hidden / 3), rounded up
-    # to a multiple of 256. Llama-3.3-Nemotron-Super-49B: 5.25 * 8192 -> 28672.
+    # DeciLM rule (modeling_decilm.py `_ffn_mult_to_intermediate_size`): int(2 * mult * hidden / 3),
+    # rounded up to a multiple of 256. Llama-3.3-Nemotron-Super-49B: 5.25 * 8192 -> 28672.
     size = int(2 * ffn_mult * hidden / 3)
     return size + (-size) % 256
 
@@ -552,18 +567,20 @@ def _count_nemotron_nas(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     acc.add("norms", hidden)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 # State-space and hybrid models
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 
 
-def _mamba2_mixer(*, hidden: int, inner: int, heads: int, groups: int, state: int, kernel: int,
-                  bias: bool, conv_bias: bool) -> int:
-    """Mamba2 mixer (modeling_mamba2.py Mamba2Mixer): in_proj, conv1d, dt_bias/A_log/D, gated norm, out_proj."""
+def _mamba2_mixer(
+    *, hidden: int, inner: int, heads: int, groups: int, state: int, kernel: int, bias: bool, conv_bias: bool
+) -> int:
+    """Mamba2 mixer (modeling_mamba2.py): in_proj, conv1d, dt_bias/A_log/D, gated norm, out_proj."""
     conv_dim = inner + 2 * groups * state
     return (
         _linear(hidden, inner + conv_dim + heads, bias)
-        + conv_dim * kernel + (conv_dim if conv_bias else 0)
+        + conv_dim * kernel
+        + (conv_dim if conv_bias else 0)
         + 3 * heads
         + inner
         + _linear(inner, hidden, bias)
@@ -576,9 +593,14 @@ def _count_mamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     head_dim = cfg.int_("head_dim", default=64)
     inner = heads * head_dim
     mixer = _mamba2_mixer(
-        hidden=hidden, inner=inner, heads=heads, groups=cfg.int_("n_groups", default=1),
-        state=cfg.int_("state_size"), kernel=cfg.int_("conv_kernel", default=4),
-        bias=cfg.bool_("use_bias", False), conv_bias=cfg.bool_("use_conv_bias", True),
+        hidden=hidden,
+        inner=inner,
+        heads=heads,
+        groups=cfg.int_("n_groups", default=1),
+        state=cfg.int_("state_size"),
+        kernel=cfg.int_("conv_kernel", default=4),
+        bias=cfg.bool_("use_bias", False),
+        conv_bias=cfg.bool_("use_conv_bias", True),
     )
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     acc.add("mamba", layers * mixer)
@@ -592,9 +614,13 @@ def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     dt_rank = cfg.int_("time_step_rank", default=math.ceil(hidden / 16))
     bias, conv_bias = cfg.bool_("use_bias", False), cfg.bool_("use_conv_bias", True)
     mixer = (
-        _linear(hidden, 2 * inner, bias) + inner * kernel + (inner if conv_bias else 0)
-        + inner * (dt_rank + 2 * state) + _linear(dt_rank, inner, True)  # x_proj, dt_proj
-        + inner * state + inner  # A_log, D
+        _linear(hidden, 2 * inner, bias)
+        + inner * kernel
+        + (inner if conv_bias else 0)
+        + inner * (dt_rank + 2 * state)
+        + _linear(dt_rank, inner, True)  # x_proj, dt_proj
+        + inner * state
+        + inner  # A_log, D
         + _linear(inner, hidden, bias)
     )
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
@@ -603,7 +629,7 @@ def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
 
 
 def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
-    """Nemotron-H: one mixer per layer, chosen by hybrid_override_pattern (M Mamba2, * attention, - MLP, E MoE)."""
+    """Nemotron-H: one mixer per layer, chosen by hybrid_override_pattern (M Mamba2, * attention, - MLP)."""
     hidden, layers = cfg.hidden(), cfg.layers()
     pattern = str(cfg.raw("hybrid_override_pattern"))
     if len(pattern) != layers:
@@ -618,17 +644,26 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
         acc.add("norms", hidden)
         if ch == "M":
             heads = cfg.int_("mamba_num_heads")
-            acc.add("mamba", _mamba2_mixer(
-                hidden=hidden, inner=heads * cfg.int_("mamba_head_dim"), heads=heads,
-                groups=cfg.int_("n_groups", default=1), state=cfg.int_("ssm_state_size"),
-                kernel=cfg.int_("conv_kernel", default=4), bias=cfg.bool_("use_bias", False),
-                conv_bias=cfg.bool_("use_conv_bias", True),
-            ))
+            acc.add(
+                "mamba",
+                _mamba2_mixer(
+                    hidden=hidden,
+                    inner=heads * cfg.int_("mamba_head_dim"),
+                    heads=heads,
+                    groups=cfg.int_("n_groups", default=1),
+                    state=cfg.int_("ssm_state_size"),
+                    kernel=cfg.int_("conv_kernel", default=4),
+                    bias=cfg.bool_("use_bias", False),
+                    conv_bias=cfg.bool_("use_conv_bias", True),
+                ),
+            )
         elif ch == "*":
             heads, kv_heads = cfg.heads(), cfg.kv_heads()
             q_width, kv_width = heads * cfg.head_dim(), kv_heads * cfg.head_dim()
-            acc.add("attention", _linear(hidden, q_width, bias) + 2 * _linear(hidden, kv_width, bias)
-                    + _linear(q_width, hidden, bias))
+            acc.add(
+                "attention",
+                _linear(hidden, q_width, bias) + 2 * _linear(hidden, kv_width, bias) + _linear(q_width, hidden, bias),
+            )
         elif ch == "-":
             acc.add("mlp", _mlp(hidden, cfg.int_("intermediate_size"), gated=False, bias=mlp_bias))
         else:
@@ -640,7 +675,7 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
 
 
 def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
-    """Zamba2 (modular_zamba2.py): Mamba2 layers + num_mem_blocks shared transformer blocks with LoRA adapters."""
+    """Zamba2 (modular_zamba2.py): Mamba2 layers + num_mem_blocks shared transformer blocks + adapters."""
     hidden, layers = cfg.hidden(), cfg.layers()
     kinds = cfg.str_list("layers_block_type")
     if kinds is None or len(kinds) != layers:
@@ -651,15 +686,19 @@ def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     inner = expand * hidden
     heads = cfg.int_("n_mamba_heads", default=inner // head_dim)
     mixer = _mamba2_mixer(
-        hidden=hidden, inner=inner, heads=heads, groups=cfg.int_("mamba_ngroups", default=1),
+        hidden=hidden,
+        inner=inner,
+        heads=heads,
+        groups=cfg.int_("mamba_ngroups", default=1),
         state=cfg.int_("mamba_d_state", "state_size", default=64),
         kernel=cfg.int_("mamba_d_conv", "conv_dimension", default=4),
-        bias=cfg.bool_("add_bias_linear", False), conv_bias=cfg.bool_("use_conv_bias", True),
+        bias=cfg.bool_("add_bias_linear", False),
+        conv_bias=cfg.bool_("use_conv_bias", True),
     )
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     acc.add("mamba", layers * mixer)
     acc.add("norms", layers * hidden)  # each Mamba layer's input_layernorm
-    # Shared blocks: attention over concat(hidden, embeddings) = 2 * hidden wide, head_dim = 2 * hidden / heads.
+    # Shared blocks attend over concat(hidden, embeddings): 2 * hidden wide, head_dim = 2 * hidden / heads.
     blocks = cfg.int_("num_mem_blocks", default=1)
     attn_width = 2 * hidden
     attn_heads = cfg.heads()
@@ -669,7 +708,8 @@ def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     rank = cfg.int_("adapter_rank", "lora_rank", default=128)
     per_block = (
         attn_width  # input_layernorm over the concatenation
-        + attn_width * attn_heads * attn_head_dim + 2 * attn_width * kv_heads * attn_head_dim
+        + attn_width * attn_heads * attn_head_dim
+        + 2 * attn_width * kv_heads * attn_head_dim
         + attn_heads * attn_head_dim * hidden  # o_proj
         + hidden  # pre_ff_layernorm
         + _mlp(hidden, inter, gated=True, bias=False)
@@ -687,9 +727,9 @@ def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     acc.notes.append(f"Zamba2: {blocks} shared transformer block(s) counted once, reused by {hybrid} layers.")
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 # Vision towers
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------
 
 
 def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: str) -> None:
@@ -749,7 +789,7 @@ def _siglip_vision(v: _Cfg) -> int:
 
 
 def _qwen_vl_vision(v: _Cfg, text: _Cfg, *, model_type: str) -> int:
-    """Qwen2.5-VL vision transformer (modeling_qwen2_5_vl.py): RMSNorm blocks, gated biased MLP, patch merger."""
+    """Qwen2.5-VL vision tower (modeling_qwen2_5_vl.py): RMSNorm blocks, gated biased MLP, patch merger."""
     width, depth = v.hidden(), v.int_("depth")
     inter = v.int_("intermediate_size")
     patch, temporal = v.int_("patch_size"), v.int_("temporal_patch_size", default=2)

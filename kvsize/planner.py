@@ -59,16 +59,34 @@ def max_context(engine: Engine, spec: ArchSpec, kv_dtype: KvDtype, *, batch: int
     return low
 
 
-def plan_fit(engine: Engine, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, gpu_name: str,
-             memory_bytes: int, weights_bytes: int, weights_source: str, weights_estimated: bool,
-             reserve_bytes: int, reserve_rule: str) -> GpuFit:
+def plan_fit(
+    engine: Engine,
+    spec: ArchSpec,
+    *,
+    ctx: int,
+    batch: int,
+    kv_dtype: KvDtype,
+    gpu_name: str,
+    memory_bytes: int,
+    weights_bytes: int,
+    weights_source: str,
+    weights_estimated: bool,
+    reserve_bytes: int,
+    reserve_rule: str,
+) -> GpuFit:
     budget = memory_bytes - weights_bytes - reserve_bytes
     per_request = request_bytes(engine, spec, ctx, kv_dtype)
     usable = max(budget, 0)
     return GpuFit(
-        name=gpu_name, memory_bytes=memory_bytes, weights_bytes=weights_bytes, weights_source=weights_source,
-        weights_estimated=weights_estimated, reserve_bytes=reserve_bytes, reserve_rule=reserve_rule,
-        kv_budget_bytes=budget, fits=budget >= 0 and batch * per_request <= budget,
+        name=gpu_name,
+        memory_bytes=memory_bytes,
+        weights_bytes=weights_bytes,
+        weights_source=weights_source,
+        weights_estimated=weights_estimated,
+        reserve_bytes=reserve_bytes,
+        reserve_rule=reserve_rule,
+        kv_budget_bytes=budget,
+        fits=budget >= 0 and batch * per_request <= budget,
         max_concurrency=usable // per_request if per_request else 0,
         max_context=max_context(engine, spec, kv_dtype, batch=batch, budget=usable),
     )

@@ -25,8 +25,10 @@ def render_estimate(console: Console, result: Estimate) -> None:
     arch = result.architecture
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     heads = f", {arch.num_attention_heads} query heads" if arch.num_attention_heads else ""
-    console.print(f"{arch.model_type}: {arch.attention}, {arch.num_layers} layers{heads}, "
-                  f"max context {arch.max_context if arch.max_context else 'not stated'}, weights {arch.model_dtype}")
+    console.print(
+        f"{arch.model_type}: {arch.attention}, {arch.num_layers} layers{heads}, "
+        f"max context {arch.max_context if arch.max_context else 'not stated'}, weights {arch.model_dtype}"
+    )
     console.print(_layers_table(result))
     if result.scenarios:
         first = result.scenarios[0]
@@ -53,24 +55,39 @@ def _layers_table(result: Estimate) -> Table:
         window = str(g.window) if g.window else (f"{g.encoder_tokens} enc" if g.encoder_tokens else "-")
         if g.shares_kv_with is not None:
             window = f"uses layer {g.shares_kv_with}"
-        table.add_row(str(g.count), g.kind, str(g.num_kv_heads) if g.num_kv_heads is not None else "-", dims,
-                      window, f"{g.elements_per_token:,}" if g.elements_per_token else "-",
-                      f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-")
+        table.add_row(
+            str(g.count),
+            g.kind,
+            str(g.num_kv_heads) if g.num_kv_heads is not None else "-",
+            dims,
+            window,
+            f"{g.elements_per_token:,}" if g.elements_per_token else "-",
+            f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-",
+        )
     return table
 
 
 def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
     with_gpu = any(s.gpu is not None for s in scenarios)
-    table = Table(title="KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)",
-                  title_justify="left", show_edge=False)
+    table = Table(
+        title="KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)",
+        title_justify="left",
+        show_edge=False,
+    )
     for column in ("ctx", "batch", "dtype", "per token", "per request", "total"):
         table.add_column(column, justify="right", no_wrap=True)
     if with_gpu:
         for column in ("fits", "max reqs", "max ctx"):
             table.add_column(column, justify="right", no_wrap=True)
     for s in scenarios:
-        row = [f"{s.ctx:,}", str(s.batch), s.kv_dtype.value, f"{s.kv_bytes_per_token:,} B",
-               format_bytes(s.bytes_per_request), format_bytes(s.kv_cache_bytes)]
+        row = [
+            f"{s.ctx:,}",
+            str(s.batch),
+            s.kv_dtype.value,
+            f"{s.kv_bytes_per_token:,} B",
+            format_bytes(s.bytes_per_request),
+            format_bytes(s.kv_cache_bytes),
+        ]
         if s.gpu is not None:
             max_ctx = "no limit" if s.gpu.max_context is None else f"{s.gpu.max_context:,}"
             row += ["[green]yes[/]" if s.gpu.fits else "[red]no[/]", f"{s.gpu.max_concurrency:,}", max_ctx]
@@ -89,7 +106,9 @@ def _gpu_panel(scenarios: Sequence[Scenario]) -> Group:
             f"[bold]{escape(first.name)}[/]: {format_bytes(first.memory_bytes)} = weights "
             f"{format_bytes(first.weights_bytes)} ({weights_label}{escape(first.weights_source)}) + reserve "
             f"{format_bytes(first.reserve_bytes)} ({escape(first.reserve_rule)}) + KV budget "
-            f"{format_bytes(first.kv_budget_bytes)}")]
+            f"{format_bytes(first.kv_budget_bytes)}"
+        )
+    ]
     bars = Table.grid(padding=(0, 1))
     bars.add_column(justify="right")
     bars.add_column()
@@ -99,8 +118,11 @@ def _gpu_panel(scenarios: Sequence[Scenario]) -> Group:
         label = f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
         bars.add_row(label, memory_bar(s), "[green]fits[/]" if s.gpu.fits else "[red]does not fit[/]")
     lines.append(bars)
-    lines.append(Text.from_markup("[blue]█[/] weights  [green]█[/] KV cache  [red]█[/] KV over budget  "
-                                  "[yellow]█[/] reserve  [dim]░[/] free"))
+    lines.append(
+        Text.from_markup(
+            "[blue]█[/] weights  [green]█[/] KV cache  [red]█[/] KV over budget  [yellow]█[/] reserve  [dim]░[/] free"
+        )
+    )
     return Group(*lines)
 
 
@@ -140,9 +162,16 @@ def render_gpus(console: Console, profiles: Iterable[GpuProfile]) -> None:
     for p in profiles:
         bf16 = p.dense_tflops.get("bf16") if p.dense_tflops else None
         bandwidth = f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s" if p.memory_bandwidth_bytes_per_s else "-"
-        table.add_row(p.id, escape(p.name), format_bytes(p.memory_bytes), bandwidth,
-                      "-" if bf16 is None else f"{bf16:g}", "yes" if p.fp8_native else "-",
-                      "yes" if p.fp4_native else "-", ", ".join(p.aliases))
+        table.add_row(
+            p.id,
+            escape(p.name),
+            format_bytes(p.memory_bytes),
+            bandwidth,
+            "-" if bf16 is None else f"{bf16:g}",
+            "yes" if p.fp8_native else "-",
+            "yes" if p.fp4_native else "-",
+            ", ".join(p.aliases),
+        )
     console.print(table)
 
 

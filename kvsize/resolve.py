@@ -48,8 +48,10 @@ def read_json_file(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                          hint="Pass the model's config.json.") from None
+        raise ConfigError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            hint="Pass the model's config.json.",
+        ) from None
     except RecursionError:
         raise ConfigError(f"{path}: JSON nested too deeply") from None
 
@@ -64,8 +66,9 @@ def _as_object(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-def load_model_config(ref: str, *, revision: str | None = None, token: str | None = None,
-                      fetch: ConfigFetcher | None = None) -> LoadedConfig:
+def load_model_config(
+    ref: str, *, revision: str | None = None, token: str | None = None, fetch: ConfigFetcher | None = None
+) -> LoadedConfig:
     """Resolve `ref` in order: local config.json or folder; built-in registry (unless a revision is asked
     for); the hub through huggingface_hub (`fetch` replaces it in tests)."""
     from kvsize import registry
@@ -79,20 +82,33 @@ def load_model_config(ref: str, *, revision: str | None = None, token: str | Non
         if not config_file.is_file():
             raise ConfigError(f"{path}: folder has no config.json", hint="Point at the model's config.json.")
         raw = _as_object(read_json_file(config_file), str(config_file))
-        return LoadedConfig(model=ref, raw=raw, source="local", location=str(config_file),
-                            folder=config_file.parent)
+        return LoadedConfig(model=ref, raw=raw, source="local", location=str(config_file), folder=config_file.parent)
     if _looks_like_path(ref):
-        raise ConfigError(f"{ref}: no such file or folder",
-                          hint="Check the path, or give a hub id like org/name ('kvsize models' lists the "
-                               "built-in ones).")
+        raise ConfigError(
+            f"{ref}: no such file or folder",
+            hint="Check the path, or give a hub id like org/name ('kvsize models' lists the built-in ones).",
+        )
     entry = registry.find_entry(ref) if revision is None else None
     if entry is not None:
         raw = registry.load_registry_config(entry)
-        return LoadedConfig(model=entry.hub_id, raw=raw, source="registry",
-                            location=f"kvsize/models/{entry.file_name}", hub_id=entry.hub_id)
+        return LoadedConfig(
+            model=entry.hub_id,
+            raw=raw,
+            source="registry",
+            location=f"kvsize/models/{entry.file_name}",
+            hub_id=entry.hub_id,
+        )
     if fetch is None:
-        from kvsize.hub import fetch_config_from_hub as fetch
+        from kvsize.hub import fetch_config_from_hub
+
+        fetch = fetch_config_from_hub
     config_file = fetch(ref, revision=revision, token=token)
     raw = _as_object(read_json_file(config_file), f"{ref} config.json")
-    return LoadedConfig(model=ref, raw=raw, source="hub", location=f"{ref}@{revision or 'main'} ({config_file})",
-                        folder=config_file.parent, hub_id=ref)
+    return LoadedConfig(
+        model=ref,
+        raw=raw,
+        source="hub",
+        location=f"{ref}@{revision or 'main'} ({config_file})",
+        folder=config_file.parent,
+        hub_id=ref,
+    )

@@ -99,7 +99,11 @@ class LayerSpec(_Frozen):
     @property
     def kind(self) -> str:
         if self.attention is not None:
-            return self.attention.kind.value if self.state is None else f"{self.state.kind.value}+{self.attention.kind.value}"
+            return (
+                self.attention.kind.value
+                if self.state is None
+                else f"{self.state.kind.value}+{self.attention.kind.value}"
+            )
         if self.state is not None:
             return self.state.kind.value
         return "none"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
+
 from kvsize.errors import UsageError
 
 GIB = 1024**3
@@ -9,16 +11,30 @@ GIB = 1024**3
 
 def parse_size(text: str) -> int:
     """'24GiB', '80GB', '512MiB', '1.5TiB', '1000000' -> bytes (binary and decimal units)."""
-    units = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024**2, "MB": 1000**2, "MIB": 1024**2,
-             "G": 1024**3, "GB": 1000**3, "GIB": 1024**3, "T": 1024**4, "TB": 1000**4, "TIB": 1024**4}
+    units = {
+        "": 1,
+        "B": 1,
+        "K": 1024,
+        "KB": 1000,
+        "KIB": 1024,
+        "M": 1024**2,
+        "MB": 1000**2,
+        "MIB": 1024**2,
+        "G": 1024**3,
+        "GB": 1000**3,
+        "GIB": 1024**3,
+        "T": 1024**4,
+        "TB": 1000**4,
+        "TIB": 1024**4,
+    }
     cleaned = text.strip().upper().replace(" ", "")
     number = cleaned.rstrip("KMGTIB")
-    unit = cleaned[len(number):]
+    unit = cleaned[len(number) :]
     try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if unit not in units or not value > 0 or value == float("inf"):
+        value = Decimal(number)  # exact: "79.65GiB" must not pick up binary-float noise
+    except InvalidOperation:
+        value = Decimal(-1)
+    if unit not in units or not value.is_finite() or value <= 0 or value > 1 << 60:
         raise UsageError(f"cannot read the size '{text}'", hint="Write a size like 24GiB, 80GB or 512MiB.")
     return int(value * units[unit])
 
@@ -29,8 +45,10 @@ def parse_tokens(text: str) -> int:
     scale = {"k": 1024, "m": 1024**2}.get(cleaned[-1:], 1)
     digits = cleaned[:-1] if scale > 1 else cleaned
     if not digits.isdigit() or int(digits) == 0:
-        raise UsageError(f"cannot read the token count '{text}'",
-                         hint="Use a positive whole number of tokens: 8192, 32k (= 32768) or 1M (= 1048576).")
+        raise UsageError(
+            f"cannot read the token count '{text}'",
+            hint="Use a positive whole number of tokens: 8192, 32k (= 32768) or 1M (= 1048576).",
+        )
     tokens = int(digits) * scale
     if tokens > 1 << 40:
         raise UsageError(f"token count '{text}' is beyond any model's context (over 2^40)")

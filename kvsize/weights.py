@@ -13,9 +13,24 @@ from kvsize.errors import KvsizeError
 from kvsize.resolve import LoadedConfig
 
 # Bytes per element of safetensors dtypes (safetensors format spec). 4-bit formats are stored packed in U8.
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
-                           "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1,
-                           "BOOL": 1}
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 # Uniform checkpoint dtypes for which published parameters x bytes gives the weights' size.
 PUBLISHED_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's limit
@@ -51,8 +66,9 @@ def safetensors_data_bytes(path: Path) -> int:
         if header_len > MAX_HEADER_BYTES:
             raise ValueError(f"header of {header_len} bytes")
         header = json.loads(fh.read(header_len))
-    return sum(end - begin for name, t in header.items() if name != "__metadata__"
-               for begin, end in [t["data_offsets"]])
+    return sum(
+        end - begin for name, t in header.items() if name != "__metadata__" for begin, end in [t["data_offsets"]]
+    )
 
 
 def weights_from_safetensors(folder: Path) -> WeightsSize | None:
@@ -83,8 +99,11 @@ def weights_from_config(loaded: LoadedConfig) -> WeightsSize:
     else:
         dtype = KvDtype(_config_dtype(loaded))
         per_param, why = dtype.storage.block_bytes, dtype.value
-    return WeightsSize(params * per_param, f"estimate: {params:,} parameters counted from the config x "
-                                           f"{per_param} B ({why})", estimated=True)
+    return WeightsSize(
+        params * per_param,
+        f"estimate: {params:,} parameters counted from the config x {per_param} B ({why})",
+        estimated=True,
+    )
 
 
 def _config_dtype(loaded: LoadedConfig) -> str:
@@ -99,22 +118,24 @@ def _config_dtype(loaded: LoadedConfig) -> str:
     return KvDtype.BF16.value
 
 
-def find_weights(loaded: LoadedConfig, *,
-                 fetch_hub: Callable[[str], dict[str, int]] | None = None) -> WeightsSize:
+def find_weights(loaded: LoadedConfig, *, fetch_hub: Callable[[str], dict[str, int]] | None = None) -> WeightsSize:
     """In order: the registry's published size, a local index or safetensors headers, the hub's metadata
     (for hub models; `fetch_hub` replaces it in tests), and last a parameter count from the config."""
     from kvsize.registry import registry_weights
 
     if loaded.hub_id is not None:
-        published = registry_weights().get(loaded.hub_id.lower())
-        if published and published.get("weights_bytes"):
-            return WeightsSize(int(published["weights_bytes"]),
-                               f"registry: published safetensors size ({published['weights_dtype']})")
-        per_param = PUBLISHED_DTYPE_BYTES.get(str((published or {}).get("weights_dtype")))
-        if published and published.get("num_parameters") and per_param:
+        published = registry_weights().get(loaded.hub_id.lower()) or {}
+        if published.get("weights_bytes"):
+            return WeightsSize(
+                int(published["weights_bytes"]), f"registry: published safetensors size ({published['weights_dtype']})"
+            )
+        per_param = PUBLISHED_DTYPE_BYTES.get(str(published.get("weights_dtype")))
+        if published.get("num_parameters") and per_param:
             params = int(published["num_parameters"])
-            return WeightsSize(params * per_param, f"registry: published {params:,} parameters x {per_param} B "
-                                                   f"({published['weights_dtype']})")
+            return WeightsSize(
+                params * per_param,
+                f"registry: published {params:,} parameters x {per_param} B ({published['weights_dtype']})",
+            )
     if loaded.folder is not None:
         found = weights_from_index(loaded.folder) or weights_from_safetensors(loaded.folder)
         if found is not None:

@@ -11,7 +11,7 @@ from kvsize.config import parse_config
 from kvsize.dtypes import KvDtype
 from kvsize.engines import get_engine
 from kvsize.registry import find_entry, load_registry_config, registry_entries
-from kvsize.spec import AttentionKind, ArchSpec
+from kvsize.spec import ArchSpec, AttentionKind
 
 PER_TOKEN = {AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA}
 

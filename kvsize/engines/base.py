@@ -42,18 +42,37 @@ class Engine(ABC):
             per_token = self.attention_bytes_per_token(layer.attention, dtype)
             tokens = self.tokens_held(layer.attention, ctx)
         state = self.state_bytes(layer.state) if layer.state is not None else 0
-        return LayerGroupCost(kind=layer.kind, count=count, tokens_held=tokens, bytes_per_token=per_token,
-                              state_bytes=state, bytes=count * batch * (per_token * tokens + state))
+        return LayerGroupCost(
+            kind=layer.kind,
+            count=count,
+            tokens_held=tokens,
+            bytes_per_token=per_token,
+            state_bytes=state,
+            bytes=count * batch * (per_token * tokens + state),
+        )
 
     def estimate(self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype) -> KvEstimate:
         """Cache bytes of `batch` requests of `ctx` tokens each."""
-        groups = tuple(self.layer_cost(layer, n, ctx, batch, kv_dtype) for layer, n in spec.layer_groups())
-        per_token = sum(g.count * g.bytes_per_token for g, (layer, _) in zip(groups, spec.layer_groups())
-                        if layer.attention is not None and layer.attention.kind in PER_TOKEN_KINDS)
-        fixed = sum(g.count * g.state_bytes for g in groups) + sum(
-            g.count * g.bytes_per_token * g.tokens_held for g, (layer, _) in zip(groups, spec.layer_groups())
-            if layer.attention is not None and layer.attention.kind is AttentionKind.CROSS)
+        pairs = [(layer, self.layer_cost(layer, n, ctx, batch, kv_dtype)) for layer, n in spec.layer_groups()]
+        groups = tuple(cost for _, cost in pairs)
+        per_token = fixed = 0
+        for layer, g in pairs:
+            fixed += g.count * g.state_bytes
+            kind = layer.attention.kind if layer.attention is not None else None
+            if kind in PER_TOKEN_KINDS:
+                per_token += g.count * g.bytes_per_token
+            elif kind is AttentionKind.CROSS:  # the encoder's tokens: fixed per request
+                fixed += g.count * g.bytes_per_token * g.tokens_held
         total = sum(g.bytes for g in groups)
-        return KvEstimate(engine=self.name, rule=self.rule, ctx=ctx, batch=batch, kv_dtype=kv_dtype,
-                          kv_bytes_per_token=per_token, state_bytes_per_request=fixed,
-                          bytes_per_request=total // batch, kv_cache_bytes=total, layers=groups)
+        return KvEstimate(
+            engine=self.name,
+            rule=self.rule,
+            ctx=ctx,
+            batch=batch,
+            kv_dtype=kv_dtype,
+            kv_bytes_per_token=per_token,
+            state_bytes_per_request=fixed,
+            bytes_per_request=total // batch,
+            kv_cache_bytes=total,
+            layers=groups,
+        )

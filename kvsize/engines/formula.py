@@ -17,8 +17,10 @@ from kvsize.spec import AttentionKind, AttentionSpec
 
 class FormulaEngine(Engine):
     name = "formula"
-    rule = ("2 x layers x kv_heads x head_dim x bytes (MLA: kv_lora_rank + qk_rope_head_dim, one latent); "
-            "windowed layers hold min(ctx, window); recurrent state once per request; no block rounding")
+    rule = (
+        "2 x layers x kv_heads x head_dim x bytes (MLA: kv_lora_rank + qk_rope_head_dim, one latent); "
+        "windowed layers hold min(ctx, window); recurrent state once per request; no block rounding"
+    )
 
     def tokens_held(self, attn: AttentionSpec, ctx: int) -> int:
         if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
