@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
-
-try:
-    __version__ = version("kvsize")
-except PackageNotFoundError:  # running from a checkout without installing
-    __version__ = "0.0.0+unknown"
 
 if TYPE_CHECKING:
     from kvsize.api import Estimate, estimate
@@ -17,7 +11,14 @@ __all__ = ["Estimate", "__version__", "estimate"]
 
 
 def __getattr__(name: str) -> Any:
-    # The API pulls in pydantic; load it on first use so `kvsize --help` stays light.
+    # Loaded on first use so that `kvsize --help` imports neither pydantic nor importlib.metadata.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("kvsize")
+        except PackageNotFoundError:  # running from a checkout without installing
+            return "0.0.0+unknown"
     if name in ("estimate", "Estimate"):
         from kvsize import api
 

@@ -231,7 +231,11 @@ def estimate_loaded(
     if card is not None:
         from kvsize.weights import WeightsSize, find_weights
 
-        weights = WeightsSize(weights_bytes, "given") if weights_bytes is not None else find_weights(loaded)
+        weights = (
+            WeightsSize(weights_bytes, "given")
+            if weights_bytes is not None
+            else find_weights(loaded, model_dtype=spec.model_dtype)
+        )
         if weights.estimated:
             notes.append(f"weights {weights.source}")
 

@@ -88,7 +88,7 @@ def weights_from_hub_counts(counts: dict[str, int], repo: str) -> WeightsSize:
     return WeightsSize(total, f"hub safetensors metadata of {repo} ({detail})")
 
 
-def weights_from_config(loaded: LoadedConfig) -> WeightsSize:
+def weights_from_config(loaded: LoadedConfig, *, model_dtype: str) -> WeightsSize:
     """Parameter count from the config times the weights' bytes per parameter: an estimate."""
     from kvsize.params import estimate_parameters
 
@@ -97,7 +97,7 @@ def weights_from_config(loaded: LoadedConfig) -> WeightsSize:
     if isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8":
         per_param, why = 1, "fp8 (quantization_config)"
     else:
-        dtype = KvDtype(_config_dtype(loaded))
+        dtype = KvDtype(model_dtype)
         per_param, why = dtype.storage.block_bytes, dtype.value
     return WeightsSize(
         params * per_param,
@@ -106,19 +106,9 @@ def weights_from_config(loaded: LoadedConfig) -> WeightsSize:
     )
 
 
-def _config_dtype(loaded: LoadedConfig) -> str:
-    from kvsize.dtypes import dtype_from_torch_name
-
-    text = loaded.raw.get("text_config") if isinstance(loaded.raw.get("text_config"), dict) else {}
-    for container in (text, loaded.raw):
-        for key in ("torch_dtype", "dtype"):
-            found = dtype_from_torch_name(container.get(key))
-            if found is not None:
-                return found.value
-    return KvDtype.BF16.value
-
-
-def find_weights(loaded: LoadedConfig, *, fetch_hub: Callable[[str], dict[str, int]] | None = None) -> WeightsSize:
+def find_weights(
+    loaded: LoadedConfig, *, model_dtype: str = "bf16", fetch_hub: Callable[[str], dict[str, int]] | None = None
+) -> WeightsSize:
     """In order: the registry's published size, a local index or safetensors headers, the hub's metadata
     (for hub models; `fetch_hub` replaces it in tests), and last a parameter count from the config."""
     from kvsize.registry import registry_weights
@@ -151,4 +141,4 @@ def find_weights(loaded: LoadedConfig, *, fetch_hub: Callable[[str], dict[str, i
             return weights_from_hub_counts(counts, loaded.hub_id)
         except KvsizeError:
             pass  # no safetensors on the hub: fall back to counting
-    return weights_from_config(loaded)
+    return weights_from_config(loaded, model_dtype=model_dtype)

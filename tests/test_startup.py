@@ -1,0 +1,53 @@
+"""Fast start: --help, --version and registry runs import neither torch, transformers nor huggingface_hub."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "transformers", "huggingface_hub")
+PROBE = """
+import contextlib, io, json, sys
+from kvsize.cli import main
+sys.argv = ["kvsize", *json.loads(sys.argv[1])]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    else:
+        code = 0
+print(json.dumps({"code": code, "heavy": [m for m in %r if m in sys.modules], "pydantic": "pydantic" in sys.modules}))
+""" % (HEAVY,)
+
+
+def probe(*args: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
+                          check=True)
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+def test_help_and_version_stay_light(args: list[str]) -> None:
+    result = probe(*args)
+    assert result == {"code": 0, "heavy": [], "pydantic": False}
+
+
+def test_command_help_stays_light() -> None:
+    # typer >= 0.29 coerces parameters through pydantic, so a command's --help loads it; nothing heavier.
+    result = probe("size", "--help")
+    assert result["code"] == 0 and result["heavy"] == []
+
+
+@pytest.mark.parametrize("args", [["meta-llama/Llama-3.1-8B", "--ctx", "128k", "--json"],
+                                  ["meta-llama/Llama-3.1-8B", "--ctx", "128k", "--gpu", "h100"],
+                                  ["deepseek-ai/DeepSeek-V3", "--gpu", "h200", "--kv-dtype", "bf16,fp8"],
+                                  ["gpus"], ["models"]])
+def test_registry_runs_never_touch_the_hub_or_torch(args: list[str]) -> None:
+    result = probe(*args)
+    assert result["code"] == 0 and result["heavy"] == []

@@ -1,0 +1,75 @@
+"""Weights' size: registry figures, local safetensors metadata, hub metadata, and the labelled estimate."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from kvsize.resolve import LoadedConfig, load_model_config
+from kvsize.weights import find_weights, safetensors_data_bytes, weights_from_hub_counts
+
+SMALL = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64,
+         "intermediate_size": 128, "vocab_size": 1000, "torch_dtype": "bfloat16"}
+# Parameters of SMALL, by hand: embeddings 1000 x 64 + lm_head 1000 x 64 (untied) + final norm 64
+# + per layer: q,k,v,o 4 x 64 x 64 + gate/up/down 3 x 64 x 128 + 2 norms x 64 = 16384 + 24576 + 128 = 41088.
+SMALL_PARAMS = 2 * 1000 * 64 + 64 + 2 * 41_088
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> None:
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def test_registry_published_size() -> None:
+    weights = find_weights(load_model_config("meta-llama/Llama-3.1-8B"))
+    assert weights.bytes == 16_060_522_496 and not weights.estimated
+
+
+def test_registry_published_parameters_times_dtype() -> None:
+    # Meta-Llama-3-8B: 8,030,261,248 published parameters in bf16.
+    weights = find_weights(load_model_config("meta-llama/Meta-Llama-3-8B"))
+    assert weights.bytes == 2 * 8_030_261_248 and not weights.estimated
+
+
+def test_local_index_total_size(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123_456}}))
+    assert find_weights(load_model_config(str(tmp_path))).bytes == 123_456
+
+
+def test_local_safetensors_headers(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    write_safetensors(tmp_path / "model-00001.safetensors", {"a": ("BF16", [2, 3], 12), "b": ("F32", [5], 20)})
+    write_safetensors(tmp_path / "model-00002.safetensors", {"c": ("F8_E4M3", [7], 7)})
+    assert safetensors_data_bytes(tmp_path / "model-00002.safetensors") == 7
+    weights = find_weights(load_model_config(str(tmp_path)))
+    assert weights.bytes == 12 + 20 + 7 and "headers" in weights.source
+
+
+def test_hub_counts() -> None:
+    weights = weights_from_hub_counts({"BF16": 100, "F8_E4M3": 50, "F32": 3}, "org/m")
+    assert weights.bytes == 100 * 2 + 50 + 3 * 4
+
+
+def test_hub_metadata_used_for_hub_models(tmp_path: Path) -> None:
+    loaded = LoadedConfig(model="org/m", raw=SMALL, source="hub", location="org/m@main", folder=tmp_path,
+                          hub_id="org/m")
+    weights = find_weights(loaded, fetch_hub=lambda repo: {"BF16": 1000})
+    assert weights.bytes == 2000 and not weights.estimated
+
+
+def test_estimate_from_config_is_labelled(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    weights = find_weights(load_model_config(str(tmp_path)), model_dtype="bf16")
+    assert weights.estimated and "estimate" in weights.source
+    assert weights.bytes == 2 * SMALL_PARAMS
+
+
+def test_fp8_checkpoint_estimate(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({**SMALL, "quantization_config": {"quant_method": "fp8"}}))
+    assert find_weights(load_model_config(str(tmp_path))).bytes == SMALL_PARAMS
