@@ -22,7 +22,7 @@ from kvsize.planner import GpuFit, default_reserve, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
-from kvsize.units import parse_tokens
+from kvsize.units import parse_count, parse_tokens
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
 
@@ -160,6 +160,16 @@ def _tokens(value: int | str, what: str) -> int:
     return parse_tokens(value)
 
 
+def _count(value: int | str, what: str) -> int:
+    if isinstance(value, bool):
+        raise UsageError(f"{what} must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise UsageError(f"{what} must be positive, got {value}")
+        return value
+    return parse_count(value, what)
+
+
 def estimate(
     model: str | Mapping[str, Any],
     *,
@@ -216,7 +226,7 @@ def estimate_loaded(
     rules = get_engine(engine)
     ctx_list = _as_list(ctx)
     contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
-    batches = list(dict.fromkeys(_tokens(b, "batch") for b in _as_list(batch) or [1]))
+    batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
     dtypes, notes = resolve_kv_dtypes([kv_dtype] if isinstance(kv_dtype, str) else kv_dtype, loaded.raw, spec)
     notes = [*spec.notes, *notes]
     if spec.max_context is not None:
@@ -227,6 +237,8 @@ def estimate_loaded(
         ]
 
     card = _gpu_card(gpu, gpu_mem)
+    if card is None and (reserve_bytes is not None or weights_bytes is not None):
+        raise UsageError("a reserve or a weights size only applies to a card", hint="Add --gpu or --gpu-mem.")
     weights = None
     if card is not None:
         from kvsize.weights import WeightsSize, find_weights
@@ -271,13 +283,13 @@ def estimate_loaded(
 
 
 def _gpu_card(gpu: str | None, gpu_mem: int | None) -> tuple[str, int] | None:
+    from kvsize.profiles import resolve_gpu
+
+    profile = resolve_gpu(gpu) if gpu is not None else None
     if gpu_mem is not None:
         if gpu_mem <= 0:
             raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}")
-        return (f"{gpu} ({gpu_mem} B)" if gpu else "custom"), gpu_mem
-    if gpu is None:
+        return (f"{profile.id} with {gpu_mem} B" if profile else "custom"), gpu_mem
+    if profile is None:
         return None
-    from kvsize.profiles import resolve_gpu
-
-    profile = resolve_gpu(gpu)
     return profile.id, profile.memory_bytes

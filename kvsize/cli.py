@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -22,6 +22,28 @@ SIZE_COMMAND = "size"
 
 class DefaultToSizeGroup(TyperGroup):
     """`kvsize MODEL ...` means `kvsize size MODEL ...`: a first word that is no command goes to `size`."""
+
+    def main(  # type: ignore[override]  # standalone_mode is fixed here, so it is no parameter
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+    ) -> Any:
+        """Run with usage errors (unknown option, missing argument) as one `Error:` line on stderr, like every
+        other error, instead of click's boxed usage block."""
+        extra.pop("standalone_mode", None)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(args=argv or ["--help"], prog_name=prog_name or "kvsize", standalone_mode=False,
+                                **extra)
+        except KeyboardInterrupt:
+            _stderr("Interrupted.")
+            sys.exit(130)
+        except Exception as exc:
+            # click's UsageError / BadParameter (typer vendors click, so recognise them by their interface).
+            if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
+                message = " ".join(exc.format_message().split()).rstrip(".")
+                _stderr(f"Error: {message}. See 'kvsize --help'.")
+                sys.exit(int(ExitCode.BAD_INPUT))
+            raise
+        sys.exit(code if isinstance(code, int) else 0)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
@@ -176,7 +198,7 @@ def size(
             engine=engine,
             gpu=gpu,
             gpu_mem=parse_size(gpu_mem) if gpu_mem else None,
-            reserve_bytes=parse_size(reserve) if reserve else None,
+            reserve_bytes=parse_size(reserve, allow_zero=True) if reserve else None,
             weights_bytes=parse_size(weights_mem) if weights_mem else None,
             encoder_len=encoder_len,
         )
@@ -244,11 +266,4 @@ def models(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:
-        _stderr("Interrupted.")
-        sys.exit(130)
-
-
-__all__ = ["ExitCode", "app", "main"]
+    app()

@@ -38,7 +38,7 @@ class GpuFit(BaseModel):
 
 def default_reserve(memory_bytes: int) -> tuple[int, str]:
     reserve = memory_bytes - memory_bytes * DEFAULT_UTILIZATION_PERCENT // 100
-    return reserve, f"{100 - DEFAULT_UTILIZATION_PERCENT}% of the card (vLLM's default gpu_memory_utilization 0.92)"
+    return reserve, f"{100 - DEFAULT_UTILIZATION_PERCENT}% of the card, as vLLM's default gpu_memory_utilization 0.92"
 
 
 def request_bytes(engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype) -> int:

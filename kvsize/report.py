@@ -15,6 +15,7 @@ from kvsize.registry import RegistryEntry
 from kvsize.units import format_bytes, format_tokens
 
 BAR_WIDTH = 50
+MAX_BARS = 8
 
 
 def estimate_json(result: Estimate) -> str:
@@ -27,7 +28,7 @@ def render_estimate(console: Console, result: Estimate) -> None:
     heads = f", {arch.num_attention_heads} query heads" if arch.num_attention_heads else ""
     console.print(
         f"{arch.model_type}: {arch.attention}, {arch.num_layers} layers{heads}, "
-        f"max context {arch.max_context if arch.max_context else 'not stated'}, weights {arch.model_dtype}"
+        f"max context {arch.max_context if arch.max_context else 'not stated'}, config dtype {arch.model_dtype}"
     )
     console.print(_layers_table(result))
     if result.scenarios:
@@ -69,8 +70,9 @@ def _layers_table(result: Estimate) -> Table:
 
 def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
     with_gpu = any(s.gpu is not None for s in scenarios)
+    title = "KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)" if with_gpu else ""
     table = Table(
-        title="KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)",
+        title=title or "KV cache",
         title_justify="left",
         show_edge=False,
     )
@@ -113,21 +115,27 @@ def _gpu_panel(scenarios: Sequence[Scenario]) -> Group:
     bars.add_column(justify="right")
     bars.add_column()
     bars.add_column()
-    for s in _distinct(scenarios):
+    shown = list(scenarios)[:MAX_BARS]
+    for s in shown:
         assert s.gpu is not None
         label = f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
         bars.add_row(label, memory_bar(s), "[green]fits[/]" if s.gpu.fits else "[red]does not fit[/]")
     lines.append(bars)
+    if len(scenarios) > len(shown):
+        lines.append(f"(bars for the first {len(shown)} of {len(scenarios)} scenarios)")
+    if first.kv_budget_bytes < 0:
+        lines.append(
+            Text.from_markup(
+                "[red]The weights alone do not fit on this card[/]: pick a larger card, give a multi-GPU total "
+                "with --gpu-mem, or use a quantized checkpoint."
+            )
+        )
     lines.append(
         Text.from_markup(
-            "[blue]█[/] weights  [green]█[/] KV cache  [red]█[/] KV over budget  [yellow]█[/] reserve  [dim]░[/] free"
+            "[blue]█[/] weights  [green]█[/] KV cache  [dim]░[/] free  [yellow]█[/] reserve  [red]█[/] KV over budget"
         )
     )
     return Group(*lines)
-
-
-def _distinct(scenarios: Iterable[Scenario]) -> list[Scenario]:
-    return list(scenarios)[:12]
 
 
 def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> Text:
@@ -150,8 +158,9 @@ def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> Text:
     bar.append("░" * free, style="dim")
     bar.append("█" * reserve, style="yellow")
     over = s.kv_cache_bytes - budget
-    if over > 0:
-        bar.append("█" * min(max(cells(over), 1), width), style="red")
+    if over > 0:  # past the card's edge: a short red run, and '+' when it is longer than a fifth of the card
+        run = max(cells(over), 1)
+        bar.append("█" * min(run, width // 5) + ("+" if run > width // 5 else ""), style="red")
     return bar
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 
 from kvsize.errors import UsageError
 
 GIB = 1024**3
+_ASCII_DIGITS = re.compile(r"[0-9]+")  # str.isdigit() also accepts '²', which int() then rejects
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, *, allow_zero: bool = False) -> int:
     """'24GiB', '80GB', '512MiB', '1.5TiB', '1000000' -> bytes (binary and decimal units)."""
     units = {
         "": 1,
@@ -34,7 +36,7 @@ def parse_size(text: str) -> int:
         value = Decimal(number)  # exact: "79.65GiB" must not pick up binary-float noise
     except InvalidOperation:
         value = Decimal(-1)
-    if unit not in units or not value.is_finite() or value <= 0 or value > 1 << 60:
+    if unit not in units or not value.is_finite() or value < 0 or value > 1 << 60 or (value == 0 and not allow_zero):
         raise UsageError(f"cannot read the size '{text}'", hint="Write a size like 24GiB, 80GB or 512MiB.")
     return int(value * units[unit])
 
@@ -44,7 +46,7 @@ def parse_tokens(text: str) -> int:
     cleaned = text.strip().lower().replace("_", "").replace(",", "")
     scale = {"k": 1024, "m": 1024**2}.get(cleaned[-1:], 1)
     digits = cleaned[:-1] if scale > 1 else cleaned
-    if not digits.isdigit() or int(digits) == 0:
+    if not _ASCII_DIGITS.fullmatch(digits) or int(digits) == 0:
         raise UsageError(
             f"cannot read the token count '{text}'",
             hint="Use a positive whole number of tokens: 8192, 32k (= 32768) or 1M (= 1048576).",
@@ -55,8 +57,18 @@ def parse_tokens(text: str) -> int:
     return tokens
 
 
+def parse_count(text: str, what: str) -> int:
+    """A positive whole number of things ('8' requests, '2' GPUs)."""
+    cleaned = text.strip().replace("_", "")
+    if not _ASCII_DIGITS.fullmatch(cleaned) or int(cleaned) == 0 or int(cleaned) > 1 << 40:
+        raise UsageError(f"cannot read the {what} '{text}'", hint=f"Give the {what} as a positive whole number.")
+    return int(cleaned)
+
+
 def format_bytes(n: int) -> str:
     """Binary units with two decimals: 17179869184 -> '16.00 GiB'; under 1 KiB in bytes."""
+    if n < 0:
+        return f"-{format_bytes(-n)}"
     if n < 1024:
         return f"{n} B"
     for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):

@@ -456,25 +456,19 @@ def test_usage_errors_exit_2_without_stdout() -> None:
         assert "Traceback" not in result.stderr
 
 
-# --- bugs found (strict xfail: they fail loudly once fixed, so the marker gets removed) ----------------
+# --- bugs found while writing these tests, now fixed -------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: click usage errors (missing MODEL, unknown option, --encoder-len -1) "
-                   "print a multi-line boxed 'Usage: ... Error' block, not one 'Error: ' line")
 @pytest.mark.parametrize("args", [["size"], [LLAMA_8B, "--bogus"], [LLAMA_8B, "--encoder-len", "-1"]])
 def test_usage_errors_are_one_line(args: list[str]) -> None:
     assert_one_line_error(invoke(*args))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: units.parse_tokens trusts str.isdigit(), which accepts '²'; "
-                   "int('²') then raises ValueError: traceback and exit 1 instead of exit 2")
 @pytest.mark.parametrize("args", [["--ctx", "²"], ["--ctx", "²k"], ["--batch", "²"]])
 def test_superscript_digits_are_rejected_cleanly(args: list[str]) -> None:
     assert_one_line_error(invoke(LLAMA_8B, *args))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: --reserve 0 is refused ('cannot read the size') though a zero "
-                   "reserve (gpu_memory_utilization 1.0) is a valid request")
 def test_zero_reserve_is_accepted() -> None:
     gpu = run_json(LLAMA_8B, "--gpu", "h100", "--reserve", "0", "--weights-mem", "16060522496",
                    "--ctx", "8k")["scenarios"][0]["gpu"]
@@ -482,8 +476,6 @@ def test_zero_reserve_is_accepted() -> None:
     assert gpu["kv_budget_bytes"] == 69460287488
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: --batch errors speak of a 'token count' (\"cannot read the token "
-                   "count '0'\"), which misleads: the bad value is a batch size")
 def test_batch_error_names_the_batch() -> None:
     line = assert_one_line_error(invoke(LLAMA_8B, "--batch", "0"))
     assert "batch" in line.lower()
