@@ -16,15 +16,17 @@ from pydantic import BaseModel, ConfigDict
 
 from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
-from kvsize.engines import DEFAULT_ENGINE, get_engine
+from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, UnsupportedArchitecture, get_engine
 from kvsize.errors import UsageError
 from kvsize.planner import GpuFit, default_reserve, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
 from kvsize.units import parse_count, parse_tokens
+from kvsize.weights import WeightsSize
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
+ALL_ENGINES = "all"
 
 
 class _Model(BaseModel):
@@ -176,7 +178,10 @@ def estimate(
     ctx: int | str | Sequence[int | str] | None = None,
     batch: int | str | Sequence[int | str] = 1,
     kv_dtype: str | Sequence[str] = AUTO,
-    engine: str = DEFAULT_ENGINE,
+    engine: str | Sequence[str] = DEFAULT_ENGINE,
+    engine_version: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
     gpu: str | None = None,
     gpu_mem: int | None = None,
     reserve_bytes: int | None = None,
@@ -184,6 +189,7 @@ def estimate(
     revision: str | None = None,
     token: str | None = None,
     encoder_len: int | None = None,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> Estimate:
     """KV-cache bytes of `model` for every ctx x batch x kv_dtype combination, and the fit on `gpu`.
 
@@ -201,11 +207,15 @@ def estimate(
         batch=batch,
         kv_dtype=kv_dtype,
         engine=engine,
+        engine_version=engine_version,
+        tp=tp,
+        pp=pp,
         gpu=gpu,
         gpu_mem=gpu_mem,
         reserve_bytes=reserve_bytes,
         weights_bytes=weights_bytes,
         encoder_len=encoder_len,
+        engine_options=engine_options,
     )
 
 
@@ -215,15 +225,23 @@ def estimate_loaded(
     ctx: int | str | Sequence[int | str] | None = None,
     batch: int | str | Sequence[int | str] = 1,
     kv_dtype: str | Sequence[str] = AUTO,
-    engine: str = DEFAULT_ENGINE,
+    engine: str | Sequence[str] = DEFAULT_ENGINE,
+    engine_version: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
     gpu: str | None = None,
     gpu_mem: int | None = None,
     reserve_bytes: int | None = None,
     weights_bytes: int | None = None,
     encoder_len: int | None = None,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> Estimate:
     spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
-    rules = get_engine(engine)
+    tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
+    names = [engine] if isinstance(engine, str) else list(engine)
+    if [n.strip().lower() for n in names] == [ALL_ENGINES]:
+        names = list(ENGINES)
+    engines = [get_engine(n, None if len(names) > 1 else engine_version, **(engine_options or {})) for n in names]
     ctx_list = _as_list(ctx)
     contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
     batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
@@ -241,7 +259,7 @@ def estimate_loaded(
         raise UsageError("a reserve or a weights size only applies to a card", hint="Add --gpu or --gpu-mem.")
     weights = None
     if card is not None:
-        from kvsize.weights import WeightsSize, find_weights
+        from kvsize.weights import find_weights
 
         weights = (
             WeightsSize(weights_bytes, "given")
@@ -252,27 +270,17 @@ def estimate_loaded(
             notes.append(f"weights {weights.source}")
 
     scenarios = []
-    for dtype, c, b in product(dtypes, contexts, batches):
-        est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype)
-        fit = None
-        if card is not None and weights is not None:
-            name, memory = card
-            reserve, rule = (reserve_bytes, "given") if reserve_bytes is not None else default_reserve(memory)
-            fit = plan_fit(
-                rules,
-                spec,
-                ctx=c,
-                batch=b,
-                kv_dtype=dtype,
-                gpu_name=name,
-                memory_bytes=memory,
-                weights_bytes=weights.bytes,
-                weights_source=weights.source,
-                weights_estimated=weights.estimated,
-                reserve_bytes=reserve,
-                reserve_rule=rule,
-            )
-        scenarios.append(Scenario(**est.model_dump(), gpu=fit))
+    for rules in engines:
+        try:
+            rules.check_supported(spec)
+        except UnsupportedArchitecture as exc:
+            if len(engines) == 1:
+                raise
+            notes.append(f"{rules.name}: {exc}")
+            continue
+        for dtype, c, b in product(dtypes, contexts, batches):
+            scenarios.append(_scenario(rules, spec, c, b, dtype, tp, pp, card, weights, reserve_bytes))
+        notes.extend(rules.estimate_notes(spec))
     return Estimate(
         model=loaded.model,
         source=loaded.source_label,
@@ -280,6 +288,42 @@ def estimate_loaded(
         notes=tuple(dict.fromkeys(notes)),
         scenarios=tuple(scenarios),
     )
+
+
+def _scenario(
+    rules: Engine,
+    spec: ArchSpec,
+    c: int,
+    b: int,
+    dtype: KvDtype,
+    tp: int,
+    pp: int,
+    card: tuple[str, int] | None,
+    weights: WeightsSize | None,
+    reserve_bytes: int | None,
+) -> Scenario:
+    est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype, tp=tp, pp=pp)
+    fit = None
+    if card is not None and weights is not None:
+        name, memory = card
+        reserve, rule = (reserve_bytes, "given") if reserve_bytes is not None else default_reserve(memory)
+        fit = plan_fit(
+            rules,
+            spec,
+            ctx=c,
+            batch=b,
+            kv_dtype=dtype,
+            tp=tp,
+            pp=pp,
+            gpu_name=name,
+            memory_bytes=memory,
+            weights_bytes=weights.bytes,
+            weights_source=weights.source,
+            weights_estimated=weights.estimated,
+            reserve_bytes=reserve,
+            reserve_rule=rule,
+        )
+    return Scenario(**est.model_dump(), gpu=fit)
 
 
 def _gpu_card(gpu: str | None, gpu_mem: int | None) -> tuple[str, int] | None:

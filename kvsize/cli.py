@@ -31,8 +31,9 @@ class DefaultToSizeGroup(TyperGroup):
         extra.pop("standalone_mode", None)
         argv = list(sys.argv[1:] if args is None else args)
         try:
-            code = super().main(args=argv or ["--help"], prog_name=prog_name or "kvsize", standalone_mode=False,
-                                **extra)
+            code = super().main(
+                args=argv or ["--help"], prog_name=prog_name or "kvsize", standalone_mode=False, **extra
+            )
         except KeyboardInterrupt:
             _stderr("Interrupted.")
             sys.exit(130)
@@ -85,7 +86,39 @@ KvDtypeOpt = Annotated[
         "fp8_e5m2, int8, nvfp4 (=fp4), mxfp4, int4, q8_0, q4_0, ...; lists allowed.",
     ),
 ]
-EngineOpt = Annotated[str, typer.Option("--engine", help="Whose allocation rule to apply: formula.")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Whose allocation rule to apply: vllm, sglang, hf (transformers), trtllm, llamacpp, formula "
+        "(engine-independent), or all (side by side).",
+    ),
+]
+EngineVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine-version",
+        help="Engine release whose rule to mirror (default: the newest modelled).",
+        show_default=False,
+    ),
+]
+TpOpt = Annotated[str, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per replica.")]
+PpOpt = Annotated[str, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel stages.")]
+BlockSizeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--block-size", help="Tokens per KV block (paged engines; default: the engine's).", show_default=False
+    ),
+]
+BatchedTokensOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-num-batched-tokens",
+        "--max-batched-tokens",
+        help="Tokens per scheduler step (vLLM sliding-window bound; default 8192).",
+        show_default=False,
+    ),
+]
 GpuOpt = Annotated[
     str | None,
     typer.Option(
@@ -173,7 +206,12 @@ def size(
     ctx: CtxOpt = None,
     batch: BatchOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
-    engine: EngineOpt = "formula",
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    tp: TpOpt = "1",
+    pp: PpOpt = "1",
+    block_size: BlockSizeOpt = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     reserve: ReserveOpt = None,
@@ -187,7 +225,7 @@ def size(
     with user_errors(debug):
         from kvsize.api import estimate_loaded
         from kvsize.resolve import load_model_config
-        from kvsize.units import parse_size
+        from kvsize.units import parse_count, parse_size
 
         loaded = load_model_config(model, revision=revision)
         result = estimate_loaded(
@@ -195,7 +233,16 @@ def size(
             ctx=_split(ctx) if ctx else None,
             batch=_split(batch),
             kv_dtype=_split(kv_dtype),
-            engine=engine,
+            engine=_split(engine),
+            engine_version=engine_version,
+            tp=parse_count(tp, "tensor-parallel size"),
+            pp=parse_count(pp, "pipeline-parallel size"),
+            engine_options={
+                "block_size": parse_count(block_size, "block size") if block_size else None,
+                "max_num_batched_tokens": (
+                    parse_count(max_num_batched_tokens, "batched-token budget") if max_num_batched_tokens else None
+                ),
+            },
             gpu=gpu,
             gpu_mem=parse_size(gpu_mem) if gpu_mem else None,
             reserve_bytes=parse_size(reserve, allow_zero=True) if reserve else None,

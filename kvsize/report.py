@@ -31,10 +31,13 @@ def render_estimate(console: Console, result: Estimate) -> None:
         f"max context {arch.max_context if arch.max_context else 'not stated'}, config dtype {arch.model_dtype}"
     )
     console.print(_layers_table(result))
-    if result.scenarios:
-        first = result.scenarios[0]
-        console.print(f"[dim]engine {first.engine}: {escape(first.rule)}[/]")
-    console.print(_scenarios_table(result.scenarios))
+    rules = {f"{s.engine} {s.engine_version}": s.rule for s in result.scenarios}
+    for engine, rule in rules.items():
+        console.print(f"[dim]{escape(engine)}: {escape(rule)}[/]")
+    if len(rules) > 1:
+        console.print(_engines_table(result.scenarios))
+    else:
+        console.print(_scenarios_table(result.scenarios))
     gpu_rows = [s for s in result.scenarios if s.gpu is not None]
     if gpu_rows:
         console.print(_gpu_panel(gpu_rows))
@@ -68,15 +71,47 @@ def _layers_table(result: Estimate) -> Table:
     return table
 
 
+def _engines_table(scenarios: Sequence[Scenario]) -> Table:
+    """--engine all: one row per scenario, one column per engine, so the cost of the choice shows."""
+    engines = list(dict.fromkeys(s.engine for s in scenarios))
+    multi_gpu = any(s.tp * s.pp > 1 for s in scenarios)
+    table = Table(
+        title="KV cache by engine" + (" (per GPU of the most loaded rank)" if multi_gpu else ""),
+        title_justify="left",
+        show_edge=False,
+    )
+    for column in ("ctx", "batch", "dtype", *engines):
+        table.add_column(column, justify="right", no_wrap=True)
+    rows: dict[tuple[int, int, str], dict[str, Scenario]] = {}
+    for s in scenarios:
+        rows.setdefault((s.ctx, s.batch, s.kv_dtype.value), {})[s.engine] = s
+    for (ctx, batch, dtype), by_engine in rows.items():
+        cells = []
+        for engine in engines:
+            found = by_engine.get(engine)
+            if found is None:
+                cells.append("-")
+                continue
+            size = found.kv_cache_bytes_per_gpu if multi_gpu else found.kv_cache_bytes
+            fit = "" if found.gpu is None else (" [green]fits[/]" if found.gpu.fits else " [red]no[/]")
+            cells.append(format_bytes(size) + fit)
+        table.add_row(f"{ctx:,}", str(batch), dtype, *cells)
+    return table
+
+
 def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
     with_gpu = any(s.gpu is not None for s in scenarios)
+    multi_gpu = any(s.tp * s.pp > 1 for s in scenarios)
     title = "KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)" if with_gpu else ""
     table = Table(
         title=title or "KV cache",
         title_justify="left",
         show_edge=False,
     )
-    for column in ("ctx", "batch", "dtype", "per token", "per request", "total"):
+    columns = ["ctx", "batch", "dtype", "per token", "per request", "total"]
+    if multi_gpu:
+        columns.append("per GPU")
+    for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     if with_gpu:
         for column in ("fits", "max reqs", "max ctx"):
@@ -90,6 +125,8 @@ def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
             format_bytes(s.bytes_per_request),
             format_bytes(s.kv_cache_bytes),
         ]
+        if multi_gpu:
+            row.append(format_bytes(s.kv_cache_bytes_per_gpu))
         if s.gpu is not None:
             max_ctx = "no limit" if s.gpu.max_context is None else f"{s.gpu.max_context:,}"
             row += ["[green]yes[/]" if s.gpu.fits else "[red]no[/]", f"{s.gpu.max_concurrency:,}", max_ctx]

@@ -23,30 +23,43 @@ class LayerGroupCost(_Result):
     count: int
     """Layers in the group."""
     tokens_held: int
-    """Tokens each layer of the group keeps per request at this context (0 for state-only layers)."""
+    """Token slots each layer of the group allocates per request at this context (block rounding included;
+    0 for state-only layers)."""
     bytes_per_token: int
-    """Cache bytes one held token costs in one layer of the group."""
+    """Cache bytes one token slot costs in one layer of the group, on one tensor-parallel rank."""
     state_bytes: int
-    """Fixed recurrent-state bytes per layer per request."""
+    """Fixed recurrent-state bytes per layer per request, on one rank (engine padding included)."""
     bytes: int
-    """All layers of the group, all requests."""
+    """All layers of the group, all requests, all tensor-parallel ranks."""
 
 
 class KvEstimate(_Result):
     """KV-cache size of one scenario under one engine's rules."""
 
     engine: str
+    engine_version: str
     rule: str
     """The allocation rule applied, in words, with its source."""
     ctx: int = Field(gt=0)
     batch: int = Field(gt=0)
     kv_dtype: KvDtype
+    kv_dtype_storage: str
+    """How the dtype is stored: bytes per element, or per block of elements with its scales."""
+    tp: int = 1
+    pp: int = 1
+    block_size: int | None = None
+    """Tokens per cache block (paged engines); None where the engine does not allocate in blocks."""
     kv_bytes_per_token: int
-    """Bytes one token of context adds across all layers that cache per token, while windows still fill."""
+    """Bytes one token of context adds across all layers (and ranks) that cache per token, while windows
+    still fill; no block rounding."""
     state_bytes_per_request: int
-    """Fixed bytes per request (recurrent states, cross-attention to encoder tokens)."""
+    """Fixed bytes per request (recurrent states, cross-attention to encoder tokens), all ranks."""
     bytes_per_request: int
-    """Cache bytes of one request of `ctx` tokens."""
+    """Cache bytes of one request of `ctx` tokens, all ranks, block rounding included."""
     kv_cache_bytes: int
-    """All `batch` requests: batch x bytes_per_request."""
+    """All `batch` requests on all ranks: batch x bytes_per_request (replicated heads counted per rank)."""
+    kv_cache_bytes_per_gpu: int
+    """The largest rank's share of kv_cache_bytes (the pipeline stage with the most cache)."""
     layers: tuple[LayerGroupCost, ...]
+    notes: tuple[str, ...] = ()
+    """What the engine's rule changed or assumed for this model (windows promoted, states padded...)."""

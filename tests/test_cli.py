@@ -198,7 +198,8 @@ def test_seed_deepseek_v3_mla() -> None:
 
 
 def test_seed_h100_fit_with_given_weights() -> None:
-    [s] = run_json(LLAMA_8B, "--gpu", "h100", "--weights-mem", "16060522496", "--ctx", "8k")["scenarios"]
+    [s] = run_json(LLAMA_8B, "--gpu", "h100", "--weights-mem", "16060522496", "--ctx", "8k", "--engine",
+                   "formula")["scenarios"]
     gpu = s["gpu"]
     # h100 = the H100 SXM profile: 85520809984 B.
     assert (gpu["name"], gpu["memory_bytes"]) == ("h100-sxm", 85520809984)
@@ -241,12 +242,14 @@ def test_weights_beyond_the_card_do_not_fit() -> None:
 
 
 def test_batch_that_does_not_fit() -> None:
-    gpu = run_json(LLAMA_8B, "--gpu", "h100", "--weights-mem", "16060522496", "--ctx", "128k",
-                   "--batch", "4")["scenarios"][0]["gpu"]
+    args = (LLAMA_8B, "--gpu", "h100", "--weights-mem", "16060522496", "--ctx", "128k", "--batch", "4")
+    gpu = run_json(*args, "--engine", "formula")["scenarios"][0]["gpu"]
     # 4 x 16 GiB = 68719476736 B > budget 62618622689; 62618622689 // 17179869184 = 3 requests.
     assert (gpu["fits"], gpu["max_concurrency"]) == (False, 3)
     # each of 4 requests: 62618622689 // (4 x 131072) = 119435 tokens.
     assert gpu["max_context"] == 119435
+    # vLLM allocates whole 16-token blocks: the longest context is 119435 rounded down to 16 = 119424.
+    assert run_json(*args, "--engine", "vllm")["scenarios"][0]["gpu"]["max_context"] == 119424
 
 
 # --- grids ---------------------------------------------------------------------------------------------

@@ -26,10 +26,13 @@ def test_seed_rule_of_thumb() -> None:
 
 
 def test_max_context_for_batch() -> None:
-    (scenario,) = run(ctx=32768, batch=16).scenarios
+    (scenario,) = run(ctx=32768, batch=16, engine="formula").scenarios
     assert scenario.gpu is not None
     # 16 requests x 131,072 B/token x c <= budget
     assert scenario.gpu.max_context == BUDGET // (16 * 131_072)
+    # vLLM: 16 x cdiv(c, 16) x 16 x 131,072 <= budget -> whole blocks only.
+    (paged,) = run(ctx=32768, batch=16, engine="vllm").scenarios
+    assert paged.gpu is not None and paged.gpu.max_context == BUDGET // (16 * 131_072) // 16 * 16
     assert scenario.gpu.fits == (16 * 32768 * 131_072 <= BUDGET)
 
 

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from kvsize.engines.base import Engine
+from typing import Any
+
+from kvsize.engines.base import Engine, UnsupportedArchitecture
 from kvsize.engines.formula import FormulaEngine
+from kvsize.engines.vllm import VllmEngine
 from kvsize.errors import UsageError
 
-ENGINES: dict[str, type[Engine]] = {FormulaEngine.name: FormulaEngine}
-DEFAULT_ENGINE = FormulaEngine.name
+ENGINES: dict[str, type[Engine]] = {FormulaEngine.name: FormulaEngine, VllmEngine.name: VllmEngine}
+DEFAULT_ENGINE = VllmEngine.name
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "UnsupportedArchitecture", "get_engine"]
 
 
-def get_engine(name: str) -> Engine:
-    """The engine called `name` (case-insensitive)."""
-    engine = ENGINES.get(name.strip().lower())
+def get_engine(name: str, version: str | None = None, **options: Any) -> Engine:
+    """The engine called `name` (case-insensitive) at `version` (default: the newest modelled release).
+    `options` are engine settings (block_size, max_num_batched_tokens, ...); engines ignore others' settings."""
+    engine = ENGINES.get(name.strip().lower().replace(".", "").replace("-", ""))
     if engine is None:
-        raise UsageError(f"unknown engine '{name}'", hint=f"Choose one of: {', '.join(ENGINES)}.")
-    return engine()
+        raise UsageError(f"unknown engine '{name}'", hint=f"Choose one of: {', '.join(ENGINES)}, all.")
+    import inspect
+
+    accepted = inspect.signature(engine.__init__).parameters
+    return engine(version, **{k: v for k, v in options.items() if k in accepted and v is not None})

@@ -1,11 +1,13 @@
-"""What an engine model is: per-layer rules, and the summing every engine shares."""
+"""What an engine model is: per-layer rules, parallel splits, and the summing every engine shares."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 from kvsize.dtypes import KvDtype
+from kvsize.errors import KvsizeError, UsageError
 from kvsize.sizing import KvEstimate, LayerGroupCost
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
@@ -13,66 +15,183 @@ from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, State
 PER_TOKEN_KINDS = frozenset({AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA})
 
 
+class UnsupportedArchitecture(KvsizeError):
+    """The engine cannot serve this model (or kvsize does not know its rule for it)."""
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def storage_text(dtype: KvDtype) -> str:
+    s = dtype.storage
+    if s.block_elems == 1:
+        return f"{s.block_bytes} B per element"
+    return f"{s.block_bytes} B per {s.block_elems} elements ({s.note})"
+
+
+def pipeline_stages(num_layers: int, pp: int) -> list[range]:
+    """Layers of each pipeline stage: an even split whose remainder goes to the stages before the last,
+    counted backwards (vllm/distributed/utils.py get_pp_indices, without VLLM_PP_LAYER_PARTITION)."""
+    if pp > num_layers:
+        raise UsageError(f"--pp {pp} exceeds the model's {num_layers} layers")
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:i]) for i in range(pp)]
+    return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
+
+
 class Engine(ABC):
-    """An engine's allocation rules. Subclasses override only the rule that differs."""
+    """An engine's allocation rules. Subclasses override only the rule that differs.
+
+    Per-layer hooks work on one tensor-parallel rank; `estimate` sums layers per pipeline stage and
+    multiplies by the ranks and requests.
+    """
 
     name: ClassVar[str]
-    rule: ClassVar[str]
+    title: ClassVar[str]
+    versions: ClassVar[tuple[str, ...]] = ("current",)
+    """Releases whose rules differ, newest first; the first is the default."""
 
+    def __init__(self, version: str | None = None) -> None:
+        if version is None:
+            version = self.versions[0]
+        if version not in self.versions:
+            raise UsageError(
+                f"--engine-version '{version}' is not modelled for {self.name}",
+                hint=f"Choose one of: {', '.join(self.versions)}.",
+            )
+        self.version = version
+
+    # --- the rule, in words ---------------------------------------------------------------------------
+
+    @property
     @abstractmethod
-    def tokens_held(self, attn: AttentionSpec, ctx: int) -> int:
-        """Tokens one layer keeps for a request whose context is `ctx` tokens."""
+    def rule(self) -> str:
+        """The allocation rule applied, with its source, for the JSON and the table."""
 
-    def attention_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype) -> int:
-        """Bytes one cached token costs in one layer: every KV head's K row and V row, each packed on its
-        own (block formats round each row up to whole blocks)."""
+    # --- what the engine serves -----------------------------------------------------------------------
+
+    def check_supported(self, spec: ArchSpec) -> None:  # noqa: B027  (most engines serve everything)
+        """Raise UnsupportedArchitecture when the engine cannot serve `spec`."""
+
+    # --- per layer, per rank --------------------------------------------------------------------------
+
+    def kv_heads_per_rank(self, attn: AttentionSpec, tp: int) -> int:
+        """KV heads one tensor-parallel rank stores: split, but never below one head (replicated when tp
+        exceeds the head count; vLLM ModelConfig.get_num_kv_heads). An MLA latent is one head on every rank."""
+        if attn.kind is AttentionKind.MLA:
+            return attn.num_kv_heads
+        return max(1, attn.num_kv_heads // tp)
+
+    def row_bytes(self, elements: int, dtype: KvDtype) -> int:
+        """Bytes of one head's K (or V) row: block formats round up to whole blocks with their scales."""
+        return dtype.storage.bytes_for(elements) if elements else 0
+
+    def attention_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype, tp: int = 1) -> int:
+        """Bytes one cached token costs in one layer on one rank: every KV head's K row and V row."""
         if attn.kind is AttentionKind.SHARED:
             return 0
-        storage = dtype.storage
-        row_bytes = storage.bytes_for(attn.head_dim) + (storage.bytes_for(attn.head_dim_v) if attn.head_dim_v else 0)
-        return attn.num_kv_heads * row_bytes
+        heads = self.kv_heads_per_rank(attn, tp)
+        return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype))
 
-    def state_bytes(self, state: StateSpec) -> int:
-        """Bytes of one layer's recurrent state per request."""
-        return KvDtype(state.dtype).storage.bytes_for(state.conv_elements + state.ssm_elements)
+    @abstractmethod
+    def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
+        """Token slots one layer allocates for a request of `ctx` tokens (block rounding included)."""
 
-    def layer_cost(self, layer: LayerSpec, count: int, ctx: int, batch: int, dtype: KvDtype) -> LayerGroupCost:
+    def conv_state_kept(self, state: StateSpec) -> int:
+        """Past inputs of the short convolution a cache keeps (vLLM, SGLang, llama.cpp: kernel - 1)."""
+        return state.conv_kernel - 1
+
+    def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
+        """(conv, SSM) state storage formats; the formula keeps both in the model's dtype."""
+        return KvDtype(state.dtype), KvDtype(state.dtype)
+
+    def state_bytes(self, spec: ArchSpec, state: StateSpec, tp: int = 1) -> int:
+        """Bytes of one layer's recurrent state per request on one rank: channels and heads split over
+        the tensor-parallel ranks (vLLM MambaStateShapeCalculator divides both by tp)."""
+        conv_dtype, ssm_dtype = self.state_dtypes(spec, state)
+        conv = cdiv(state.conv_channels, tp) * self.conv_state_kept(state)
+        ssm = cdiv(state.ssm_shape[0], tp) * (state.ssm_elements // state.ssm_shape[0]) if state.ssm_shape else 0
+        return conv_dtype.storage.bytes_for(conv) + ssm_dtype.storage.bytes_for(ssm)
+
+    def layer_request_bytes(
+        self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
+    ) -> tuple[int, int, int]:
+        """(bytes per token slot, token slots, state bytes) of one layer for one request on one rank."""
         per_token = tokens = 0
         if layer.attention is not None:
-            per_token = self.attention_bytes_per_token(layer.attention, dtype)
-            tokens = self.tokens_held(layer.attention, ctx)
-        state = self.state_bytes(layer.state) if layer.state is not None else 0
-        return LayerGroupCost(
-            kind=layer.kind,
-            count=count,
-            tokens_held=tokens,
-            bytes_per_token=per_token,
-            state_bytes=state,
-            bytes=count * batch * (per_token * tokens + state),
-        )
+            per_token = self.attention_bytes_per_token(layer.attention, dtype, tp)
+            tokens = self.tokens_allocated(layer.attention, ctx) if per_token else 0
+        state = self.state_bytes(spec, layer.state, tp) if layer.state is not None else 0
+        return per_token, tokens, state
 
-    def estimate(self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype) -> KvEstimate:
-        """Cache bytes of `batch` requests of `ctx` tokens each."""
-        pairs = [(layer, self.layer_cost(layer, n, ctx, batch, kv_dtype)) for layer, n in spec.layer_groups()]
-        groups = tuple(cost for _, cost in pairs)
+    def stage_request_bytes(
+        self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int
+    ) -> int:
+        """One request's cache on one rank of a pipeline stage holding `layers`."""
+        total = 0
+        for layer in layers:
+            per_token, tokens, state = self.layer_request_bytes(spec, layer, ctx, dtype, tp)
+            total += per_token * tokens + state
+        return total
+
+    def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int | None:
+        """Tokens per block, for paged engines."""
+        return None
+
+    def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
+        return ()
+
+    # --- summing --------------------------------------------------------------------------------------
+
+    def estimate(
+        self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
+    ) -> KvEstimate:
+        """Cache bytes of `batch` requests of `ctx` tokens each, on `tp` x `pp` GPUs."""
+        if tp < 1 or pp < 1:
+            raise UsageError("--tp and --pp must be positive")
+        self.check_supported(spec)
+        stages = pipeline_stages(spec.num_layers, pp)
+        per_stage = [self.stage_request_bytes(spec, [spec.layers[i] for i in s], ctx, kv_dtype, tp) for s in stages]
+        groups = []
         per_token = fixed = 0
-        for layer, g in pairs:
-            fixed += g.count * g.state_bytes
+        for layer, count in spec.layer_groups():
+            slot_bytes, tokens, state = self.layer_request_bytes(spec, layer, ctx, kv_dtype, tp)
+            groups.append(
+                LayerGroupCost(
+                    kind=layer.kind,
+                    count=count,
+                    tokens_held=tokens,
+                    bytes_per_token=slot_bytes,
+                    state_bytes=state,
+                    bytes=count * batch * tp * (slot_bytes * tokens + state),
+                )
+            )
+            fixed += count * tp * state
             kind = layer.attention.kind if layer.attention is not None else None
             if kind in PER_TOKEN_KINDS:
-                per_token += g.count * g.bytes_per_token
+                per_token += count * tp * slot_bytes
             elif kind is AttentionKind.CROSS:  # the encoder's tokens: fixed per request
-                fixed += g.count * g.bytes_per_token * g.tokens_held
-        total = sum(g.bytes for g in groups)
+                fixed += count * tp * slot_bytes * tokens
+        per_request = tp * sum(per_stage)
         return KvEstimate(
             engine=self.name,
+            engine_version=self.version,
             rule=self.rule,
             ctx=ctx,
             batch=batch,
             kv_dtype=kv_dtype,
+            kv_dtype_storage=storage_text(kv_dtype),
+            tp=tp,
+            pp=pp,
+            block_size=self.block_size(spec, kv_dtype, tp),
             kv_bytes_per_token=per_token,
             state_bytes_per_request=fixed,
-            bytes_per_request=total // batch,
-            kv_cache_bytes=total,
-            layers=groups,
+            bytes_per_request=per_request,
+            kv_cache_bytes=batch * per_request,
+            kv_cache_bytes_per_gpu=batch * max(per_stage),
+            layers=tuple(groups),
+            notes=self.estimate_notes(spec),
         )

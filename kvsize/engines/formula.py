@@ -6,7 +6,8 @@
 
 Full and MLA layers hold the whole context; sliding-window and chunked layers at most their window;
 cross-attention layers the encoder's tokens; recurrent layers a fixed state (conv_kernel - 1 inputs of the
-short convolution plus the SSM / delta-rule matrix) in the model's dtype; shared layers nothing.
+short convolution plus the SSM / delta-rule matrix) in the model's dtype; shared layers nothing. With
+tensor parallelism KV heads split across ranks (at least one per rank) and an MLA latent is replicated.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from kvsize.spec import AttentionKind, AttentionSpec
 
 class FormulaEngine(Engine):
     name = "formula"
-    rule = (
-        "2 x layers x kv_heads x head_dim x bytes (MLA: kv_lora_rank + qk_rope_head_dim, one latent); "
-        "windowed layers hold min(ctx, window); recurrent state once per request; no block rounding"
-    )
+    title = "formula (engine-independent)"
 
-    def tokens_held(self, attn: AttentionSpec, ctx: int) -> int:
+    @property
+    def rule(self) -> str:
+        return (
+            "2 x layers x kv_heads x head_dim x bytes (MLA: kv_lora_rank + qk_rope_head_dim, one latent); "
+            "windowed layers hold min(ctx, window); recurrent state once per request; no block rounding"
+        )
+
+    def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
         if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
             assert attn.window is not None
             return min(ctx, attn.window)
