@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
-from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, UnsupportedArchitecture, get_engine
-from kvsize.errors import UsageError
+from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, get_engine
+from kvsize.errors import KvsizeError, UsageError
 from kvsize.planner import GpuFit, default_reserve, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
@@ -273,13 +273,16 @@ def estimate_loaded(
     for rules in engines:
         try:
             rules.check_supported(spec)
-        except UnsupportedArchitecture as exc:
+            produced = [
+                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, reserve_bytes)
+                for dtype, c, b in product(dtypes, contexts, batches)
+            ]
+        except KvsizeError as exc:
             if len(engines) == 1:
                 raise
-            notes.append(f"{rules.name}: {exc}")
+            notes.append(f"{rules.name}: {' '.join(str(exc).split())}")  # --engine all: show the rest
             continue
-        for dtype, c, b in product(dtypes, contexts, batches):
-            scenarios.append(_scenario(rules, spec, c, b, dtype, tp, pp, card, weights, reserve_bytes))
+        scenarios.extend(produced)
         notes.extend(rules.estimate_notes(spec))
     return Estimate(
         model=loaded.model,

@@ -306,6 +306,9 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
             layers=tuple(layers),
             num_attention_heads=attention.num_heads if attention else None,
             max_context=max_context,
+            hidden_size=fields.integer(*_HIDDEN_KEYS),
+            intermediate_size=fields.integer("intermediate_size", "ffn_hidden_size", "n_inner", maximum=1 << 30),
+            vocab_size=fields.integer("vocab_size", "padded_vocab_size", maximum=1 << 30),
             model_dtype=(dtype or KvDtype.BF16).value,
             notes=tuple(dict.fromkeys(notes)),
         )
@@ -449,7 +452,12 @@ def _windowed(f: _Fields, kinds: list[str], n: int) -> list[str]:
 
 class _AttentionParams:
     def __init__(
-        self, num_heads: int, num_kv_heads: int, head_dim: int, head_dim_v: int, mla: tuple[int, int] | None
+        self,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        head_dim_v: int,
+        mla: tuple[int, int, int | None, int | None] | None,
     ) -> None:
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -471,7 +479,9 @@ def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
         # MLA caches one latent per token: kv_lora_rank + qk_rope_head_dim elements, shared by all heads
         # (DeepSeek-V2 paper §2.1.2). num_key_value_heads and head_dim in these configs do not size it.
         rope = f.need_int("qk_rope_head_dim", minimum=0)
-        return _AttentionParams(num_heads, 1, kv_lora_rank + rope, 0, (kv_lora_rank, rope))
+        nope = f.integer("qk_nope_head_dim", minimum=0)
+        v_dim = f.integer("v_head_dim")
+        return _AttentionParams(num_heads, 1, kv_lora_rank + rope, 0, (kv_lora_rank, rope, nope, v_dim))
 
     num_kv_heads = _num_kv_heads(f, num_heads, kv_from_attn_config)
     head_dim = f.integer("head_dim", "kv_channels", "attention_head_dim", "hidden_size_per_head")
@@ -602,6 +612,9 @@ def _layer(
             head_dim_v=0,
             kv_lora_rank=attn.mla[0],
             qk_rope_head_dim=attn.mla[1],
+            qk_nope_head_dim=attn.mla[2],
+            v_head_dim=attn.mla[3],
+            num_query_heads=attn.num_heads,
         )
         return LayerSpec(index=index, attention=spec, state=state if with_state else None)
     window: int | None = None

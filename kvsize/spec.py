@@ -46,6 +46,12 @@ class AttentionSpec(_Frozen):
     """Tokens held by a sliding-window layer, or the chunk size of a chunked layer."""
     kv_lora_rank: int | None = Field(default=None, gt=0)
     qk_rope_head_dim: int | None = Field(default=None, ge=0)
+    qk_nope_head_dim: int | None = Field(default=None, ge=0)
+    """MLA only: per-head K width without RoPE (engines that cache decompressed heads need it)."""
+    v_head_dim: int | None = Field(default=None, ge=0)
+    """MLA only: per-head V width after decompression."""
+    num_query_heads: int | None = Field(default=None, gt=0)
+    """MLA only: attention heads the latent is decompressed into."""
     encoder_tokens: int | None = Field(default=None, ge=0)
     """Tokens a cross-attention layer attends to, per request (an image's or an encoder's)."""
     shares_kv_with: int | None = Field(default=None, ge=0)
@@ -120,6 +126,10 @@ class ArchSpec(_Frozen):
     """The model's maximum context (max_position_embeddings or its equivalent)."""
     model_dtype: str = "bf16"
     """The weights' dtype from the config (`torch_dtype`), used by `--kv-dtype auto`."""
+    hidden_size: int | None = Field(default=None, gt=0)
+    intermediate_size: int | None = Field(default=None, gt=0)
+    """Dense MLP width (MoE models: the shared/dense width where the config gives one)."""
+    vocab_size: int | None = Field(default=None, gt=0)
     notes: tuple[str, ...] = ()
     """Assumptions and interpretations made while parsing (shown in the table and the JSON)."""
 

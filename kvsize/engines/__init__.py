@@ -6,10 +6,21 @@ from typing import Any
 
 from kvsize.engines.base import Engine, UnsupportedArchitecture
 from kvsize.engines.formula import FormulaEngine
+from kvsize.engines.hf import HfEngine
+from kvsize.engines.llamacpp import LlamaCppEngine
+from kvsize.engines.sglang import SglangEngine
+from kvsize.engines.trtllm import TrtllmEngine
 from kvsize.engines.vllm import VllmEngine
 from kvsize.errors import UsageError
 
-ENGINES: dict[str, type[Engine]] = {FormulaEngine.name: FormulaEngine, VllmEngine.name: VllmEngine}
+ENGINES: dict[str, type[Engine]] = {
+    FormulaEngine.name: FormulaEngine,
+    VllmEngine.name: VllmEngine,
+    HfEngine.name: HfEngine,
+    SglangEngine.name: SglangEngine,
+    TrtllmEngine.name: TrtllmEngine,
+    LlamaCppEngine.name: LlamaCppEngine,
+}
 DEFAULT_ENGINE = VllmEngine.name
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "UnsupportedArchitecture", "get_engine"]

@@ -76,6 +76,13 @@ class Engine(ABC):
     def check_supported(self, spec: ArchSpec) -> None:  # noqa: B027  (most engines serve everything)
         """Raise UnsupportedArchitecture when the engine cannot serve `spec`."""
 
+    def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:  # noqa: B027  (the formula takes any)
+        """Raise UnsupportedArchitecture when the engine offers no KV cache in `dtype` for `spec`."""
+
+    def stages(self, num_layers: int, pp: int) -> list[range]:
+        """Layers of each pipeline stage (engines split the remainder differently)."""
+        return pipeline_stages(num_layers, pp)
+
     # --- per layer, per rank --------------------------------------------------------------------------
 
     def kv_heads_per_rank(self, attn: AttentionSpec, tp: int) -> int:
@@ -153,7 +160,8 @@ class Engine(ABC):
         if tp < 1 or pp < 1:
             raise UsageError("--tp and --pp must be positive")
         self.check_supported(spec)
-        stages = pipeline_stages(spec.num_layers, pp)
+        self.check_dtype(spec, kv_dtype)
+        stages = self.stages(spec.num_layers, pp)
         per_stage = [self.stage_request_bytes(spec, [spec.layers[i] for i in s], ctx, kv_dtype, tp) for s in stages]
         groups = []
         per_token = fixed = 0

@@ -1,0 +1,359 @@
+"""Hugging Face transformers: the tensors a `DynamicCache` or `StaticCache` really holds after a forward.
+
+Rules read from transformers 5.24.0 (`transformers/cache_utils.py` and the modeling files named beside each
+rule; research notes: ENGINES.md §3) and checked to the byte by tests/test_hf_oracle.py, which runs every
+registry model on the meta device and sums the cache's tensors:
+
+- One cache layer per decoder layer, typed by `get_layer_types_and_kwargs` (cache_utils.py): `full_attention`
+  -> `DynamicLayer`, `sliding_attention` / `chunked_attention` -> `DynamicSlidingWindowLayer`,
+  `linear_attention` -> `LinearAttentionLayer`, `hybrid` -> both, `moe` / `mlp` / KV-sharing `reuse` ->
+  `DummyLayer` (nothing stored).
+- Full layers keep K `[B, H_kv, S, D_k]` and V `[B, H_kv, S, D_v]` in the activation dtype (`DynamicLayer.update`
+  concatenates along S); the heads are the un-repeated KV heads (`repeat_kv` runs inside attention).
+- Sliding and chunked layers keep the last `W - 1` tokens: `DynamicSlidingWindowLayer.update` slices
+  `full_states[:, :, -W + 1:]` (so `W == 1` keeps everything, as that slice is `[0:]`).
+- `StaticCache(max_cache_len)`: `StaticLayer.lazy_initialization` allocates `max_cache_len` tokens zero-filled;
+  `StaticSlidingWindowLayer` allocates `min(W, max_cache_len)`.
+- MLA (`DeepseekV3Attention.forward`, models/deepseek_v3/modeling_deepseek_v3.py): since 5.15 the latent
+  `[B, 1, S, kv_lora_rank]` (keys slot) and the roped key `[B, 1, S, qk_rope_head_dim]` (values slot); before
+  5.15 the decompressed per-head K `[B, H, S, qk_nope + qk_rope]` and V `[B, H, S, v_head_dim]`.
+- Recurrent layers (`LinearAttentionLayer.update_conv_state` / `update_recurrent_state`): the conv state keeps
+  the full kernel, `[B, conv_dim, conv_kernel]`, in the activation dtype; the recurrent state is whatever the
+  mixer hands over, float32 on every torch path (Qwen3NextGatedDeltaNet's chunked delta rule, Mamba2's
+  `mamba2_chunk_scan`, Mamba's selective scan all compute the final state in float32).
+- `QuantizedCache(backend="fp8")` (`Fp8QuantizedLayer`): 1 byte per element (float8_e4m3fn), appended
+  without re-quantization, plus one 0-dim float32 scale for K and one for V per layer (8 bytes per layer, not
+  per request: reported by `kvsize verify` as scalar bookkeeping). Only for models whose layers are all
+  `full_attention` (`QuantizedCache.__init__` refuses others).
+- Head counts the config does not give directly: Falcon's new decoder architecture caches every query head
+  (`FalconAttention.forward`, models/falcon/modeling_falcon.py: `num_kv_heads = self.num_heads if
+  self.new_decoder_architecture`), MPT is always multi-head (models/mpt/modeling_mpt.py ignores kv_n_heads).
+
+Not counted: 0-dim int64 bookkeeping tensors (`DynamicSlidingWindowLayer._sliding_window_tensor`,
+`StaticLayer.cumulative_length`), 8 bytes each per layer whatever the batch or context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from math import prod
+from typing import Any
+
+from kvsize.dtypes import KvDtype
+from kvsize.engines.base import Engine, UnsupportedArchitecture
+from kvsize.errors import UsageError
+from kvsize.sizing import KvEstimate
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
+
+RULE_LATENT = "5.15+"
+RULE_PER_HEAD = "<5.15"
+MLA_LATENT_SINCE = (5, 15)
+"""First release whose DeepSeek-style attention caches the compressed latent (transformers PR for 5.15)."""
+
+ACTIVATION_DTYPES = frozenset({KvDtype.FP32, KvDtype.FP16, KvDtype.BF16})
+QUANTIZED_DTYPES = frozenset({KvDtype.FP8_E4M3})
+RECURRENT_STATE_DTYPE = KvDtype.FP32
+CACHE_IMPLEMENTATIONS = ("dynamic", "static")
+
+# model_types whose configs only name custom code (`auto_map`): transformers has no class for them, and kvsize
+# never runs remote code (transformers 5.24 CONFIG_MAPPING_NAMES lacks every one of these).
+REMOTE_CODE_ONLY: dict[str, str] = {
+    "phi-msft": "Microsoft's original phi-1.5 / phi-2 code (transformers' built-in class is model_type 'phi')",
+    "nemotron-nas": "NVIDIA's DeciLM code for Nemotron-NAS (Llama-3.3-Nemotron-Super)",
+    "chatglm": "THUDM's ChatGLM code (transformers' built-in classes are 'glm' / 'glm4')",
+    "baichuan": "Baichuan's custom code",
+    "internlm2": "InternLM2's custom code",
+    "minicpm": "OpenBMB's MiniCPM code",
+    "yi": "the original Yi code (Yi-1.5 configs use model_type 'llama')",
+}
+
+
+# --- which transformers release --------------------------------------------------------------------------
+
+
+def installed_transformers_version() -> str | None:
+    """The installed transformers release, read from its metadata (no import of transformers), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def parse_release(text: str) -> tuple[int, int] | None:
+    """(major, minor) of a release string such as '5.24.0', 'v4.57.6' or '5.15.0.dev0'; None if not one."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:[.\w+-]*)", text.strip())
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def rule_for_release(release: tuple[int, int]) -> str:
+    return RULE_LATENT if release >= MLA_LATENT_SINCE else RULE_PER_HEAD
+
+
+def resolve_version(version: str | None) -> tuple[str, str | None, str]:
+    """(rule, release, where the release came from) for an --engine-version value (None: the installed one)."""
+    if version is None:
+        installed = installed_transformers_version()
+        parsed = parse_release(installed) if installed else None
+        if installed is None or parsed is None:
+            return RULE_LATENT, None, "transformers not installed: newest modelled rule"
+        return rule_for_release(parsed), installed, "installed"
+    text = version.strip()
+    if text in (RULE_LATENT, RULE_PER_HEAD):
+        return text, None, "given"
+    parsed = parse_release(text)
+    if parsed is None:
+        raise UsageError(
+            f"--engine-version '{version}' is not modelled for hf",
+            hint=f"Give a transformers release (5.24.0, 4.57.6) or a rule: {RULE_LATENT}, {RULE_PER_HEAD}.",
+        )
+    return rule_for_release(parsed), text, "given"
+
+
+# --- RAW-CONFIG HELPERS ----------------------------------------------------------------------------------
+# Fields kvsize's ArchSpec does not carry yet (see docs/verification.md, "Spec fields the hf engine needs").
+# Until AttentionSpec gains them, the hf engine reads them from the config.json dict it is handed.
+
+_TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
+
+
+def raw_text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The language model's part of a config dict (the same keys kvsize.config reads first)."""
+    for key in _TEXT_CONFIG_KEYS:
+        nested = raw.get(key)
+        if isinstance(nested, Mapping):
+            return nested
+    return raw
+
+
+def raw_mla_head_dims(raw: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(qk_nope_head_dim, v_head_dim) of an MLA config: what transformers < 5.15 caches per head besides the
+    rope part. RAW-CONFIG HELPER: ArchSpec keeps only kv_lora_rank and qk_rope_head_dim."""
+    text = raw_text_config(raw)
+    nope, v_dim = text.get("qk_nope_head_dim"), text.get("v_head_dim")
+    if isinstance(nope, int) and isinstance(v_dim, int) and not isinstance(nope, bool):
+        return nope, v_dim
+    return None
+
+
+def raw_falcon_new_architecture(raw: Mapping[str, Any] | None) -> bool | None:
+    """Falcon's `new_decoder_architecture` flag (None when no raw config is at hand). RAW-CONFIG HELPER."""
+    if raw is None:
+        return None
+    return raw_text_config(raw).get("new_decoder_architecture") is True
+
+
+# --- the engine -----------------------------------------------------------------------------------------
+
+
+class HfEngine(Engine):
+    name = "hf"
+    title = "Hugging Face transformers"
+    versions = (RULE_LATENT, RULE_PER_HEAD)
+
+    def __init__(
+        self,
+        version: str | None = None,
+        *,
+        cache_implementation: str = "dynamic",
+        max_cache_len: int | None = None,
+        raw_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        rule, release, source = resolve_version(version)
+        super().__init__(rule)
+        self.release = release
+        self.release_source = source
+        if cache_implementation not in CACHE_IMPLEMENTATIONS:
+            raise UsageError(
+                f"cache implementation '{cache_implementation}' is not modelled for hf",
+                hint=f"Choose one of: {', '.join(CACHE_IMPLEMENTATIONS)} (--kv-dtype fp8 selects the fp8 "
+                "QuantizedCache).",
+            )
+        if max_cache_len is not None and max_cache_len < 1:
+            raise UsageError(f"max_cache_len must be positive, got {max_cache_len}")
+        self.cache_implementation = cache_implementation
+        self.max_cache_len = max_cache_len
+        self.raw_config = raw_config
+
+    @property
+    def static(self) -> bool:
+        return self.cache_implementation == "static"
+
+    @property
+    def rule(self) -> str:
+        release = f"transformers {self.release} ({self.release_source})" if self.release else self.release_source
+        mla = (
+            "MLA caches the latent kv_lora_rank + qk_rope_head_dim"
+            if self.version == RULE_LATENT
+            else "MLA caches per-head K (qk_nope+qk_rope) and V (v_head_dim) for every query head"
+        )
+        if self.static:
+            window = (
+                f"StaticCache(max_cache_len={self.max_cache_len or 'ctx'}): full layers max_cache_len, "
+                "sliding min(W, max_cache_len)"
+            )
+        else:
+            window = "DynamicCache: full layers ctx, sliding/chunked min(ctx, W-1)"
+        return (
+            f"{release}, rule {self.version}: {window}; {mla}; un-repeated KV heads in the activation dtype; "
+            "conv state full kernel (activation dtype), recurrent state fp32; shared/MoE-only layers nothing "
+            "(transformers/cache_utils.py DynamicLayer, DynamicSlidingWindowLayer, StaticLayer, LinearAttentionLayer)"
+        )
+
+    # --- what transformers can run --------------------------------------------------------------------
+
+    def check_supported(self, spec: ArchSpec) -> None:
+        reason = REMOTE_CODE_ONLY.get(spec.model_type)
+        if reason is not None:
+            raise UnsupportedArchitecture(
+                f"transformers has no built-in class for model_type '{spec.model_type}': only {reason}, and kvsize "
+                "never runs remote code",
+                hint="Size it with --engine vllm or --engine formula.",
+            )
+        if self.version == RULE_PER_HEAD and any(
+            self._mla_dims(layer.attention) is None
+            for layer in spec.layers
+            if layer.attention is not None and layer.attention.kind is AttentionKind.MLA
+        ):
+            raise UnsupportedArchitecture(
+                "the <5.15 MLA rule needs qk_nope_head_dim and v_head_dim, which kvsize's spec does not carry yet",
+                hint="Use `kvsize verify` (which passes the config), or the Python API with "
+                "engine_options={'raw_config': config}.",
+            )
+
+    def check_scenario(self, spec: ArchSpec, *, ctx: int, kv_dtype: KvDtype, tp: int) -> None:
+        """Raise for settings transformers' caches cannot have: tensor parallelism, dtypes it has no cache for,
+        a static cache shorter than the context."""
+        if tp != 1:
+            raise UsageError(
+                f"--engine hf models a single process; --tp {tp} is not modelled",
+                hint="transformers' tp_plan splits KV heads per rank, which kvsize does not verify yet: use --tp 1.",
+            )
+        if kv_dtype in QUANTIZED_DTYPES:
+            self._check_quantized(spec)
+        elif kv_dtype not in ACTIVATION_DTYPES:
+            raise UsageError(
+                f"transformers has no {kv_dtype.value} KV cache",
+                hint="The hf cache stores the activation dtype (fp32, fp16, bf16), or fp8_e4m3 with "
+                "QuantizedCache(backend='fp8').",
+            )
+        if self.static and self.max_cache_len is not None and self.max_cache_len < ctx:
+            raise UsageError(f"a StaticCache of max_cache_len {self.max_cache_len} cannot hold ctx {ctx}")
+
+    def _check_quantized(self, spec: ArchSpec) -> None:
+        if self.static:
+            raise UsageError("fp8 selects QuantizedCache, which is dynamic: drop the static cache implementation")
+        kinds = {layer.kind for layer in spec.layers}
+        if kinds - {AttentionKind.FULL.value, AttentionKind.MLA.value}:
+            raise UnsupportedArchitecture(
+                "transformers' QuantizedCache (fp8) only takes models whose layers are all full attention; this "
+                f"model has {', '.join(sorted(kinds))} layers (cache_utils.py QuantizedCache.__init__)"
+            )
+
+    def estimate(
+        self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
+    ) -> KvEstimate:
+        self.check_scenario(spec, ctx=ctx, kv_dtype=kv_dtype, tp=tp)
+        return super().estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
+
+    # --- per layer ------------------------------------------------------------------------------------
+
+    def _mla_dims(self, attn: AttentionSpec) -> tuple[int, int] | None:
+        """(qk_nope_head_dim, v_head_dim): from the spec when it carries them, else from the raw config."""
+        nope, v_dim = getattr(attn, "qk_nope_head_dim", None), getattr(attn, "v_head_dim", None)
+        if isinstance(nope, int) and isinstance(v_dim, int):
+            return nope, v_dim
+        return raw_mla_head_dims(self.raw_config) if self.raw_config is not None else None
+
+    def cached_kv_heads(self, spec: ArchSpec, attn: AttentionSpec) -> int:
+        """KV heads transformers stores for a non-MLA layer: the config's KV heads, except Falcon's new decoder
+        architecture (all query heads) and MPT (always multi-head)."""
+        heads = spec.num_attention_heads or attn.num_kv_heads
+        if spec.model_type == "mpt":
+            return heads
+        if spec.model_type == "falcon":
+            new_arch = raw_falcon_new_architecture(self.raw_config)
+            if new_arch or (new_arch is None and attn.num_kv_heads != 1):
+                return heads
+        return attn.num_kv_heads
+
+    def attention_bytes(self, spec: ArchSpec, attn: AttentionSpec, dtype: KvDtype) -> int:
+        """Bytes one cached token costs in one layer (K and V of every cached head)."""
+        if attn.kind is AttentionKind.SHARED:
+            return 0
+        if attn.kind is AttentionKind.MLA and self.version == RULE_PER_HEAD:
+            dims = self._mla_dims(attn)
+            heads = getattr(attn, "num_query_heads", None) or spec.num_attention_heads
+            if dims is None or attn.qk_rope_head_dim is None or heads is None:
+                raise UnsupportedArchitecture("the <5.15 MLA rule needs qk_nope_head_dim and v_head_dim")
+            nope, v_dim = dims
+            return heads * (self.row_bytes(nope + attn.qk_rope_head_dim, dtype) + self.row_bytes(v_dim, dtype))
+        heads = 1 if attn.kind is AttentionKind.MLA else self.cached_kv_heads(spec, attn)
+        return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype))
+
+    def cache_len(self, ctx: int) -> int:
+        """Token slots of a full StaticLayer (max_cache_len; generate() sets it to the generation length)."""
+        return self.max_cache_len or ctx
+
+    def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
+        if attn.kind is AttentionKind.SHARED:
+            return 0
+        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
+            assert attn.window is not None
+            if self.static:
+                return min(attn.window, self.cache_len(ctx))
+            return min(ctx, attn.window - 1) if attn.window > 1 else ctx
+        if self.static:
+            return self.cache_len(ctx)  # cross layers too: a StaticLayer sized max_cache_len
+        if attn.kind is AttentionKind.CROSS:
+            assert attn.encoder_tokens is not None
+            return attn.encoder_tokens
+        return ctx
+
+    def hf_state_bytes(self, state: StateSpec, dtype: KvDtype) -> int:
+        """Conv state `[conv_channels, conv_kernel]` in the activation dtype plus the recurrent state in fp32."""
+        conv = self.row_bytes(state.conv_channels * state.conv_kernel, dtype)
+        return conv + self.row_bytes(prod(state.ssm_shape), RECURRENT_STATE_DTYPE)
+
+    def layer_request_bytes(
+        self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
+    ) -> tuple[int, int, int]:
+        per_token = tokens = state = 0
+        if layer.attention is not None:
+            per_token = self.attention_bytes(spec, layer.attention, dtype)
+            tokens = self.tokens_allocated(layer.attention, ctx) if per_token else 0
+        if layer.state is not None:
+            state = self.hf_state_bytes(layer.state, dtype)
+        return per_token, tokens, state
+
+    def layer_bytes(self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype) -> list[int]:
+        """Predicted cache bytes of every decoder layer, in order, for `batch` requests of `ctx` tokens."""
+        self.check_supported(spec)
+        self.check_scenario(spec, ctx=ctx, kv_dtype=kv_dtype, tp=1)
+        out = []
+        for layer in spec.layers:
+            per_token, tokens, state = self.layer_request_bytes(spec, layer, ctx, kv_dtype, 1)
+            out.append(batch * (per_token * tokens + state))
+        return out
+
+    def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
+        notes = []
+        if any(layer.state is not None for layer in spec.layers):
+            notes.append(
+                "hf: recurrent states are float32 and conv states keep the full kernel (torch paths of "
+                "transformers' Mamba / Mamba2 / GatedDeltaNet mixers)"
+            )
+        if any(layer.attention is not None and layer.attention.kind is AttentionKind.CROSS for layer in spec.layers):
+            notes.append("hf: cross-attention layers hold the image tokens only once a forward has seen an image")
+        if not self.static and any(
+            layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
+            for layer in spec.layers
+        ):
+            notes.append(
+                "hf: sliding/chunked layers keep W-1 tokens between forwards (the full window only inside one)"
+            )
+        if spec.model_type in ("falcon", "mpt"):
+            notes.append(f"hf: {spec.model_type} caches one K/V head per query head in transformers")
+        return tuple(notes)

@@ -1,0 +1,393 @@
+"""llama.cpp: one fixed cache of `n_ctx` cells for all sequences, padded to 256, in GGML row formats.
+
+Rules mirror llama.cpp `master` of 2026 (the reference is ../ENGINES.md §4.2 of the kvsize repository's research
+notes; file and function beside each rule). Versions differ only in how MLA layers are cached; padding, streams and
+the SWA cache follow 2026 master in all three:
+
+- `2026-01` (PR #19067, 2026-01-24 onward): MLA is "V-less", one latent K row of `kv_lora_rank + qk_rope_head_dim`
+  (576) per cell (`llama_kv_cache` ctor, `src/llama-kv-cache.cpp`: `has_v = !is_mla`).
+- `2025-04` (PR #12801 to PR #19067): MLA caches K (576) and V (`kv_lora_rank`, 512) rows.
+- `2025-03` (before PR #12801): MLA cached decompressed per-head K (`n_head x (qk_nope + qk_rope)`) and V
+  (`n_head x v_head_dim`); the architecture spec would need `qk_nope_head_dim` / `v_head_dim` for that, and raises
+  without them.
+
+Mapping from kvsize's (ctx, batch) to llama.cpp: `batch` requests of `ctx` tokens are `-np batch` sequences
+(`n_seq_max`) sharing `-c ctx x batch` (`n_ctx` counts the cells of all sequences). `llama_context` pads
+`n_ctx = GGML_PAD(n_ctx, 256)` (`src/llama-context.cpp`). With the unified cache (`kv_unified`, default True as
+llama-server with its default automatic slots, PR #16736 / #17997; the C API default is False) there is one
+stream of `n_ctx` cells; per-sequence streams (`kv_unified=False`) give `n_seq` streams of `n_ctx_seq =
+GGML_PAD(n_ctx / n_seq, 256)` cells. So `kv_cache_bytes` is the whole cache, `bytes_per_request` its share per
+sequence (rounded up), and a layer's `tokens_held` counts the cells of the whole cache.
+
+- Rows: K `ggml_new_tensor_3d(type_k, n_embd_k_gqa, kv_size, n_stream)` and V likewise, `n_embd_k_gqa =
+  n_embd_head_k x n_head_kv(il)`; a row costs `ggml_row_size` (block formats: 34 B per 32 for q8_0, 18 for q4_0 /
+  iq4_nl, 20 for q4_1, 22 for q5_0, 24 for q5_1; `gguf/constants.py GGML_QUANT_SIZES`). Layers without KV
+  (`hparams.has_kv(il)`: Gemma 3n shared layers, Nemotron-NAS no-op blocks) get no tensor.
+- Cache types (`kv_cache_types`, `common/arg.cpp`): f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1. A block
+  type must divide the head size (`llama_init_from_model`, `src/llama-context.cpp`: "K cache type %s with block
+  size %u does not divide n_embd_head_k=%u", and the same for V); a quantized V cache needs flash attention.
+- Sliding windows (`llama_kv_cache_iswa`, `src/llama-kv-cache-iswa.cpp`) for the architectures llama.cpp runs with
+  SWA (Gemma 2/3/3n, Cohere 2, EXAONE 4, gpt-oss, Llama 4 chunked layers): `GGML_PAD(min(n_ctx_seq, n_swa x
+  (unified ? n_seq : 1) + n_ubatch), 256)` cells per stream (`n_ubatch` 512, `common/common.h`), or `n_ctx_seq`
+  with `swa_full` (`--swa-full`; llama-server defaults to False, the C API to True). Other architectures run their
+  sliding layers as full attention (Mistral, Starcoder2 and Qwen2 have no SWA in llama.cpp; Phi-3's is disabled in
+  `llama_model::load_hparams`).
+- Recurrent layers (`llama_memory_recurrent`, `src/llama-memory-recurrent.cpp`): `max(1, n_seq_max)` slots of f32
+  `r` (conv, `(d_conv - 1) x channels`) and `s` (SSM) states; hybrids (`llama_memory_hybrid`) add a normal KV cache
+  for their attention layers.
+- No tensor parallelism: `--tp` above 1 is an error. `--pp N` is llama.cpp's default layer split over N GPUs
+  (`-sm layer`, `llama_model::load_tensors`, `src/llama-model.cpp`): layer `il` goes to the device whose split
+  point exceeds `il / (n_layer + 1)` (the output layer takes the last slot), with equal splits for equal GPUs
+  (llama.cpp splits by free memory by default); each layer's cache lives with its layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvsize.dtypes import KvDtype
+from kvsize.engines.base import PER_TOKEN_KINDS, Engine, UnsupportedArchitecture, cdiv, storage_text
+from kvsize.errors import UsageError
+from kvsize.sizing import KvEstimate, LayerGroupCost
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
+
+CELL_PAD = 256  # llama-context.cpp: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256); iSWA size_swa padded to 256
+DEFAULT_N_UBATCH = 512  # common/common.h common_params.n_ubatch
+LLAMA_MAX_SEQ = 256  # src/llama-cparams.h: n_seq_max must be <= LLAMA_MAX_SEQ
+
+# GGML cache types llama.cpp accepts (-ctk / -ctv, common/arg.cpp kv_cache_types), by kvsize format.
+GGML_TYPE_NAMES = {
+    KvDtype.FP32: "f32",
+    KvDtype.FP16: "f16",
+    KvDtype.BF16: "bf16",
+    KvDtype.Q8_0: "q8_0",
+    KvDtype.Q4_0: "q4_0",
+    KvDtype.Q4_1: "q4_1",
+    KvDtype.IQ4_NL: "iq4_nl",
+    KvDtype.Q5_0: "q5_0",
+    KvDtype.Q5_1: "q5_1",
+}
+
+# Architectures whose sliding / chunked layers llama.cpp keeps in the iSWA cache (llama_model::load_hparams sets
+# swa_type and n_swa): Gemma 2/3/3n, Cohere 2, EXAONE 4 (32B), gpt-oss (OPENAI_MOE), Llama 4 (chunked).
+SWA_MODEL_TYPES = frozenset(
+    {
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "gemma3n",
+        "gemma3n_text",
+        "cohere2",
+        "exaone4",
+        "gpt_oss",
+        "llama4",
+        "llama4_text",
+    }
+)
+
+UNSERVED_MODEL_TYPES = {
+    "mllama": "llama.cpp has no Llama 3.2 Vision (cross-attention) implementation",
+    "mllama_text_model": "llama.cpp has no Llama 3.2 Vision (cross-attention) implementation",
+    "zamba": "llama.cpp has no Zamba implementation",
+    "zamba2": "llama.cpp has no Zamba2 implementation",
+}
+
+
+def gpad(n: int, pad: int = CELL_PAD) -> int:
+    """GGML_PAD: round up to a multiple of `pad`."""
+    return cdiv(n, pad) * pad
+
+
+def llamacpp_layer_split(num_layers: int, n_gpus: int) -> list[range]:
+    """Layers of each GPU in llama.cpp's layer split with equal splits: device(il) = the first split point above
+    il / (n_layer + 1) = floor(il x n_gpus / (n_layer + 1)) (llama_model::load_tensors, std::upper_bound)."""
+    if n_gpus > num_layers:
+        raise UsageError(f"--pp {n_gpus} exceeds the model's {num_layers} layers")
+    device = [il * n_gpus // (num_layers + 1) for il in range(num_layers)]
+    stages = []
+    for d in range(n_gpus):
+        first = device.index(d) if d in device else 0
+        stages.append(range(first, first + device.count(d)))
+    return stages
+
+
+@dataclass(frozen=True)
+class CacheShape:
+    """llama.cpp's context for `n_seq` sequences."""
+
+    n_seq: int
+    """n_seq_max (llama-server -np)."""
+    n_stream: int
+    """1 with the unified cache, n_seq otherwise."""
+    n_ctx_seq: int
+    """Cells per stream of a full-attention layer."""
+
+    @property
+    def n_ctx(self) -> int:
+        return self.n_stream * self.n_ctx_seq
+
+
+class LlamaCppEngine(Engine):
+    name = "llamacpp"
+    title = "llama.cpp"
+    versions = ("2026-01", "2025-04", "2025-03")
+
+    def __init__(
+        self,
+        version: str | None = None,
+        *,
+        kv_unified: bool = True,
+        swa_full: bool = False,
+        n_ubatch: int | None = None,
+    ) -> None:
+        super().__init__(version)
+        if n_ubatch is not None and n_ubatch < 1:
+            raise UsageError(f"n_ubatch must be positive, got {n_ubatch}")
+        self.kv_unified = kv_unified
+        self.swa_full = swa_full
+        self.n_ubatch = n_ubatch or DEFAULT_N_UBATCH
+
+    @property
+    def rule(self) -> str:
+        mla = {
+            "2026-01": "MLA latent K only (576, V-less)",
+            "2025-04": "MLA latent K 576 + V 512",
+            "2025-03": "MLA per-head K and V",
+        }[self.version]
+        streams = (
+            "one unified stream of pad(ctx x batch, 256) cells"
+            if self.kv_unified
+            else "one stream per sequence of pad(pad(ctx x batch, 256) / batch, 256) cells"
+        )
+        swa = "full" if self.swa_full else f"pad(min(n_ctx_seq, W x n_seq + {self.n_ubatch}), 256)"
+        return (
+            f"llama.cpp {self.version}: batch sequences share {streams}; GGML rows (block types per 32 elements); "
+            f"iSWA layers {swa} cells; {mla}; recurrent f32 states, max(1, n_seq) slots; no TP "
+            "(src/llama-context.cpp, src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp)"
+        )
+
+    # --- what llama.cpp serves --------------------------------------------------------------------------
+
+    def check_supported(self, spec: ArchSpec) -> None:
+        reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
+        if reason is not None:
+            raise UnsupportedArchitecture(f"{spec.model_type}: {reason}")
+        for layer in spec.layers:
+            attn = layer.attention
+            if attn is None:
+                continue
+            if attn.kind is AttentionKind.CROSS:
+                raise UnsupportedArchitecture(f"{spec.model_type}: llama.cpp has no cross-attention KV cache")
+            if attn.kind is AttentionKind.MLA and self.version == "2025-03":
+                self._per_head_mla(spec, attn)
+
+    def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
+        """The cache type exists in llama.cpp and its block size divides every head size."""
+        if dtype not in GGML_TYPE_NAMES:
+            raise UnsupportedArchitecture(
+                f"llama.cpp has no {dtype.value} cache type",
+                hint=f"-ctk / -ctv accept: {', '.join(GGML_TYPE_NAMES.values())}.",
+            )
+        block = dtype.storage.block_elems
+        if block == 1:
+            return
+        for layer in spec.layers:
+            if layer.attention is None or layer.attention.kind is AttentionKind.SHARED:
+                continue
+            head_k, head_v = self._head_sizes(spec, layer.attention)
+            for which, size in (("K", head_k), ("V", head_v)):
+                if size % block:
+                    raise UnsupportedArchitecture(
+                        f"llama.cpp: {which} cache type {GGML_TYPE_NAMES[dtype]} with block size {block} does not "
+                        f"divide n_embd_head_{which.lower()}={size}",
+                        hint="Use f16, bf16 or f32 for this model.",
+                    )
+
+    # --- geometry ---------------------------------------------------------------------------------------
+
+    def cache(self, ctx: int, batch: int) -> CacheShape:
+        """The context llama.cpp builds for `batch` sequences of `ctx` tokens (-c ctx*batch -np batch)."""
+        n_ctx = gpad(ctx * batch)
+        if self.kv_unified:
+            return CacheShape(n_seq=batch, n_stream=1, n_ctx_seq=n_ctx)
+        return CacheShape(n_seq=batch, n_stream=batch, n_ctx_seq=gpad(n_ctx // batch))
+
+    def _per_head_mla(self, spec: ArchSpec, attn: AttentionSpec) -> tuple[int, int, int]:
+        """(n_head, qk_nope_head_dim, v_head_dim) of a decompressed MLA layer (llama.cpp before 2025-04)."""
+        # getattr: these MLA fields are optional in the architecture spec.
+        nope = getattr(attn, "qk_nope_head_dim", None)
+        v_dim = getattr(attn, "v_head_dim", None)
+        n_head = getattr(attn, "num_query_heads", None) or spec.num_attention_heads
+        if not isinstance(nope, int) or not isinstance(v_dim, int) or not isinstance(n_head, int):
+            raise UnsupportedArchitecture(
+                f"{spec.model_type}: llama.cpp 2025-03 cached per-head MLA K/V, which needs qk_nope_head_dim and "
+                "v_head_dim; kvsize's architecture spec does not carry them",
+                hint="Use --engine-version 2026-01 or 2025-04.",
+            )
+        return n_head, nope, v_dim
+
+    def _head_sizes(self, spec: ArchSpec, attn: AttentionSpec) -> tuple[int, int]:
+        """(n_embd_head_k, n_embd_head_v) as llama.cpp's block-size check sees them."""
+        if attn.kind is AttentionKind.MLA:
+            if self.version == "2025-03":
+                _, nope, v_dim = self._per_head_mla(spec, attn)
+                return nope + (attn.qk_rope_head_dim or 0), v_dim
+            return attn.head_dim, attn.kv_lora_rank or 0
+        return attn.head_dim, attn.head_dim_v
+
+    def row_bytes_per_cell(self, spec: ArchSpec, attn: AttentionSpec, dtype: KvDtype) -> int:
+        """Bytes of one cell of one layer: the K row and the V row over all KV heads (ggml_row_size)."""
+        if attn.kind is AttentionKind.SHARED:
+            return 0
+        if attn.kind is AttentionKind.MLA:
+            if self.version == "2026-01":
+                return self.row_bytes(attn.head_dim, dtype)  # V-less: one latent row
+            if self.version == "2025-04":
+                return self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.kv_lora_rank or 0, dtype)
+            n_head, nope, v_dim = self._per_head_mla(spec, attn)
+            k = n_head * (nope + (attn.qk_rope_head_dim or 0))
+            return self.row_bytes(k, dtype) + self.row_bytes(n_head * v_dim, dtype)
+        heads = attn.num_kv_heads
+        return self.row_bytes(heads * attn.head_dim, dtype) + self.row_bytes(heads * attn.head_dim_v, dtype)
+
+    def _is_iswa(self, spec: ArchSpec, attn: AttentionSpec) -> bool:
+        return attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and spec.model_type in SWA_MODEL_TYPES
+
+    def cells(self, spec: ArchSpec, attn: AttentionSpec, shape: CacheShape) -> int:
+        """Cells one layer allocates in the whole cache (all streams)."""
+        if attn.kind is AttentionKind.SHARED:
+            return 0
+        if self._is_iswa(spec, attn) and not self.swa_full:
+            assert attn.window is not None
+            span = attn.window * (shape.n_seq if self.kv_unified else 1) + self.n_ubatch
+            return gpad(min(shape.n_ctx_seq, span)) * shape.n_stream
+        return shape.n_ctx
+
+    def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
+        return KvDtype.FP32, KvDtype.FP32  # llama_model::create_memory: recurrent r and s states in GGML_TYPE_F32
+
+    def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
+        """Cells for one sequence alone, iSWA assumed for windowed layers (estimate applies the model's rules)."""
+        if attn.kind is AttentionKind.SHARED:
+            return 0
+        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and not self.swa_full:
+            assert attn.window is not None
+            return gpad(min(gpad(ctx), attn.window + self.n_ubatch))
+        return gpad(ctx)
+
+    def layer_request_bytes(
+        self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
+    ) -> tuple[int, int, int]:
+        """(bytes per cell, cells, state bytes) of one layer for one sequence alone (-c ctx -np 1)."""
+        per_cell, cells, state, _ = self._layer(spec, layer, self.cache(ctx, 1), dtype)
+        return per_cell, cells, state
+
+    def _layer(self, spec: ArchSpec, layer: LayerSpec, shape: CacheShape, dtype: KvDtype) -> tuple[int, int, int, int]:
+        """(bytes per cell, cells in the whole cache, state bytes per slot, state slots) of one layer."""
+        per_cell = cells = state = slots = 0
+        if layer.attention is not None:
+            per_cell = self.row_bytes_per_cell(spec, layer.attention, dtype)
+            cells = self.cells(spec, layer.attention, shape) if per_cell else 0
+        if layer.state is not None:
+            state = self.state_bytes(spec, layer.state, 1)
+            slots = max(1, shape.n_seq)
+        return per_cell, cells, state, slots
+
+    # --- summing ----------------------------------------------------------------------------------------
+
+    def estimate(
+        self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
+    ) -> KvEstimate:
+        """The whole cache of `batch` sequences of `ctx` tokens: llama.cpp pads the shared context, not each
+        request, so the total is not batch x one request."""
+        if tp < 1 or pp < 1:
+            raise UsageError("--tp and --pp must be positive")
+        if tp > 1:
+            raise UsageError(
+                "llama.cpp has no tensor parallelism",
+                hint="Use --pp N for llama.cpp's layer split over N GPUs (-sm layer), or --tp 1.",
+            )
+        if batch > LLAMA_MAX_SEQ:
+            raise UsageError(f"llama.cpp serves at most {LLAMA_MAX_SEQ} sequences (LLAMA_MAX_SEQ), got batch {batch}")
+        self.check_supported(spec)
+        self.check_dtype(spec, kv_dtype)
+        shape = self.cache(ctx, batch)
+        totals = []
+        for layer in spec.layers:
+            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype)
+            totals.append(per_cell * cells + state * slots)
+        groups = []
+        per_token = fixed = 0
+        for layer, count in spec.layer_groups():
+            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype)
+            groups.append(
+                LayerGroupCost(
+                    kind=layer.kind,
+                    count=count,
+                    tokens_held=cells,
+                    bytes_per_token=per_cell,
+                    state_bytes=state,
+                    bytes=count * (per_cell * cells + state * slots),
+                )
+            )
+            fixed += count * state
+            if layer.attention is not None and layer.attention.kind in PER_TOKEN_KINDS:
+                per_token += count * per_cell
+        total = sum(totals)
+        stages = llamacpp_layer_split(spec.num_layers, pp)
+        return KvEstimate(
+            engine=self.name,
+            engine_version=self.version,
+            rule=self.rule,
+            ctx=ctx,
+            batch=batch,
+            kv_dtype=kv_dtype,
+            kv_dtype_storage=storage_text(kv_dtype),
+            tp=tp,
+            pp=pp,
+            block_size=None,
+            kv_bytes_per_token=per_token,
+            state_bytes_per_request=fixed,
+            bytes_per_request=cdiv(total, batch),
+            kv_cache_bytes=total,
+            kv_cache_bytes_per_gpu=max(sum(totals[i] for i in stage) for stage in stages),
+            layers=tuple(groups),
+            notes=self.estimate_notes(spec),
+        )
+
+    def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
+        notes = [
+            "llama.cpp sizes one cache for all sequences: kvsize maps ctx x batch to -c ctx*batch -np batch"
+            + (" with the unified KV cache (llama-server's default)" if self.kv_unified else ", one stream each")
+        ]
+        windowed = sum(
+            1
+            for layer in spec.layers
+            if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
+        )
+        if windowed and spec.model_type in SWA_MODEL_TYPES:
+            notes.append(
+                f"llama.cpp keeps {spec.model_type}'s {windowed} windowed layers in its iSWA cache of "
+                + ("n_ctx_seq cells (--swa-full)" if self.swa_full else f"pad(W x n_seq + {self.n_ubatch}, 256) cells")
+            )
+        elif windowed:
+            notes.append(
+                f"llama.cpp runs {spec.model_type}'s {windowed} sliding-window layers as full attention (no SWA "
+                "cache for this architecture)"
+            )
+        if any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers):
+            notes.append(
+                {
+                    "2026-01": "llama.cpp (since 2026-01) caches only the MLA latent K row (V-less)",
+                    "2025-04": "llama.cpp 2025-04..2026-01 cached the MLA latent as K (576) plus V (512)",
+                    "2025-03": "llama.cpp before 2025-04 cached MLA as decompressed per-head K and V",
+                }[self.version]
+            )
+        if any(layer.state is not None for layer in spec.layers):
+            notes.append("llama.cpp keeps recurrent conv and SSM states in f32, one slot per sequence")
+        if spec.model_dtype == KvDtype.FP32.value:
+            notes.append(
+                "llama.cpp's default cache type is f16 whatever the weights; kv dtype auto follows the config's "
+                "float32 here: pass --kv-dtype f16 to mirror llama.cpp's default"
+            )
+        return tuple(notes)
