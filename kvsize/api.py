@@ -9,16 +9,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from itertools import product
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kvsize.budget import BudgetSettings
 from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, get_engine
 from kvsize.errors import KvsizeError, UsageError
-from kvsize.planner import GpuFit, default_reserve, plan_fit
+from kvsize.planner import GpuFit, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
@@ -190,6 +192,7 @@ def estimate(
     token: str | None = None,
     encoder_len: int | None = None,
     engine_options: Mapping[str, Any] | None = None,
+    budget: BudgetSettings | None = None,
 ) -> Estimate:
     """KV-cache bytes of `model` for every ctx x batch x kv_dtype combination, and the fit on `gpu`.
 
@@ -216,6 +219,7 @@ def estimate(
         weights_bytes=weights_bytes,
         encoder_len=encoder_len,
         engine_options=engine_options,
+        budget=budget,
     )
 
 
@@ -235,6 +239,7 @@ def estimate_loaded(
     weights_bytes: int | None = None,
     encoder_len: int | None = None,
     engine_options: Mapping[str, Any] | None = None,
+    budget: BudgetSettings | None = None,
 ) -> Estimate:
     spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
     tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
@@ -255,8 +260,16 @@ def estimate_loaded(
         ]
 
     card = _gpu_card(gpu, gpu_mem)
-    if card is None and (reserve_bytes is not None or weights_bytes is not None):
-        raise UsageError("a reserve or a weights size only applies to a card", hint="Add --gpu or --gpu-mem.")
+    settings = budget or BudgetSettings()
+    if reserve_bytes is not None:
+        settings = replace(settings, reserve_bytes=reserve_bytes)
+    if settings.max_batched_tokens is None and (engine_options or {}).get("max_num_batched_tokens"):
+        settings = replace(settings, max_batched_tokens=(engine_options or {})["max_num_batched_tokens"])
+    if card is None and (settings != BudgetSettings() or weights_bytes is not None):
+        raise UsageError(
+            "budget settings (reserve, weights, utilisation, KV memory) only apply to a card",
+            hint="Add --gpu or --gpu-mem.",
+        )
     weights = None
     if card is not None:
         from kvsize.weights import find_weights
@@ -274,7 +287,7 @@ def estimate_loaded(
         try:
             rules.check_supported(spec)
             produced = [
-                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, reserve_bytes)
+                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings)
                 for dtype, c, b in product(dtypes, contexts, batches)
             ]
         except KvsizeError as exc:
@@ -303,13 +316,12 @@ def _scenario(
     pp: int,
     card: tuple[str, int] | None,
     weights: WeightsSize | None,
-    reserve_bytes: int | None,
+    settings: BudgetSettings,
 ) -> Scenario:
     est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype, tp=tp, pp=pp)
     fit = None
     if card is not None and weights is not None:
         name, memory = card
-        reserve, rule = (reserve_bytes, "given") if reserve_bytes is not None else default_reserve(memory)
         fit = plan_fit(
             rules,
             spec,
@@ -323,8 +335,7 @@ def _scenario(
             weights_bytes=weights.bytes,
             weights_source=weights.source,
             weights_estimated=weights.estimated,
-            reserve_bytes=reserve,
-            reserve_rule=rule,
+            settings=settings,
         )
     return Scenario(**est.model_dump(), gpu=fit)
 

@@ -1,21 +1,22 @@
-"""Does it fit: a GPU's memory, the weights, a reserve, and the KV cache of a scenario. Pure."""
+"""Does it fit: a GPU's memory, the weights, the engine's budget, and the KV cache of a scenario. Pure."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
+from kvsize.engines.sglang import SglangEngine
+from kvsize.engines.trtllm import TrtllmEngine
+from kvsize.engines.vllm import VllmEngine
 from kvsize.spec import ArchSpec
 
-# vLLM's default gpu_memory_utilization is 0.92 (vllm 0.33 config/cache.py; 0.9 before): the engine budgets
-# 92% of the card and leaves the rest to the CUDA context, other processes and fragmentation.
-DEFAULT_UTILIZATION_PERCENT = 92
 MAX_SEARCH_CONTEXT = 1 << 40
 
 
 class GpuFit(BaseModel):
-    """One scenario on one card."""
+    """One scenario on one GPU of the deployment."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -26,20 +27,23 @@ class GpuFit(BaseModel):
     weights_source: str
     weights_estimated: bool
     reserve_bytes: int
+    """Everything on the card that is neither weights nor KV: memory - weights - kv_budget."""
     reserve_rule: str
+    budget: KvBudget
+    """The engine's budget, part by part."""
     kv_budget_bytes: int
-    """memory - weights - reserve (negative when the weights alone do not fit)."""
+    """KV memory per GPU (negative when the weights alone do not fit)."""
     fits: bool
     """Whether `batch` requests of `ctx` tokens fit in the KV budget."""
     max_concurrency: int
-    """Requests of `ctx` tokens the budget holds at once."""
+    """Requests of `ctx` tokens the budget holds at once (block rounding included)."""
     max_context: int | None
     """Longest context each of `batch` requests can have; None when windows cap every layer (no limit)."""
-
-
-def default_reserve(memory_bytes: int) -> tuple[int, str]:
-    reserve = memory_bytes - memory_bytes * DEFAULT_UTILIZATION_PERCENT // 100
-    return reserve, f"{100 - DEFAULT_UTILIZATION_PERCENT}% of the card, as vLLM's default gpu_memory_utilization 0.92"
+    kv_pool_tokens: int | None = None
+    """The engine's own pool figure: vLLM "GPU KV cache size: N tokens", SGLang max_total_num_tokens,
+    TensorRT-LLM max_tokens; None for engines without a pool."""
+    concurrency: float | None = None
+    """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
 
 
 def request_bytes(engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1) -> int:
@@ -63,6 +67,26 @@ def max_context(
     return low
 
 
+def pool_figures(
+    engine: Engine, spec: ArchSpec, *, budget: int, ctx: int, kv_dtype: KvDtype, tp: int, pp: int
+) -> tuple[int | None, float | None]:
+    """(pool tokens, concurrency) as the engine reports them at start-up."""
+    if budget <= 0:
+        return 0, 0.0
+    if isinstance(engine, VllmEngine):
+        pool = engine.pool(spec, available_bytes=budget, max_model_len=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        return pool.kv_pool_tokens, pool.concurrency
+    if isinstance(engine, SglangEngine):
+        tokens = engine.pool(spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp).max_total_num_tokens
+        return tokens, tokens / ctx
+    if isinstance(engine, TrtllmEngine):  # the budget already applied free_gpu_memory_fraction
+        tokens = engine.pool(
+            spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp, free_gpu_memory_fraction=1.0
+        ).max_tokens
+        return tokens, tokens / ctx
+    return None, None
+
+
 def plan_fit(
     engine: Engine,
     spec: ArchSpec,
@@ -75,8 +99,7 @@ def plan_fit(
     weights_bytes: int,
     weights_source: str,
     weights_estimated: bool,
-    reserve_bytes: int,
-    reserve_rule: str,
+    settings: BudgetSettings = DEFAULT_SETTINGS,
     tp: int = 1,
     pp: int = 1,
 ) -> GpuFit:
@@ -86,19 +109,32 @@ def plan_fit(
     weights_per_gpu = -(-weights_bytes // gpus)
     if gpus > 1:
         weights_source = f"{weights_source}; 1/{gpus} of {weights_bytes:,} B per GPU"
-    budget = memory_bytes - weights_per_gpu - reserve_bytes
+    budget = kv_budget(
+        engine.name,
+        engine.version,
+        spec,
+        memory_bytes=memory_bytes,
+        weights_bytes=weights_per_gpu,
+        tp=tp,
+        pp=pp,
+        settings=settings,
+    )
     per_request = request_bytes(engine, spec, ctx, kv_dtype, tp, pp)
-    usable = max(budget, 0)
+    usable = max(budget.kv_budget_bytes, 0)
+    tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
         weights_bytes=weights_per_gpu,
         weights_source=weights_source,
         weights_estimated=weights_estimated,
-        reserve_bytes=reserve_bytes,
-        reserve_rule=reserve_rule,
-        kv_budget_bytes=budget,
-        fits=budget >= 0 and batch * per_request <= budget,
+        reserve_bytes=memory_bytes - weights_per_gpu - budget.kv_budget_bytes,
+        reserve_rule=budget.rule,
+        budget=budget,
+        kv_budget_bytes=budget.kv_budget_bytes,
+        fits=budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes,
         max_concurrency=usable // per_request if per_request else 0,
         max_context=max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp),
+        kv_pool_tokens=tokens,
+        concurrency=concurrency,
     )

@@ -161,9 +161,14 @@ def test_json_shape() -> None:
         assert type(scenario[key]) is int
     assert set(scenario["gpu"]) == {"name", "memory_bytes", "weights_bytes", "weights_source",
                                     "weights_estimated", "reserve_bytes", "reserve_rule", "kv_budget_bytes",
-                                    "fits", "max_concurrency", "max_context"}
-    for key in ("memory_bytes", "weights_bytes", "reserve_bytes", "kv_budget_bytes", "max_concurrency"):
+                                    "fits", "max_concurrency", "max_context", "budget", "kv_pool_tokens",
+                                    "concurrency"}
+    for key in ("memory_bytes", "weights_bytes", "reserve_bytes", "kv_budget_bytes", "max_concurrency",
+                "kv_pool_tokens"):
         assert type(scenario["gpu"][key]) is int
+    assert type(scenario["gpu"]["concurrency"]) is float
+    for key in ("tp", "pp", "kv_cache_bytes_per_gpu", "engine_version", "block_size"):
+        assert key in scenario
 
 
 def test_gpu_is_null_without_a_card() -> None:
@@ -221,7 +226,7 @@ def test_custom_card_reserve_and_weights_overrides() -> None:
     gpu = s["gpu"]
     # 24 GiB = 25769803776 B; budget = 24 - 15 - 2 = 7 GiB = 7516192768 B.
     assert gpu["memory_bytes"] == 25769803776
-    assert (gpu["reserve_bytes"], gpu["reserve_rule"]) == (2147483648, "given")
+    assert (gpu["reserve_bytes"], gpu["reserve_rule"]) == (2147483648, "card - weights - reserve (given)")
     assert (gpu["weights_bytes"], gpu["weights_source"]) == (16106127360, "given")
     assert gpu["kv_budget_bytes"] == 7516192768
     # 8192 x 131072 B = 1 GiB per request -> 7 requests.
@@ -229,13 +234,14 @@ def test_custom_card_reserve_and_weights_overrides() -> None:
 
 
 def test_custom_card_default_reserve() -> None:
-    gpu = run_json(LLAMA_8B, "--gpu-mem", "24GiB", "--ctx", "8k")["scenarios"][0]["gpu"]
+    gpu = run_json(LLAMA_8B, "--gpu-mem", "24GiB", "--ctx", "8k", "--engine", "formula")["scenarios"][0]["gpu"]
     # 25769803776 x 92 = 2370821947392; // 100 = 23708219473; reserve = 25769803776 - 23708219473.
     assert gpu["reserve_bytes"] == 2061584303
 
 
 def test_weights_beyond_the_card_do_not_fit() -> None:
-    gpu = run_json(LLAMA_8B, "--gpu", "h100", "--weights-mem", "100GiB", "--ctx", "8k")["scenarios"][0]["gpu"]
+    gpu = run_json(LLAMA_8B, "--gpu", "h100", "--weights-mem", "100GiB", "--ctx", "8k", "--engine",
+                   "formula")["scenarios"][0]["gpu"]
     # 85520809984 - 107374182400 - 6841664799 = -28695037215: negative budget, nothing fits.
     assert gpu["kv_budget_bytes"] == -28695037215
     assert (gpu["fits"], gpu["max_concurrency"]) == (False, 0)
@@ -249,7 +255,8 @@ def test_batch_that_does_not_fit() -> None:
     # each of 4 requests: 62618622689 // (4 x 131072) = 119435 tokens.
     assert gpu["max_context"] == 119435
     # vLLM allocates whole 16-token blocks: the longest context is 119435 rounded down to 16 = 119424.
-    assert run_json(*args, "--engine", "vllm")["scenarios"][0]["gpu"]["max_context"] == 119424
+    same_budget = ("--reserve", "6841664799")  # the formula's default reserve, stated
+    assert run_json(*args, *same_budget, "--engine", "vllm")["scenarios"][0]["gpu"]["max_context"] == 119424
 
 
 # --- grids ---------------------------------------------------------------------------------------------

@@ -12,10 +12,18 @@ BUDGET = H100_BYTES - LLAMA_8B_WEIGHTS - RESERVE
 
 
 def run(**kwargs: object) -> Estimate:
+    kwargs.setdefault("engine", "formula")
     return kvsize.estimate("meta-llama/Llama-3.1-8B", gpu="h100", kv_dtype="bf16", **kwargs)  # type: ignore[arg-type]
 
 
-def test_seed_rule_of_thumb() -> None:
+# vLLM 0.33 on the same card, part by part (kvsize/budget.py):
+VISIBLE = H100_BYTES - 494_927_872  # CUDA-visible: nvidia-smi's 79.65 GiB less 0.46 GiB -> 79.19 GiB
+REQUESTED = -(-VISIBLE * 92 // 100)  # ceil(visible x 0.92)
+ACTIVATION = int(1024 * 128_256 * 14.58 + 8192 * 4096 * 3.40)  # 1024 seqs x vocab logits + 8192 x hidden
+VLLM_BUDGET = REQUESTED - LLAMA_8B_WEIGHTS - ACTIVATION - 268_435_456 - 805_306_368  # non-torch, CUDA graphs
+
+
+def test_seed_rule_of_thumb_formula() -> None:
     """Llama-3.1-8B on an 80 GB H100: about 60 GiB for KV, about 60 requests at 8k, about 3 at 128k."""
     result = run(ctx=["8k", "128k"])
     at_8k, at_128k = (s.gpu for s in result.scenarios)
@@ -26,18 +34,18 @@ def test_seed_rule_of_thumb() -> None:
 
 
 def test_max_context_for_batch() -> None:
-    (scenario,) = run(ctx=32768, batch=16, engine="formula").scenarios
+    (scenario,) = run(ctx=32768, batch=16).scenarios
     assert scenario.gpu is not None
     # 16 requests x 131,072 B/token x c <= budget
     assert scenario.gpu.max_context == BUDGET // (16 * 131_072)
     # vLLM: 16 x cdiv(c, 16) x 16 x 131,072 <= budget -> whole blocks only.
     (paged,) = run(ctx=32768, batch=16, engine="vllm").scenarios
-    assert paged.gpu is not None and paged.gpu.max_context == BUDGET // (16 * 131_072) // 16 * 16
+    assert paged.gpu is not None and paged.gpu.max_context == VLLM_BUDGET // (16 * 131_072) // 16 * 16
     assert scenario.gpu.fits == (16 * 32768 * 131_072 <= BUDGET)
 
 
 def test_does_not_fit_when_weights_exceed_card() -> None:
-    result = kvsize.estimate("meta-llama/Llama-3.1-70B-Instruct", ctx=8192, gpu="l4", kv_dtype="bf16")
+    result = kvsize.estimate("meta-llama/Llama-3.1-70B-Instruct", ctx=8192, gpu="l4", kv_dtype="bf16", engine="vllm")
     fit = result.scenarios[0].gpu
     assert fit is not None and not fit.fits
     assert fit.kv_budget_bytes < 0 and fit.max_concurrency == 0 and fit.max_context == 0
@@ -50,8 +58,33 @@ def test_windowed_model_has_no_context_limit() -> None:
 
 
 def test_custom_card_and_reserve() -> None:
-    (scenario,) = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=8192, gpu_mem=24 * 1024**3,
+    (scenario,) = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=8192, gpu_mem=24 * 1024**3, engine="formula",
                                   reserve_bytes=1024**3, weights_bytes=16 * 10**9).scenarios
     assert scenario.gpu is not None
     assert scenario.gpu.kv_budget_bytes == 24 * 1024**3 - 16 * 10**9 - 1024**3
     assert scenario.gpu.max_concurrency == scenario.gpu.kv_budget_bytes // (8192 * 131_072)
+
+
+def test_seed_rule_of_thumb_vllm() -> None:
+    """The same under vLLM 0.33's budget: 92% of the CUDA-visible memory less weights, the profile run's
+    activation peak, non-torch memory and CUDA graphs."""
+    at_8k, at_128k = (s.gpu for s in run(ctx=["8k", "128k"], engine="vllm").scenarios)
+    assert at_8k is not None and at_128k is not None
+    assert at_8k.kv_budget_bytes == VLLM_BUDGET and 54 * 1024**3 < VLLM_BUDGET < 61 * 1024**3
+    # 8192 tokens = 512 blocks of 16; a block holds 16 tokens x 32 layers x 4096 B = 2 MiB.
+    assert at_8k.max_concurrency == VLLM_BUDGET // (512 * 2 * 1024**2) == 55
+    assert at_128k.max_concurrency == VLLM_BUDGET // (8192 * 2 * 1024**2) == 3
+    # The log figures: num_blocks = budget // 2 MiB; concurrency = num_blocks / 8192 blocks per 128k request.
+    blocks = VLLM_BUDGET // (2 * 1024**2)
+    assert at_128k.kv_pool_tokens == int(blocks / 8192 * 131_072)
+    assert at_128k.concurrency == blocks / 8192
+
+
+def test_kv_memory_given() -> None:
+    """--kv-memory: 6.5 GiB for KV; what does it hold?"""
+    from kvsize.budget import BudgetSettings
+
+    (scenario,) = run(ctx=8192, engine="vllm", budget=BudgetSettings(kv_memory_bytes=13 * 1024**3 // 2)).scenarios
+    assert scenario.gpu is not None and scenario.gpu.kv_budget_bytes == 6_979_321_856
+    assert scenario.gpu.kv_pool_tokens == 6_979_321_856 // (2 * 1024**2) * 16  # 3328 blocks of 16 tokens
+    assert scenario.gpu.max_concurrency == 6

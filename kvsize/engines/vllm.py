@@ -1,6 +1,6 @@
 """vLLM (v1 engine): paged blocks, per-kind admission bounds, KV-cache groups and the pool figures it logs.
 
-Rules mirror vLLM 0.33 (default), 0.20 and 0.11 as read from their source (file and function beside each
+Rules mirror vLLM 0.33 (default), 0.19 (0.12-0.19) and 0.11 as read from their source (file and function beside each
 rule; the reference is ../ENGINES.md §1 of the kvsize repository's research notes):
 
 - Page of one layer: block_size x kv_heads_per_rank x (head_size + head_size_v) x dtype bytes
@@ -12,7 +12,7 @@ rule; the reference is ../ENGINES.md §1 of the kvsize repository's research not
   (SlidingWindowSpec); chunked local cdiv(min(C + in_flight, L), bs) (ChunkedLocalAttentionSpec);
   cross attention cdiv(encoder tokens, bs); Mamba 2 blocks with prefix caching on (the default for hybrid
   models, mamba_cache_mode "align"), 1 for attention-free models. in_flight = max_concurrent_batches x
-  max_num_batched_tokens (2 batches with async scheduling in 0.33; 0.20 and older used one batch).
+  max_num_batched_tokens (2 batches with async scheduling in 0.33; 0.19 and older used one batch).
 - Groups (vllm/v1/core/kv_cache_planning.py get_kv_cache_groups): one group for identical layers; layers
   of one type with different sizes share one group whose block spans every layer's page; mixed types are
   bucketed, group_size = min bucket (max when max < 1.5 x min), short groups padded. A block spans
@@ -21,7 +21,7 @@ rule; the reference is ../ENGINES.md §1 of the kvsize repository's research not
   state page is padded to the attention page (Platform._align_hybrid_block_size).
 - Pool: num_blocks = available // bytes_per_block; concurrency = num_blocks / blocks per request; logged
   "GPU KV cache size" = int(concurrency x max_model_len) (kv_cache_utils.get_max_concurrency_for_kv_cache_config;
-  0.20 and older: num_blocks // groups x block_size).
+  0.19 and older: num_blocks // groups x block_size).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Pool:
 class VllmEngine(Engine):
     name = "vllm"
     title = "vLLM"
-    versions = ("0.33", "0.20", "0.11")
+    versions = ("0.33", "0.19", "0.11")
 
     def __init__(
         self,
@@ -107,7 +107,7 @@ class VllmEngine(Engine):
     @property
     def in_flight_tokens(self) -> int:
         """Tokens scheduled but not yet finished that a sliding window must keep (VllmConfig.max_in_flight_tokens):
-        two batches with async scheduling (0.33), one batch before 0.21."""
+        two batches with async scheduling (0.33), one batch in 0.19 and older."""
         batches = 2 if self.version == "0.33" else 1
         return batches * self.max_num_batched_tokens
 
