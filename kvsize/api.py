@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any
 
@@ -20,7 +20,7 @@ from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, get_engine
 from kvsize.errors import KvsizeError, UsageError
-from kvsize.planner import GpuFit, plan_fit
+from kvsize.planner import GpuFit, Hardware, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
@@ -193,6 +193,8 @@ def estimate(
     encoder_len: int | None = None,
     engine_options: Mapping[str, Any] | None = None,
     budget: BudgetSettings | None = None,
+    weights_dtype: str | None = None,
+    offload: tuple[int, int | None] | None = None,
 ) -> Estimate:
     """KV-cache bytes of `model` for every ctx x batch x kv_dtype combination, and the fit on `gpu`.
 
@@ -220,6 +222,8 @@ def estimate(
         encoder_len=encoder_len,
         engine_options=engine_options,
         budget=budget,
+        weights_dtype=weights_dtype,
+        offload=offload,
     )
 
 
@@ -240,6 +244,8 @@ def estimate_loaded(
     encoder_len: int | None = None,
     engine_options: Mapping[str, Any] | None = None,
     budget: BudgetSettings | None = None,
+    weights_dtype: str | None = None,
+    offload: tuple[int, int | None] | None = None,
 ) -> Estimate:
     spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
     tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
@@ -265,7 +271,7 @@ def estimate_loaded(
         settings = replace(settings, reserve_bytes=reserve_bytes)
     if settings.max_batched_tokens is None and (engine_options or {}).get("max_num_batched_tokens"):
         settings = replace(settings, max_batched_tokens=(engine_options or {})["max_num_batched_tokens"])
-    if card is None and (settings != BudgetSettings() or weights_bytes is not None):
+    if card is None and (settings != BudgetSettings() or weights_bytes is not None or weights_dtype or offload):
         raise UsageError(
             "budget settings (reserve, weights, utilisation, KV memory) only apply to a card",
             hint="Add --gpu or --gpu-mem.",
@@ -277,17 +283,18 @@ def estimate_loaded(
         weights = (
             WeightsSize(weights_bytes, "given")
             if weights_bytes is not None
-            else find_weights(loaded, model_dtype=spec.model_dtype)
+            else find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype)
         )
         if weights.estimated:
             notes.append(f"weights {weights.source}")
+    hardware = _hardware(loaded, spec, card, offload)
 
     scenarios = []
     for rules in engines:
         try:
             rules.check_supported(spec)
             produced = [
-                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings)
+                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware)
                 for dtype, c, b in product(dtypes, contexts, batches)
             ]
         except KvsizeError as exc:
@@ -314,14 +321,14 @@ def _scenario(
     dtype: KvDtype,
     tp: int,
     pp: int,
-    card: tuple[str, int] | None,
+    card: _Card | None,
     weights: WeightsSize | None,
     settings: BudgetSettings,
+    hardware: Hardware | None = None,
 ) -> Scenario:
     est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype, tp=tp, pp=pp)
     fit = None
     if card is not None and weights is not None:
-        name, memory = card
         fit = plan_fit(
             rules,
             spec,
@@ -330,24 +337,83 @@ def _scenario(
             kv_dtype=dtype,
             tp=tp,
             pp=pp,
-            gpu_name=name,
-            memory_bytes=memory,
+            gpu_name=card.name,
+            memory_bytes=card.memory_bytes,
             weights_bytes=weights.bytes,
             weights_source=weights.source,
             weights_estimated=weights.estimated,
             settings=settings,
+            hardware=hardware,
         )
     return Scenario(**est.model_dump(), gpu=fit)
 
 
-def _gpu_card(gpu: str | None, gpu_mem: int | None) -> tuple[str, int] | None:
+@dataclass(frozen=True)
+class _Card:
+    name: str
+    memory_bytes: int
+    bandwidth_bytes_per_s: int | None = None
+    bf16_flops: float | None = None
+
+
+def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
     from kvsize.profiles import resolve_gpu
 
     profile = resolve_gpu(gpu) if gpu is not None else None
-    if gpu_mem is not None:
-        if gpu_mem <= 0:
-            raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}")
-        return (f"{profile.id} with {gpu_mem} B" if profile else "custom"), gpu_mem
+    if gpu_mem is not None and gpu_mem <= 0:
+        raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}")
     if profile is None:
+        return _Card("custom", gpu_mem) if gpu_mem is not None else None
+    tflops = profile.dense_tflops.get("bf16") if profile.dense_tflops else None
+    return _Card(
+        f"{profile.id} with {gpu_mem} B" if gpu_mem is not None else profile.id,
+        gpu_mem if gpu_mem is not None else profile.memory_bytes,
+        profile.memory_bandwidth_bytes_per_s,
+        float(tflops) * 1e12 if isinstance(tflops, (int, float)) else None,
+    )
+
+
+def _hardware(
+    loaded: LoadedConfig, spec: ArchSpec, card: _Card | None, offload: tuple[int, int | None] | None
+) -> Hardware | None:
+    if card is None:
         return None
-    return profile.id, profile.memory_bytes
+    active = None
+    if card.bf16_flops:
+        from kvsize.params import estimate_parameters
+
+        try:
+            counted = estimate_parameters(loaded.raw)
+            active = counted.active or counted.total
+        except KvsizeError:
+            active = None
+    heads = spec.num_attention_heads or 0
+    head_dim = max((layer.attention.head_dim for layer in spec.layers if layer.attention), default=0)
+    return Hardware(
+        bandwidth_bytes_per_s=card.bandwidth_bytes_per_s,
+        bf16_flops=card.bf16_flops,
+        active_parameters=active,
+        num_layers=sum(1 for layer in spec.layers if layer.attention is not None),
+        attention_width=heads * head_dim,
+        cpu_mem_bytes=offload[0] if offload else None,
+        link_bytes_per_s=offload[1] if offload else None,
+    )
+
+
+def offload_settings(cpu_mem: str | None, link_gb_s: str | None) -> tuple[int, int | None] | None:
+    """--cpu-mem and --link-bandwidth (GB/s) as bytes and bytes per second."""
+    from kvsize.units import parse_size
+
+    if cpu_mem is None:
+        if link_gb_s is not None:
+            raise UsageError("--link-bandwidth needs --cpu-mem", hint="Give the offload tier's size.")
+        return None
+    link = None
+    if link_gb_s is not None:
+        try:
+            link = int(float(link_gb_s) * 1e9)
+        except ValueError:
+            link = 0
+        if link <= 0:
+            raise UsageError(f"cannot read the link bandwidth '{link_gb_s}'", hint="Give GB/s, e.g. 64 or 450.")
+    return parse_size(cpu_mem), link

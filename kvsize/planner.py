@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
 from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
@@ -13,6 +15,39 @@ from kvsize.engines.vllm import VllmEngine
 from kvsize.spec import ArchSpec
 
 MAX_SEARCH_CONTEXT = 1 << 40
+PCIE5_X16_BYTES_PER_S = 64_000_000_000  # PCIe Gen5 x16: 32 GT/s x 16 lanes, 64 GB/s per direction
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SpeedBound(_Frozen):
+    """Roofline upper bounds on speed: no engine runs faster (labelled as bounds, not predictions)."""
+
+    decode_step_seconds_min: float
+    """(weights on the GPU + KV of the whole batch read once) / memory bandwidth."""
+    decode_tokens_per_s_per_request_max: float
+    decode_tokens_per_s_max: float
+    """All `batch` requests together."""
+    prefill_seconds_min: float | None
+    """2 x active parameters x prompt tokens (+ causal attention) / (bf16 dense peak x tp); None without a
+    FLOP/s figure."""
+    bandwidth_bytes_per_s: int
+    rule: str
+
+
+class OffloadTier(_Frozen):
+    """A CPU DRAM or disk tier behind the GPU cache."""
+
+    memory_bytes: int
+    extra_tokens: int
+    """Tokens of KV the tier holds (all layers, one replica)."""
+    extra_requests: int
+    """Requests of `ctx` tokens the tier holds."""
+    link_bytes_per_s: int
+    transfer_seconds_per_request: float
+    """Moving one request's cache over the link once."""
 
 
 class GpuFit(BaseModel):
@@ -44,6 +79,58 @@ class GpuFit(BaseModel):
     TensorRT-LLM max_tokens; None for engines without a pool."""
     concurrency: float | None = None
     """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
+    speed: SpeedBound | None = None
+    offload: OffloadTier | None = None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the speed and offload figures need to know of the card and its host."""
+
+    bandwidth_bytes_per_s: int | None = None
+    bf16_flops: float | None = None
+    """Dense bf16 FLOP/s of one GPU."""
+    active_parameters: int | None = None
+    num_layers: int = 0
+    attention_width: int = 0
+    """num_attention_heads x head_dim, for the causal attention FLOPs of prefill."""
+    cpu_mem_bytes: int | None = None
+    link_bytes_per_s: int | None = None
+
+
+def speed_bound(
+    *, weights_per_gpu: int, kv_per_gpu: int, ctx: int, batch: int, tp: int, hw: Hardware
+) -> SpeedBound | None:
+    if not hw.bandwidth_bytes_per_s:
+        return None
+    step = (weights_per_gpu + kv_per_gpu) / hw.bandwidth_bytes_per_s
+    prefill = None
+    if hw.bf16_flops and hw.active_parameters:
+        # Linear layers: 2 FLOPs per parameter per token; causal attention: QK^T and PV over half the square.
+        flops = 2 * hw.active_parameters * ctx * batch + 2 * hw.num_layers * hw.attention_width * ctx * ctx * batch
+        prefill = flops / (hw.bf16_flops * tp)
+    return SpeedBound(
+        decode_step_seconds_min=step,
+        decode_tokens_per_s_per_request_max=1 / step,
+        decode_tokens_per_s_max=batch / step,
+        prefill_seconds_min=prefill,
+        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s,
+        rule="memory-bandwidth roofline: every decode step reads the GPU's weights and the batch's KV once; "
+        "prefill at the bf16 dense peak",
+    )
+
+
+def offload_tier(*, bytes_per_token: int, bytes_per_request: int, hw: Hardware) -> OffloadTier | None:
+    if not hw.cpu_mem_bytes:
+        return None
+    link = hw.link_bytes_per_s or PCIE5_X16_BYTES_PER_S
+    return OffloadTier(
+        memory_bytes=hw.cpu_mem_bytes,
+        extra_tokens=hw.cpu_mem_bytes // bytes_per_token if bytes_per_token else 0,
+        extra_requests=hw.cpu_mem_bytes // bytes_per_request if bytes_per_request else 0,
+        link_bytes_per_s=link,
+        transfer_seconds_per_request=bytes_per_request / link,
+    )
 
 
 def request_bytes(engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1) -> int:
@@ -102,6 +189,7 @@ def plan_fit(
     settings: BudgetSettings = DEFAULT_SETTINGS,
     tp: int = 1,
     pp: int = 1,
+    hardware: Hardware | None = None,
 ) -> GpuFit:
     """The fit on one GPU of a tp x pp deployment: the weights split evenly over the GPUs (embeddings and
     norms are in truth replicated or on one stage, a small error), the cache of the most loaded rank."""
@@ -122,6 +210,8 @@ def plan_fit(
     per_request = request_bytes(engine, spec, ctx, kv_dtype, tp, pp)
     usable = max(budget.kv_budget_bytes, 0)
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
+    hw = hardware or Hardware()
+    whole = engine.estimate(spec, ctx=ctx, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -137,4 +227,10 @@ def plan_fit(
         max_context=max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp),
         kv_pool_tokens=tokens,
         concurrency=concurrency,
+        speed=speed_bound(
+            weights_per_gpu=weights_per_gpu, kv_per_gpu=batch * per_request, ctx=ctx, batch=batch, tp=tp, hw=hw
+        ),
+        offload=offload_tier(
+            bytes_per_token=whole.kv_bytes_per_token, bytes_per_request=whole.bytes_per_request, hw=hw
+        ),
     )

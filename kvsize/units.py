@@ -65,6 +65,18 @@ def parse_count(text: str, what: str) -> int:
     return int(cleaned)
 
 
+def parse_fraction(text: str, what: str) -> float:
+    """A share of memory in (0, 1]: '0.9', '0.92', '90%'."""
+    cleaned = text.strip()
+    try:
+        value = float(cleaned[:-1]) / 100 if cleaned.endswith("%") else float(cleaned)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise UsageError(f"{what} must be a fraction in (0, 1], got '{text}'", hint="For example 0.9 or 90%.")
+    return value
+
+
 def format_bytes(n: int) -> str:
     """Binary units with two decimals: 17179869184 -> '16.00 GiB'; under 1 KiB in bytes."""
     if n < 0:

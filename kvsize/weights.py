@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
-from kvsize.dtypes import KvDtype
-from kvsize.errors import KvsizeError
+from kvsize.errors import KvsizeError, UsageError
 from kvsize.resolve import LoadedConfig
 
 # Bytes per element of safetensors dtypes (safetensors format spec). 4-bit formats are stored packed in U8.
@@ -88,30 +90,89 @@ def weights_from_hub_counts(counts: dict[str, int], repo: str) -> WeightsSize:
     return WeightsSize(total, f"hub safetensors metadata of {repo} ({detail})")
 
 
-def weights_from_config(loaded: LoadedConfig, *, model_dtype: str) -> WeightsSize:
-    """Parameter count from the config times the weights' bytes per parameter: an estimate."""
+# Bits per weight, scales included: AWQ / GPTQ int4 keep an fp16 scale and a 4-bit zero point per group of 128
+# (AutoAWQ / GPTQ defaults); MXFP4 one E8M0 scale per 32 (OCP MX); NVFP4 one e4m3 scale per 16.
+WEIGHT_BITS: dict[str, Fraction] = {
+    "fp32": Fraction(32),
+    "bf16": Fraction(16),
+    "fp16": Fraction(16),
+    "fp8": Fraction(8),
+    "int8": Fraction(8),
+    "int4": Fraction(4) + Fraction(16 + 4, 128),
+    "awq": Fraction(4) + Fraction(16 + 4, 128),
+    "gptq": Fraction(4) + Fraction(16 + 4, 128),
+    "mxfp4": Fraction(4) + Fraction(8, 32),
+    "nvfp4": Fraction(4) + Fraction(8, 16),
+}
+
+
+def weight_bits(name: str) -> Fraction:
+    key = name.strip().lower().replace("bfloat16", "bf16").replace("float16", "fp16").replace("float32", "fp32")
+    if key not in WEIGHT_BITS:
+        raise UsageError(f"unknown weights dtype '{name}'", hint=f"Choose from: {', '.join(WEIGHT_BITS)}.")
+    return WEIGHT_BITS[key]
+
+
+def _quantized_bits(raw: Mapping[str, Any]) -> tuple[Fraction, str, bool] | None:
+    """(bits, description, experts only) from a config's quantization_config."""
+    quant = raw.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "fp8":
+        block = quant.get("weight_block_size")
+        scales = Fraction(32, block[0] * block[1]) if isinstance(block, list) and len(block) == 2 else Fraction(0)
+        return Fraction(8) + scales, "fp8 (quantization_config" + (", fp32 scale per block)" if scales else ")"), False
+    if method in ("awq", "gptq"):
+        bits, group = int(quant.get("bits", 4)), int(quant.get("group_size", 128))
+        return Fraction(bits) + Fraction(16 + bits, group), f"{method} int{bits}, group {group}", False
+    if method == "mxfp4":  # gpt-oss: MoE experts in MXFP4, everything else in the model dtype
+        return WEIGHT_BITS["mxfp4"], "mxfp4 experts (quantization_config)", True
+    return None
+
+
+def weights_from_config(
+    loaded: LoadedConfig, *, model_dtype: str, weights_dtype: str | None = None, num_parameters: int | None = None
+) -> WeightsSize:
+    """Parameter count (published, else counted from the config) times the bits per weight: an estimate."""
     from kvsize.params import estimate_parameters
 
-    params = estimate_parameters(loaded.raw).total
-    quant = loaded.raw.get("quantization_config")
-    if isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8":
-        per_param, why = 1, "fp8 (quantization_config)"
+    counted = estimate_parameters(loaded.raw)
+    params = num_parameters or counted.total
+    origin = "published" if num_parameters else "counted from the config"
+    base = weight_bits(model_dtype)
+    if weights_dtype is not None:
+        bits, why, experts_only = weight_bits(weights_dtype), f"{weights_dtype} (--weights-dtype)", False
     else:
-        dtype = KvDtype(model_dtype)
-        per_param, why = dtype.storage.block_bytes, dtype.value
+        bits, why, experts_only = _quantized_bits(loaded.raw) or (base, model_dtype, False)
+    if experts_only:
+        experts = counted.breakdown.get("experts", 0)
+        total_bits = experts * bits + (params - experts) * base
+    else:
+        total_bits = params * bits
+    size = math.ceil(total_bits / 8)
     return WeightsSize(
-        params * per_param,
-        f"estimate: {params:,} parameters counted from the config x {per_param} B ({why})",
-        estimated=True,
+        size, f"estimate: {params:,} parameters {origin} at {why} ({float(bits):g} bits)", estimated=True
     )
 
 
 def find_weights(
-    loaded: LoadedConfig, *, model_dtype: str = "bf16", fetch_hub: Callable[[str], dict[str, int]] | None = None
+    loaded: LoadedConfig,
+    *,
+    model_dtype: str = "bf16",
+    weights_dtype: str | None = None,
+    fetch_hub: Callable[[str], dict[str, int]] | None = None,
 ) -> WeightsSize:
     """In order: the registry's published size, a local index or safetensors headers, the hub's metadata
-    (for hub models; `fetch_hub` replaces it in tests), and last a parameter count from the config."""
+    (for hub models; `fetch_hub` replaces it in tests), and last a parameter count from the config.
+    `weights_dtype` re-prices the parameters at another precision (a quantized deployment)."""
     from kvsize.registry import registry_weights
+
+    if weights_dtype is not None:
+        published = registry_weights().get((loaded.hub_id or "").lower()) or {}
+        return weights_from_config(
+            loaded, model_dtype=model_dtype, weights_dtype=weights_dtype, num_parameters=published.get("num_parameters")
+        )
 
     if loaded.hub_id is not None:
         published = registry_weights().get(loaded.hub_id.lower()) or {}

@@ -1,0 +1,61 @@
+"""--plot: KV memory and maximum concurrency against context length, with the card's KV budget drawn.
+
+matplotlib is an optional extra (`pip install "kvsize[plot]"`), imported only here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvsize.errors import MissingExtra, UsageError
+
+if TYPE_CHECKING:
+    from kvsize.api import Estimate
+    from kvsize.spec import ArchSpec
+
+GIB = 1024**3
+POINTS = 48
+
+
+def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
+    """Draw, for the first scenario's engine, dtype and batch, KV bytes (left axis) and the requests of each
+    context that fit (right axis) from 1k tokens to the largest context asked for."""
+    target = Path(path)
+    if target.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot writes .png or .svg files, got '{path}'")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingExtra("--plot needs matplotlib", hint='Install it with: pip install "kvsize[plot]"') from None
+    from kvsize.engines import get_engine
+
+    first = result.scenarios[0]
+    engine = get_engine(first.engine, first.engine_version)
+    top = max(s.ctx for s in result.scenarios)
+    contexts = sorted({max(1024, top * i // POINTS) for i in range(1, POINTS + 1)})
+    sizes = [
+        engine.estimate(spec, ctx=c, batch=first.batch, kv_dtype=first.kv_dtype, tp=first.tp, pp=first.pp)
+        for c in contexts
+    ]
+    fig, left = plt.subplots(figsize=(8, 4.5))
+    left.plot(contexts, [e.kv_cache_bytes_per_gpu / GIB for e in sizes], label=f"KV cache, batch {first.batch}")
+    left.set_xlabel("context (tokens)")
+    left.set_ylabel("GiB per GPU")
+    budget = first.gpu.kv_budget_bytes if first.gpu else None
+    if budget is not None and budget > 0:
+        left.axhline(budget / GIB, color="tab:red", linestyle="--", label=f"KV budget on {first.gpu.name}")
+        right = left.twinx()
+        right.plot(contexts, [budget // (e.kv_cache_bytes_per_gpu // first.batch) for e in sizes],
+                   color="tab:green", label="max concurrent requests")
+        right.set_ylabel("requests that fit")
+        right.legend(loc="upper right")
+    left.legend(loc="upper left")
+    left.set_title(f"{result.model} - {first.engine} {first.engine_version}, {first.kv_dtype.value}")
+    fig.tight_layout()
+    fig.savefig(target)
+    plt.close(fig)
+    return target
