@@ -45,8 +45,8 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
     left.plot(contexts, [e.kv_cache_bytes_per_gpu / GIB for e in sizes], label=f"KV cache, batch {first.batch}")
     left.set_xlabel("context (tokens)")
     left.set_ylabel("GiB per GPU")
-    budget = first.gpu.kv_budget_bytes if first.gpu else None
-    if budget is not None and budget > 0:
+    if first.gpu is not None and first.gpu.kv_budget_bytes > 0:
+        budget = first.gpu.kv_budget_bytes
         left.axhline(budget / GIB, color="tab:red", linestyle="--", label=f"KV budget on {first.gpu.name}")
         right = left.twinx()
         right.plot(contexts, [budget // (e.kv_cache_bytes_per_gpu // first.batch) for e in sizes],
