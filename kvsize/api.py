@@ -195,6 +195,7 @@ def estimate(
     budget: BudgetSettings | None = None,
     weights_dtype: str | None = None,
     offload: tuple[int, int | None] | None = None,
+    with_max_context: bool = True,
 ) -> Estimate:
     """KV-cache bytes of `model` for every ctx x batch x kv_dtype combination, and the fit on `gpu`.
 
@@ -224,6 +225,7 @@ def estimate(
         budget=budget,
         weights_dtype=weights_dtype,
         offload=offload,
+        with_max_context=with_max_context,
     )
 
 
@@ -246,8 +248,9 @@ def estimate_loaded(
     budget: BudgetSettings | None = None,
     weights_dtype: str | None = None,
     offload: tuple[int, int | None] | None = None,
+    with_max_context: bool = True,
 ) -> Estimate:
-    spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
+    spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
     names = [engine] if isinstance(engine, str) else list(engine)
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
@@ -294,7 +297,7 @@ def estimate_loaded(
         try:
             rules.check_supported(spec)
             produced = [
-                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware)
+                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware, with_max_context)
                 for dtype, c, b in product(dtypes, contexts, batches)
             ]
         except KvsizeError as exc:
@@ -325,6 +328,7 @@ def _scenario(
     weights: WeightsSize | None,
     settings: BudgetSettings,
     hardware: Hardware | None = None,
+    with_max_context: bool = True,
 ) -> Scenario:
     est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype, tp=tp, pp=pp)
     fit = None
@@ -344,6 +348,8 @@ def _scenario(
             weights_estimated=weights.estimated,
             settings=settings,
             hardware=hardware,
+            with_max_context=with_max_context,
+            estimate=est,
         )
     return Scenario(**est.model_dump(), gpu=fit)
 
@@ -373,20 +379,48 @@ def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
     )
 
 
+# Specs and parameter counts of recently used configs, keyed by the config dict's identity: a capacity check
+# sizes the same model for many deployments.
+_PARSED: dict[tuple[int, int | None], tuple[dict[str, Any], ArchSpec]] = {}
+_ACTIVE: dict[int, tuple[dict[str, Any], int | None]] = {}
+_CACHE_LIMIT = 256
+
+
+def _parsed(loaded: LoadedConfig, encoder_len: int | None) -> ArchSpec:
+    key = (id(loaded.raw), encoder_len)
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] is loaded.raw:
+        return hit[1]
+    spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
+    if len(_PARSED) >= _CACHE_LIMIT:
+        _PARSED.clear()
+    _PARSED[key] = (loaded.raw, spec)
+    return spec
+
+
+def _active_parameters(raw: dict[str, Any]) -> int | None:
+    hit = _ACTIVE.get(id(raw))
+    if hit is not None and hit[0] is raw:
+        return hit[1]
+    from kvsize.params import estimate_parameters
+
+    try:
+        counted = estimate_parameters(raw)
+        active: int | None = counted.active or counted.total
+    except KvsizeError:
+        active = None
+    if len(_ACTIVE) >= _CACHE_LIMIT:
+        _ACTIVE.clear()
+    _ACTIVE[id(raw)] = (raw, active)
+    return active
+
+
 def _hardware(
     loaded: LoadedConfig, spec: ArchSpec, card: _Card | None, offload: tuple[int, int | None] | None
 ) -> Hardware | None:
     if card is None:
         return None
-    active = None
-    if card.bf16_flops:
-        from kvsize.params import estimate_parameters
-
-        try:
-            counted = estimate_parameters(loaded.raw)
-            active = counted.active or counted.total
-        except KvsizeError:
-            active = None
+    active = _active_parameters(loaded.raw) if card.bf16_flops else None
     heads = spec.num_attention_heads or 0
     head_dim = max((layer.attention.head_dim for layer in spec.layers if layer.attention), default=0)
     return Hardware(

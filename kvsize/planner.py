@@ -12,6 +12,7 @@ from kvsize.engines.base import Engine
 from kvsize.engines.sglang import SglangEngine
 from kvsize.engines.trtllm import TrtllmEngine
 from kvsize.engines.vllm import VllmEngine
+from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
 
 MAX_SEARCH_CONTEXT = 1 << 40
@@ -73,7 +74,8 @@ class GpuFit(BaseModel):
     max_concurrency: int
     """Requests of `ctx` tokens the budget holds at once (block rounding included)."""
     max_context: int | None
-    """Longest context each of `batch` requests can have; None when windows cap every layer (no limit)."""
+    """Longest context each of `batch` requests can have; None when windows cap every layer (no limit), or
+    when not asked for (`kvsize plan`)."""
     kv_pool_tokens: int | None = None
     """The engine's own pool figure: vLLM "GPU KV cache size: N tokens", SGLang max_total_num_tokens,
     TensorRT-LLM max_tokens; None for engines without a pool."""
@@ -190,6 +192,8 @@ def plan_fit(
     tp: int = 1,
     pp: int = 1,
     hardware: Hardware | None = None,
+    with_max_context: bool = True,
+    estimate: KvEstimate | None = None,
 ) -> GpuFit:
     """The fit on one GPU of a tp x pp deployment: the weights split evenly over the GPUs (embeddings and
     norms are in truth replicated or on one stage, a small error), the cache of the most loaded rank."""
@@ -207,11 +211,11 @@ def plan_fit(
         pp=pp,
         settings=settings,
     )
-    per_request = request_bytes(engine, spec, ctx, kv_dtype, tp, pp)
+    whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
+    per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request
     usable = max(budget.kv_budget_bytes, 0)
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     hw = hardware or Hardware()
-    whole = engine.estimate(spec, ctx=ctx, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -224,7 +228,9 @@ def plan_fit(
         kv_budget_bytes=budget.kv_budget_bytes,
         fits=budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes,
         max_concurrency=usable // per_request if per_request else 0,
-        max_context=max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp),
+        max_context=(
+            max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
+        ),
         kv_pool_tokens=tokens,
         concurrency=concurrency,
         speed=speed_bound(

@@ -10,6 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kvsize.api import Estimate, Scenario
+from kvsize.capacity import CheckResult
+from kvsize.plan import GpuPlan
 from kvsize.profiles import GpuProfile
 from kvsize.registry import RegistryEntry
 from kvsize.units import format_bytes, format_tokens
@@ -227,4 +229,44 @@ def render_models(console: Console, entries: Iterable[tuple[RegistryEntry, str]]
     table.add_column("architecture")
     for entry, summary in entries:
         table.add_row(entry.hub_id, summary)
+    console.print(table)
+
+
+def render_check(console: Console, results: Sequence[CheckResult]) -> None:
+    table = Table(title="Capacity check", title_justify="left", show_edge=False)
+    for column in ("deployment", "model", "gpu", "ctx x batch", "max reqs", "KV budget/GPU", "result"):
+        table.add_column(column, no_wrap=column != "result")
+    for r in results:
+        budget = "-" if r.kv_budget_bytes is None else format_bytes(r.kv_budget_bytes)
+        verdict = f"[green]pass[/] {escape(r.reason)}" if r.passed else f"[red]FAIL[/] {escape(r.reason)}"
+        table.add_row(
+            escape(r.name),
+            escape(r.model),
+            escape(r.gpu or "-"),
+            f"{r.ctx:,} x {r.batch}",
+            "-" if r.max_concurrency is None else f"{r.max_concurrency:,}",
+            budget,
+            verdict,
+        )
+    console.print(table)
+    failed = sum(not r.passed for r in results)
+    console.print(f"{len(results) - failed} passed, {failed} failed")
+
+
+def render_plan(console: Console, plans: Sequence[GpuPlan]) -> None:
+    table = Table(
+        title="GPUs needed (tp x replicas), cheapest layout per GPU kind", title_justify="left", show_edge=False
+    )
+    for column in ("gpu", "GPUs", "tp", "replicas", "reqs/replica", "USD/hour", "layout"):
+        table.add_column(column, justify="left" if column in ("gpu", "layout") else "right", no_wrap=True)
+    for p in plans:
+        table.add_row(
+            p.gpu,
+            "-" if p.gpus is None else str(p.gpus),
+            "-" if p.tp is None else str(p.tp),
+            "-" if p.replicas is None else str(p.replicas),
+            "-" if p.concurrency_per_replica is None else f"{p.concurrency_per_replica:,}",
+            "-" if p.usd_per_hour is None else f"{p.usd_per_hour:,.2f}",
+            escape(p.reason),
+        )
     console.print(table)

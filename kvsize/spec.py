@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from enum import Enum
+from functools import cached_property
 from math import prod
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -157,10 +158,20 @@ class ArchSpec(_Frozen):
 
     def layer_groups(self) -> list[tuple[LayerSpec, int]]:
         """Identical layers (index aside) grouped, in order of first appearance, with their counts."""
+        return list(self._groups)
+
+    @cached_property
+    def _groups(self) -> tuple[tuple[LayerSpec, int], ...]:
+        # Computed once per spec: engines ask for it on every estimate (1,000 deployments in a check).
         counts: Counter[tuple[object, object]] = Counter()
         first: dict[tuple[object, object], LayerSpec] = {}
         for layer in self.layers:
             key = (layer.attention, layer.state)
             counts[key] += 1
             first.setdefault(key, layer)
-        return [(first[key], n) for key, n in counts.items()]
+        return tuple((first[key], n) for key, n in counts.items())
+
+    @cached_property
+    def has_state(self) -> bool:
+        """Whether any layer keeps a recurrent state."""
+        return any(layer.state is not None for layer in self.layers)

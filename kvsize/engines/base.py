@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -137,11 +138,14 @@ class Engine(ABC):
     def stage_request_bytes(
         self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int
     ) -> int:
-        """One request's cache on one rank of a pipeline stage holding `layers`."""
+        """One request's cache on one rank of a pipeline stage holding `layers` (identical layers are
+        computed once: a 61-layer model usually has one or two distinct layers)."""
+        counts = Counter((layer.attention, layer.state) for layer in layers)
+        first = {(layer.attention, layer.state): layer for layer in reversed(layers)}
         total = 0
-        for layer in layers:
-            per_token, tokens, state = self.layer_request_bytes(spec, layer, ctx, dtype, tp)
-            total += per_token * tokens + state
+        for key, count in counts.items():
+            per_token, tokens, state = self.layer_request_bytes(spec, first[key], ctx, dtype, tp)
+            total += count * (per_token * tokens + state)
         return total
 
     def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int | None:

@@ -228,7 +228,7 @@ class SglangEngine(Engine):
 
     @staticmethod
     def _mambaish(spec: ArchSpec) -> bool:
-        return any(layer.state is not None for layer in spec.layers)
+        return spec.has_state
 
     @staticmethod
     def _reference(spec: ArchSpec) -> AttentionSpec | None:
@@ -248,7 +248,7 @@ class SglangEngine(Engine):
         return max(
             (
                 layer.attention.encoder_tokens or 0
-                for layer in spec.layers
+                for layer, _ in spec.layer_groups()
                 if layer.attention is not None and layer.attention.kind is AttentionKind.CROSS
             ),
             default=0,
@@ -279,17 +279,14 @@ class SglangEngine(Engine):
         est = super().estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
         # SGLang splits layers with the remainder on the last stages; every cell grows with the context
         # (cross-attention, KV-less and shared layers included), and the encoder slots are fixed per request.
-        stages = self.stages(spec.num_layers, pp)
-        per_stage = [self.stage_request_bytes(spec, [spec.layers[i] for i in s], ctx, kv_dtype, tp) for s in stages]
         encoder = self._pages(self._encoder_tokens(spec)) if self._encoder_tokens(spec) else 0
         per_token = fixed = 0
-        for layer in spec.layers:
+        for layer, count in spec.layer_groups():
             slot, _, state = self.layer_request_bytes(spec, layer, ctx, kv_dtype, tp)
-            per_token += tp * slot
-            fixed += tp * (state + slot * encoder)
+            per_token += count * tp * slot
+            fixed += count * tp * (state + slot * encoder)
         return est.model_copy(
             update={
-                "kv_cache_bytes_per_gpu": batch * max(per_stage),
                 "kv_bytes_per_token": per_token,
                 "state_bytes_per_request": fixed,
             }

@@ -145,14 +145,20 @@ class VllmEngine(Engine):
 
     def _slots(self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int) -> list[_Slot]:
         slots = []
+        made: dict[tuple[object, object], list[_Slot]] = {}  # identical layers make identical slots
         for layer in layers:
-            a = layer.attention
-            if a is not None and a.kind is not AttentionKind.SHARED:
-                per_token = self.attention_bytes_per_token(a, dtype, tp)
-                slots.append(_Slot("attention", (a.kind, a.window, per_token), per_token, 0, 0))
-            if layer.state is not None:
-                state = self.state_bytes(spec, layer.state, tp)
-                slots.append(_Slot("mamba", ("mamba", state), 0, state, 0))
+            key = (layer.attention, layer.state)
+            if key not in made:
+                own = []
+                a = layer.attention
+                if a is not None and a.kind is not AttentionKind.SHARED:
+                    per_token = self.attention_bytes_per_token(a, dtype, tp)
+                    own.append(_Slot("attention", (a.kind, a.window, per_token), per_token, 0, 0))
+                if layer.state is not None:
+                    state = self.state_bytes(spec, layer.state, tp)
+                    own.append(_Slot("mamba", ("mamba", state), 0, state, 0))
+                made[key] = own
+            slots.extend(made[key])
         return slots
 
     def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:

@@ -1,0 +1,394 @@
+"""`kvsize check capacity.yaml`: deployments that must keep fitting, checked in CI.
+
+The file is YAML, read with `yaml.safe_load` only (no tags that build objects), validated by pydantic with
+unknown keys rejected; errors name the line and the field. Its JSON Schema is `kvsize schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kvsize.errors import ConfigError, KvsizeError
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
+
+
+def _tokens(value: int | str) -> int:
+    from kvsize.units import parse_tokens
+
+    if isinstance(value, bool):
+        raise ValueError("must be a token count, not true/false")
+    return value if isinstance(value, int) and value > 0 else parse_tokens(str(value))
+
+
+class Requirement(BaseModel):
+    """What must hold for a deployment to pass. Without any limit, `batch` requests of `ctx` must fit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    ctx: int | str
+    """Tokens per request: 8192, 8k, 128k, 1M."""
+    batch: int = Field(default=1, gt=0)
+    """Requests of `ctx` tokens served at once (the default check: they must fit)."""
+    min_concurrency: int | None = Field(default=None, gt=0)
+    """At least this many requests of `ctx` tokens must fit at once (all replicas together)."""
+    max_kv_fraction: float | None = Field(default=None, gt=0, le=1)
+    """`batch` requests of `ctx` may take at most this share of the KV budget."""
+    max_context: int | str | None = None
+    """Each of `batch` requests must be able to reach at least this context."""
+    min_pool_tokens: int | None = Field(default=None, gt=0)
+    """The engine's KV pool (vLLM "GPU KV cache size") must hold at least this many tokens."""
+
+    @field_validator("ctx", "max_context")
+    @classmethod
+    def _as_tokens(cls, value: int | str | None) -> int | str | None:
+        if value is None:
+            return None
+        try:
+            return _tokens(value)
+        except KvsizeError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class Deployment(BaseModel):
+    """One deployment: a model on a kind of GPU under an engine, and what it must sustain."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    """Hub id, or a path to a config.json or its folder (relative paths: from this file's folder)."""
+    gpu: str | None = None
+    """GPU profile id or alias (kvsize gpus)."""
+    gpu_mem: str | int | None = None
+    """Memory of a custom card: 24GiB, or bytes."""
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    gpus: int | None = Field(default=None, gt=0)
+    """GPUs in all; replicas = gpus / (tp x pp) multiply the concurrency."""
+    engine: str = "vllm"
+    engine_version: str | None = None
+    kv_dtype: str = "auto"
+    gpu_util: float | None = Field(default=None, gt=0, le=1)
+    kv_memory: str | int | None = None
+    """KV memory per GPU as given (skips the budget model)."""
+    max_batched_tokens: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0)
+    weights_mem: str | int | None = None
+    weights_dtype: str | None = None
+    revision: str | None = None
+    require: Requirement
+
+
+class CapacityFile(BaseModel):
+    """A list of deployments for `kvsize check`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    deployments: list[Deployment] = Field(min_length=1)
+
+
+class CheckResult(BaseModel):
+    """One deployment's verdict, with the figures it was judged on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    model: str
+    passed: bool = Field(serialization_alias="pass")
+    reason: str
+    gpu: str | None
+    engine: str
+    tp: int
+    pp: int
+    replicas: int
+    ctx: int
+    batch: int
+    kv_dtype: str
+    kv_bytes_per_token: int | None = None
+    kv_cache_bytes_per_gpu: int | None = None
+    kv_budget_bytes: int | None = None
+    weights_bytes: int | None = None
+    max_concurrency: int | None = None
+    kv_pool_tokens: int | None = None
+    concurrency: float | None = None
+    max_context: int | None = None
+
+
+# --- reading the file ------------------------------------------------------------------------------------
+
+
+def _line_of(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
+    """1-based line of the YAML node at a pydantic error location."""
+    node = root
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if found is None:
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = found
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _expanded_nodes(root: yaml.Node | None) -> int:
+    """Nodes the document holds once aliases are expanded, counted up to just past the limit."""
+    count, stack = 0, [root] if root is not None else []
+    while stack and count <= MAX_EXPANDED_NODES:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return count
+
+
+def parse_capacity(text: str, *, source: str) -> CapacityFile:
+    """Validate a capacity file's text; errors name the file, the line and the field."""
+    if len(text.encode()) > MAX_FILE_BYTES:
+        raise ConfigError(f"{source}: larger than {MAX_FILE_BYTES} bytes")
+    try:
+        # Compose once (libyaml when present), bound the alias expansion, then build plain data from the nodes.
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+        try:
+            root = loader.get_single_node()
+            if _expanded_nodes(root) > MAX_EXPANDED_NODES:
+                raise ConfigError(
+                    f"{source}: anchors and aliases expand to over {MAX_EXPANDED_NODES:,} nodes",
+                    hint="Refusing a possible alias bomb; write the deployments out.",
+                )
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        raise ConfigError(
+            f"{source}:{where}: {problem}", hint="Capacity files are plain YAML: no tags that build objects."
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"{source}: must be a mapping with a 'deployments' list", hint="See 'kvsize schema' for the format."
+        )
+    try:
+        return CapacityFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [p for p in err["loc"] if isinstance(p, (int, str))]
+        field = ".".join(str(p) for p in loc) or "(top)"
+        line = _line_of(root, loc)
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = f"unknown key '{loc[-1]}'"
+        elif err["type"] == "missing":
+            message = "missing"
+        raise ConfigError(
+            f"{source}: line {line}: field '{field}': {message}", hint="See 'kvsize schema' for the format."
+        ) from None
+
+
+def load_capacity(path: Path) -> CapacityFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    return parse_capacity(text, source=str(path))
+
+
+# --- judging ---------------------------------------------------------------------------------------------
+
+
+def _resolve_model(model: str, base: Path) -> str:
+    """Relative paths in the file are relative to the file's folder."""
+    if model.startswith((".", "~")) or model.endswith(".json") or (base / model).exists():
+        candidate = (base / Path(model).expanduser()) if not Path(model).expanduser().is_absolute() else Path(model)
+        return str(candidate)
+    return model
+
+
+@lru_cache(maxsize=256)
+def _loaded(model: str, revision: str | None) -> Any:
+    from kvsize.resolve import load_model_config
+
+    return load_model_config(model, revision=revision)
+
+
+def _bytes(value: str | int | None) -> int | None:
+    from kvsize.units import parse_size
+
+    if value is None or isinstance(value, int):
+        return value
+    return parse_size(value)
+
+
+def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
+    """Size one deployment and judge it against its requirement."""
+    from kvsize.api import estimate_loaded
+    from kvsize.budget import BudgetSettings
+
+    req = d.require
+    ctx = int(req.ctx)
+    group = d.tp * d.pp
+    replicas = 1
+    common: dict[str, Any] = {
+        "name": d.name,
+        "model": d.model,
+        "gpu": d.gpu or (str(d.gpu_mem) if d.gpu_mem else None),
+        "engine": d.engine,
+        "tp": d.tp,
+        "pp": d.pp,
+        "ctx": ctx,
+        "batch": req.batch,
+        "kv_dtype": d.kv_dtype,
+    }
+    if d.gpus is not None:
+        if d.gpus % group:
+            return CheckResult(
+                passed=False, replicas=0, reason=f"gpus {d.gpus} is not a multiple of tp x pp = {group}", **common
+            )
+        replicas = d.gpus // group
+    if d.gpu is None and d.gpu_mem is None:
+        return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
+    result = estimate_loaded(
+        _loaded(_resolve_model(d.model, base), d.revision),
+        ctx=[ctx],
+        batch=[req.batch],
+        kv_dtype=d.kv_dtype,
+        engine=d.engine,
+        engine_version=d.engine_version,
+        tp=d.tp,
+        pp=d.pp,
+        gpu=d.gpu,
+        gpu_mem=_bytes(d.gpu_mem),
+        weights_bytes=_bytes(d.weights_mem),
+        weights_dtype=d.weights_dtype,
+        engine_options={"block_size": d.block_size, "max_num_batched_tokens": d.max_batched_tokens},
+        budget=BudgetSettings(
+            gpu_util=d.gpu_util, kv_memory_bytes=_bytes(d.kv_memory), max_batched_tokens=d.max_batched_tokens
+        ),
+        with_max_context=req.max_context is not None,
+    )
+    s = result.scenarios[0]
+    fit = s.gpu
+    assert fit is not None
+    common["kv_dtype"] = s.kv_dtype.value
+    figures: dict[str, Any] = {
+        "kv_bytes_per_token": s.kv_bytes_per_token,
+        "kv_cache_bytes_per_gpu": s.kv_cache_bytes_per_gpu,
+        "kv_budget_bytes": fit.kv_budget_bytes,
+        "weights_bytes": fit.weights_bytes,
+        "max_concurrency": fit.max_concurrency * replicas,
+        "kv_pool_tokens": fit.kv_pool_tokens,
+        "concurrency": fit.concurrency,
+        "max_context": fit.max_context,
+    }
+    failures = _judge(
+        req,
+        fit.kv_budget_bytes,
+        s.kv_cache_bytes_per_gpu,
+        fit.max_concurrency * replicas,
+        fit.max_context,
+        fit.kv_pool_tokens,
+        fits=fit.fits,
+        replicas=replicas,
+    )
+    reason = "; ".join(failures) if failures else _summary(req, fit.max_concurrency * replicas)
+    return CheckResult(passed=not failures, replicas=replicas, reason=reason, **common, **figures)
+
+
+def _judge(
+    req: Requirement,
+    budget: int,
+    kv_per_gpu: int,
+    concurrency: int,
+    max_context: int | None,
+    pool_tokens: int | None,
+    *,
+    fits: bool,
+    replicas: int,
+) -> list[str]:
+    failures = []
+    if budget < 0:
+        return [f"the weights leave no KV memory (budget {budget:,} B)"]
+    limits = (req.min_concurrency, req.max_kv_fraction, req.max_context, req.min_pool_tokens)
+    if all(limit is None for limit in limits) and not fits and replicas == 1:
+        failures.append(
+            f"{req.batch} requests of {req.ctx} tokens need {kv_per_gpu:,} B of KV per GPU, "
+            f"over the budget of {budget:,} B"
+        )
+    if req.min_concurrency is not None and concurrency < req.min_concurrency:
+        failures.append(f"max concurrency at {req.ctx} tokens is {concurrency}, below {req.min_concurrency}")
+    if req.max_kv_fraction is not None and kv_per_gpu > req.max_kv_fraction * budget:
+        failures.append(
+            f"{req.batch} requests of {req.ctx} take {kv_per_gpu / budget:.1%} of the KV budget, "
+            f"over {req.max_kv_fraction:.0%}"
+            if budget
+            else "the KV budget is zero"
+        )
+    if req.max_context is not None and max_context is not None and max_context < int(req.max_context):
+        failures.append(f"{req.batch} requests reach at most {max_context:,} tokens, below {int(req.max_context):,}")
+    if req.min_pool_tokens is not None and (pool_tokens or 0) < req.min_pool_tokens:
+        failures.append(f"the KV pool holds {pool_tokens or 0:,} tokens, below {req.min_pool_tokens:,}")
+    return failures
+
+
+def _summary(req: Requirement, concurrency: int) -> str:
+    return f"ok: {concurrency} requests of {req.ctx} tokens fit"
+
+
+def check_file(path: Path) -> list[CheckResult]:
+    capacity = load_capacity(path)
+    base = path.parent
+    return [check_deployment(d, base=base) for d in capacity.deployments]
+
+
+# --- reporting -------------------------------------------------------------------------------------------
+
+
+def junit_xml(results: Sequence[CheckResult], *, suite: str = "kvsize capacity") -> str:
+    """A JUnit report: one test case per deployment, a <failure> with the reason when it fails."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    failures = sum(not r.passed for r in results)
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{failures}" errors="0">',
+    ]
+    for r in results:
+        lines.append(f"  <testcase classname={quoteattr(r.model)} name={quoteattr(r.name)}>")
+        if not r.passed:
+            lines.append(f"    <failure message={quoteattr(r.reason)}>{escape(r.reason)}</failure>")
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines) + "\n"
+
+
+def github_annotations(results: Sequence[CheckResult], *, file: str) -> list[str]:
+    """GitHub Actions workflow commands: one ::error per failing deployment."""
+
+    def clean(text: str) -> str:  # workflow-command escaping
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    return [
+        f"::error file={clean(file)},title=kvsize capacity: {clean(r.name)}::{clean(r.reason)}"
+        for r in results
+        if not r.passed
+    ]

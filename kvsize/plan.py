@@ -1,0 +1,101 @@
+"""`kvsize plan`: which GPUs, how many, and at what cost, to serve C requests of N tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import ceil
+
+from pydantic import BaseModel, ConfigDict
+
+from kvsize.errors import KvsizeError
+from kvsize.resolve import LoadedConfig
+
+TP_CHOICES = (1, 2, 4, 8)  # one node's worth of tensor parallelism
+
+
+class GpuPlan(BaseModel):
+    """The cheapest layout of one GPU kind that serves the load."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu: str
+    gpus: int | None
+    """GPUs in all (tp x pp x replicas); None when no layout of up to 8-way tensor parallelism loads the model."""
+    tp: int | None
+    replicas: int | None
+    concurrency_per_replica: int | None
+    usd_per_hour: float | None
+    """gpus x the lowest listed on-demand price of the profile (dated in the profile); None without a price."""
+    reason: str
+
+
+def plan_gpus(
+    loaded: LoadedConfig,
+    *,
+    ctx: int,
+    concurrency: int,
+    engine: str = "vllm",
+    kv_dtype: str = "auto",
+    gpus: Sequence[str] | None = None,
+) -> list[GpuPlan]:
+    """For each GPU profile, the fewest GPUs (over tp in 1, 2, 4, 8 and data-parallel replicas) serving
+    `concurrency` requests of `ctx` tokens; ranked by GPUs, then by cost."""
+    from kvsize.api import estimate_loaded
+    from kvsize.profiles import load_profiles
+
+    profiles = load_profiles()
+    names = list(gpus) if gpus else sorted(profiles)
+    plans = []
+    for name in names:
+        profile = profiles.get(name)
+        best: GpuPlan | None = None
+        reason = "the weights do not fit with up to 8-way tensor parallelism"
+        for tp in TP_CHOICES:
+            try:
+                result = estimate_loaded(
+                    loaded,
+                    ctx=[ctx],
+                    batch=[1],
+                    kv_dtype=kv_dtype,
+                    engine=engine,
+                    tp=tp,
+                    gpu=name,
+                    with_max_context=False,
+                )
+            except KvsizeError as exc:  # e.g. tp not dividing the KV heads in this engine
+                reason = " ".join(str(exc).split())
+                continue
+            fit = result.scenarios[0].gpu
+            assert fit is not None
+            if fit.max_concurrency < 1:
+                continue
+            replicas = ceil(concurrency / fit.max_concurrency)
+            total = replicas * tp
+            if best is None or total < (best.gpus or 0):
+                prices = [
+                    p.usd_per_hour
+                    for p in (profile.price_usd_per_hour if profile else [])
+                    if p.usd_per_hour is not None
+                ]
+                best = GpuPlan(
+                    gpu=name,
+                    gpus=total,
+                    tp=tp,
+                    replicas=replicas,
+                    concurrency_per_replica=fit.max_concurrency,
+                    usd_per_hour=round(min(prices) * total, 2) if prices else None,
+                    reason=f"{replicas} x tp{tp}, {fit.max_concurrency} requests each",
+                )
+        plans.append(
+            best
+            or GpuPlan(
+                gpu=name,
+                gpus=None,
+                tp=None,
+                replicas=None,
+                concurrency_per_replica=None,
+                usd_per_hour=None,
+                reason=reason,
+            )
+        )
+    return sorted(plans, key=lambda p: (p.gpus is None, p.gpus or 0, p.usd_per_hour is None, p.usd_per_hour or 0))
