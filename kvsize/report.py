@@ -250,7 +250,7 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
         )
     console.print(table)
     failed = sum(not r.passed for r in results)
-    console.print(f"{len(results) - failed} passed, {failed} failed")
+    console.print(f"{len(results)} deployments: {len(results) - failed} pass, {failed} fail")
 
 
 def render_plan(console: Console, plans: Sequence[GpuPlan]) -> None:

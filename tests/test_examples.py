@@ -23,6 +23,13 @@ EXPECTED: dict[str, list[str]] = {
         "40 GPU profiles",
     ],
     "api_example.py": ["seed check passed", "fp8_e4m3", "17179869184"],
+    "check_capacity.sh": [
+        "3 deployments: 3 pass, 0 fail",
+        "junit test cases: 3",
+        "chat-8b pass",
+        "in-house-3b pass",
+        "GPUs needed",
+    ],
     "capacity_from_config.py": ["source: local:", "per-token check passed: 57344 B", "469,762,048 B KV"],
 }
 

@@ -1,0 +1,165 @@
+"""`kvsize check`, `kvsize schema`, `kvsize plan`: requirements passing and failing, bad files, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvsize.capacity import parse_capacity
+from kvsize.cli import app
+from kvsize.errors import ConfigError
+
+runner = CliRunner()
+LLAMA = "meta-llama/Llama-3.1-8B"
+H100 = 85_520_809_984
+WEIGHTS = 16_060_522_496
+REQUESTED = -(-(H100 - 494_927_872) * 92 // 100)
+ACTIVATION = int(1024 * 128_256 * 14.58 + 8192 * 4096 * 3.40)
+BUDGET = REQUESTED - WEIGHTS - ACTIVATION - 268_435_456 - 805_306_368  # vLLM 0.33 on one H100 (test_planner)
+PER_8K = 8192 * 131_072  # one 8k request of Llama-3.1-8B: 512 blocks x 2 MiB
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "capacity.yaml"
+    path.write_text(body)
+    return path
+
+
+def one(requirement: str, extra: str = "") -> str:
+    return f"deployments:\n  - name: d\n    model: {LLAMA}\n    gpu: h100\n{extra}    require: {requirement}\n"
+
+
+def check(path: Path, *args: str) -> tuple[int, dict[str, object] | None, str]:
+    result = runner.invoke(app, ["check", str(path), "--json", *args])
+    data = json.loads(result.stdout) if result.stdout.strip() else None
+    return result.exit_code, data, result.stderr
+
+
+@pytest.mark.parametrize(("requirement", "passes"), [
+    ("{ctx: 8k, min_concurrency: %d}" % (BUDGET // PER_8K), True),
+    ("{ctx: 8k, min_concurrency: %d}" % (BUDGET // PER_8K + 1), False),
+    ("{ctx: 8k, batch: %d}" % (BUDGET // PER_8K), True),  # default check: the batch fits
+    ("{ctx: 8k, batch: %d}" % (BUDGET // PER_8K + 1), False),
+    ("{ctx: 128k, max_kv_fraction: 0.30}", True),  # 16 GiB of a ~55 GiB budget = 29%
+    ("{ctx: 128k, max_kv_fraction: 0.25}", False),
+    ("{ctx: 8k, batch: 4, max_context: %d}" % (BUDGET // (4 * 131_072) // 16 * 16), True),
+    ("{ctx: 8k, batch: 4, max_context: %d}" % (BUDGET // (4 * 131_072) // 16 * 16 + 16), False),
+    ("{ctx: 8k, min_pool_tokens: %d}" % (BUDGET // (2 * 1024**2) * 16), True),
+    ("{ctx: 8k, min_pool_tokens: %d}" % (BUDGET // (2 * 1024**2) * 16 + 1), False),
+])
+def test_requirement_kinds(tmp_path: Path, requirement: str, passes: bool) -> None:
+    code, data, stderr = check(write(tmp_path, one(requirement)))
+    assert code == (0 if passes else 1), stderr
+    assert data is not None
+    [d] = data["deployments"]  # type: ignore[index]
+    assert d["pass"] is passes and d["kv_budget_bytes"] == BUDGET and d["name"] == "d"
+    assert isinstance(d["reason"], str) and d["reason"]
+
+
+def test_replicas_multiply_concurrency(tmp_path: Path) -> None:
+    per_gpu = BUDGET // PER_8K
+    code, data, _ = check(write(tmp_path, one(f"{{ctx: 8k, min_concurrency: {3 * per_gpu}}}", "    gpus: 3\n")))
+    assert code == 0 and data["deployments"][0]["max_concurrency"] == 3 * per_gpu  # type: ignore[index]
+
+
+def test_weights_that_do_not_fit_fail(tmp_path: Path) -> None:
+    body = one("{ctx: 8k}").replace(LLAMA, "meta-llama/Llama-3.1-70B-Instruct").replace("h100", "l4")
+    code, data, _ = check(write(tmp_path, body))
+    assert code == 1 and "no KV memory" in data["deployments"][0]["reason"]  # type: ignore[index]
+
+
+def test_relative_model_path_is_resolved_against_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True)
+    model.joinpath("config.json").write_text(json.dumps({
+        "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000, "torch_dtype": "bfloat16"}))
+    path = write(tmp_path, "deployments:\n  - {name: m, model: ./models/m, gpu_mem: 8GiB, engine: formula, "
+                           "weights_mem: 1GiB, require: {ctx: 1k}}\n")
+    monkeypatch.chdir("/")
+    code, data, stderr = check(path)
+    assert code == 0, stderr
+    # 2 layers x 2 KV heads x 64 x 2 x 2 B = 1,024 B per token.
+    assert data["deployments"][0]["kv_bytes_per_token"] == 1024  # type: ignore[index]
+
+
+def test_junit_and_github_annotations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, one("{ctx: 128k, min_concurrency: 1000}"))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    report = tmp_path / "junit.xml"
+    result = runner.invoke(app, ["check", str(path), "--junit", str(report)])
+    assert result.exit_code == 1
+    xml = report.read_text()
+    assert 'tests="1" failures="1"' in xml and "<failure message=" in xml and 'name="d"' in xml
+    assert result.stderr.startswith(f"::error file={path},title=kvsize capacity: d::max concurrency")
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("deployments:\n  - name: d\n    model: x\n   gpu: h100\n", "line 4"),  # bad indentation
+    ("deployments: [\n", "line"),
+    ("{}", "line 1: field 'deployments': missing"),
+    ("deployments: []", "deployments"),
+    ("- a\n- b\n", "must be a mapping"),
+    ("deployments:\n  - name: d\n    model: m\n    gpu: h100\n    gpu_utl: 0.9\n    require: {ctx: 8k}\n",
+     "line 5: field 'deployments.0.gpu_utl': unknown key 'gpu_utl'"),
+    ("deployments:\n  - name: d\n    model: m\n    gpu: h100\n    require: {ctx: 8k, min_concurrency: lots}\n",
+     "line 5: field 'deployments.0.require.min_concurrency'"),
+    ("deployments:\n  - name: d\n    model: m\n    tp: -2\n    require: {ctx: 8k}\n", "field 'deployments.0.tp'"),
+    ("deployments:\n  - name: d\n    model: m\n    require: {ctx: 128q}\n", "cannot read the token count '128q'"),
+    ("deployments:\n  - !!python/object/apply:os.system [echo pwned]\n", "could not determine a constructor"),
+    ("deployments: !!python/name:os.system\n", "constructor"),
+])
+def test_bad_files_name_line_and_field(tmp_path: Path, body: str, message: str) -> None:
+    code, data, stderr = check(write(tmp_path, body))
+    assert code == 2 and data is None
+    assert stderr.count("\n") == 1 and stderr.startswith("Error: ") and message in stderr, stderr
+
+
+def test_alias_bomb_is_bounded() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+              f"*a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
+    with pytest.raises(ConfigError, match="alias"):
+        parse_capacity("\n".join(lines) + "\ndeployments: *a8\n", source="bomb.yaml")
+
+
+def test_shared_anchors_are_fine() -> None:
+    text = ("deployments:\n"
+            "  - {name: a, model: m, gpu: h100, require: &req {ctx: 8k, min_concurrency: 4}}\n"
+            "  - {name: b, model: m, gpu: h200, require: *req}\n")
+    parsed = parse_capacity(text, source="x.yaml")
+    assert [d.require.min_concurrency for d in parsed.deployments] == [4, 4]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    code, _, stderr = check(tmp_path / "nope.yaml")
+    assert code == 2 and "cannot read it" in stderr
+
+
+def test_schema_is_json_schema() -> None:
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["required"] == ["deployments"] and "Deployment" in schema["$defs"]
+    assert schema["$defs"]["Deployment"]["additionalProperties"] is False
+    assert "min_concurrency" in schema["$defs"]["Requirement"]["properties"]
+
+
+def test_plan_ranks_by_gpus_then_cost() -> None:
+    result = runner.invoke(app, ["plan", LLAMA, "--ctx", "8k", "--concurrency", str(3 * (BUDGET // PER_8K)),
+                                 "--gpus", "h100,h200,l4", "--json"])
+    assert result.exit_code == 0, result.stderr
+    plans = json.loads(result.stdout)
+    h100 = next(p for p in plans if p["gpu"] == "h100-sxm")
+    assert (h100["gpus"], h100["tp"], h100["replicas"]) == (3, 1, 3)
+    assert [p["gpus"] for p in plans] == sorted(p["gpus"] for p in plans)
+    # The cheapest listed H100 SXM offer in gpu_profiles/h100-sxm.yaml is 3.95 USD per GPU-hour (Modal).
+    assert h100["usd_per_hour"] == round(3 * 3.95, 2)
+
+
+def test_plan_needs_ctx() -> None:
+    result = runner.invoke(app, ["plan", LLAMA])
+    assert result.exit_code == 2 and "needs --ctx" in result.stderr
