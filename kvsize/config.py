@@ -267,10 +267,7 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     if not isinstance(model_type, str):
         raise top.error("model_type", f"must be a string, got {model_type!r}")
     if raw.get("is_encoder_decoder") is True:
-        raise ConfigError(
-            f"{source}: encoder-decoder models ({model_type}) are not supported yet",
-            hint="kvsize sizes decoder-only language models for now.",
-        )
+        return _encoder_decoder(raw, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}
     fields = _Fields(merged, source=source, where=where)
     notes: list[str] = []
@@ -315,6 +312,52 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     except ValidationError as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
         first = exc.errors()[0]
         raise ConfigError(f"{source}: {first['msg']}") from None
+
+
+def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, encoder_tokens: int | None) -> ArchSpec:
+    """T5, BART and Whisper style models: each decoder layer caches its own K/V per generated token and the
+    K/V of the encoder's output for cross-attention, fixed per request (transformers EncoderDecoderCache)."""
+    f = _Fields(raw, source=source)
+    layers = f.need_int("decoder_layers", "num_decoder_layers", "num_layers", maximum=MAX_LAYERS)
+    heads = f.need_int("decoder_attention_heads", "num_heads", "num_attention_heads")
+    head_dim = f.integer("d_kv", "head_dim")
+    if head_dim is None:
+        hidden = f.need_int("d_model", "hidden_size")
+        if hidden % heads:
+            raise f.error("decoder_attention_heads", f"({heads}) must divide d_model ({hidden})")
+        head_dim = hidden // heads
+    notes: list[str] = []
+    if encoder_tokens is None:
+        # Whisper: 30 s of audio = max_source_positions (1500) frames; text encoders: their maximum input.
+        encoder_tokens = f.integer(
+            "max_source_positions", "max_position_embeddings", "n_positions", maximum=MAX_POSITIONS
+        )
+        if encoder_tokens is None:
+            raise ConfigError(f"{source}: no encoder length in the config", hint="Pass --encoder-len.")
+        notes.append(
+            f"cross-attention holds the encoder's maximum input of {encoder_tokens} tokens per request "
+            "(--encoder-len to change)"
+        )
+    self_attn = AttentionSpec(kind=AttentionKind.FULL, num_kv_heads=heads, head_dim=head_dim, head_dim_v=head_dim)
+    cross = AttentionSpec(
+        kind=AttentionKind.CROSS,
+        num_kv_heads=heads,
+        head_dim=head_dim,
+        head_dim_v=head_dim,
+        encoder_tokens=encoder_tokens,
+    )
+    dtype = _model_dtype(raw, raw)
+    return ArchSpec(
+        model_type=model_type,
+        layers=tuple(LayerSpec(index=i, attention=self_attn, cross=cross) for i in range(layers)),
+        num_attention_heads=heads,
+        max_context=f.integer("max_target_positions", "max_position_embeddings", "n_positions", maximum=MAX_POSITIONS),
+        model_dtype=(dtype or KvDtype.FP32).value,
+        hidden_size=f.integer("d_model", "hidden_size"),
+        vocab_size=f.integer("vocab_size", maximum=1 << 30),
+        notes=(*notes, *(() if dtype else ("config names no dtype: assumed fp32 weights",))),
+        is_encoder_decoder=True,
+    )
 
 
 def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:

@@ -102,15 +102,17 @@ class LayerSpec(_Frozen):
     index: int = Field(ge=0)
     attention: AttentionSpec | None = None
     state: StateSpec | None = None
+    cross: AttentionSpec | None = None
+    """Encoder-decoder models: the decoder layer's cross-attention over the encoder's tokens."""
 
     @property
     def kind(self) -> str:
+        if self.attention is not None and self.cross is not None:
+            return f"{self.attention.kind.value}+cross"
+        if self.attention is not None and self.state is not None:
+            return f"{self.state.kind.value}+{self.attention.kind.value}"
         if self.attention is not None:
-            return (
-                self.attention.kind.value
-                if self.state is None
-                else f"{self.state.kind.value}+{self.attention.kind.value}"
-            )
+            return self.attention.kind.value
         if self.state is not None:
             return self.state.kind.value
         return "none"
@@ -133,6 +135,8 @@ class ArchSpec(_Frozen):
     vocab_size: int | None = Field(default=None, gt=0)
     notes: tuple[str, ...] = ()
     """Assumptions and interpretations made while parsing (shown in the table and the JSON)."""
+    is_encoder_decoder: bool = False
+    """The layers are the decoder's; each also holds cross-attention K/V of the encoder's output."""
 
     @property
     def num_layers(self) -> int:
@@ -163,10 +167,10 @@ class ArchSpec(_Frozen):
     @cached_property
     def _groups(self) -> tuple[tuple[LayerSpec, int], ...]:
         # Computed once per spec: engines ask for it on every estimate (1,000 deployments in a check).
-        counts: Counter[tuple[object, object]] = Counter()
-        first: dict[tuple[object, object], LayerSpec] = {}
+        counts: Counter[tuple[object, object, object]] = Counter()
+        first: dict[tuple[object, object, object], LayerSpec] = {}
         for layer in self.layers:
-            key = (layer.attention, layer.state)
+            key = (layer.attention, layer.state, layer.cross)
             counts[key] += 1
             first.setdefault(key, layer)
         return tuple((first[key], n) for key, n in counts.items())

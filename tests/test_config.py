@@ -180,7 +180,7 @@ def test_auto_map_is_noted_not_run() -> None:
         ({"head_dim": 0}, "head_dim' must be between"),
         ({"layer_types": ["full_attention"]}, "lists 1 layers but the model has 4"),
         ({"layer_types": ["warp_attention"] * 4}, "layer types kvsize does not know"),
-        ({"is_encoder_decoder": True}, "encoder-decoder"),
+        ({"is_encoder_decoder": True}, "missing field 'decoder_layers'"),
         ({"model_type": 7}, "model_type' must be a string"),
         ({"sliding_window": -3}, "sliding_window' must be between"),
     ],
@@ -199,3 +199,32 @@ def test_missing_layers_names_alternatives() -> None:
 def test_not_an_object() -> None:
     with pytest.raises(ConfigError, match="JSON object, got list"):
         parse_config([1, 2], source="test.json")
+
+
+def test_encoder_decoder_whisper() -> None:
+    import json
+    from pathlib import Path
+
+    raw = json.loads((Path(__file__).parent / "data" / "configs" / "openai--whisper-large-v3.json").read_text())
+    spec = parse_config(raw, source="whisper.json")
+    # 32 decoder layers, each: self-attention 20 heads x 1280/20 = 64, cross-attention over 1500 encoder frames.
+    assert spec.is_encoder_decoder and spec.num_layers == 32 and spec.max_context == 448
+    layer = spec.layers[0]
+    assert layer.kind == "full+cross" and layer.cross is not None
+    assert (layer.cross.num_kv_heads, layer.cross.head_dim, layer.cross.encoder_tokens) == (20, 64, 1500)
+    assert parse_config(raw, encoder_tokens=750).layers[0].cross.encoder_tokens == 750  # type: ignore[union-attr]
+
+
+def test_encoder_decoder_t5_uses_d_kv() -> None:
+    spec = parse_config(
+        {
+            "model_type": "t5",
+            "is_encoder_decoder": True,
+            "d_model": 512,
+            "d_kv": 64,
+            "num_heads": 8,
+            "num_layers": 6,
+            "n_positions": 512,
+        }
+    )
+    assert spec.num_layers == 6 and spec.layers[0].attention.head_dim == 64  # type: ignore[union-attr]

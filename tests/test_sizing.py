@@ -208,3 +208,22 @@ def test_windowed_layers_stop_growing(spec: ArchSpec, beyond: int) -> None:
     top = max((a.window for layer in spec.layers if (a := layer.attention) and a.window), default=1)
     at = FORMULA.estimate(spec, ctx=top, batch=1, kv_dtype=KvDtype.BF16).kv_cache_bytes
     assert FORMULA.estimate(spec, ctx=top + beyond, batch=1, kv_dtype=KvDtype.BF16).kv_cache_bytes == at
+
+
+def test_encoder_decoder_cross_attention_per_request() -> None:
+    """Whisper large-v3: 32 decoder layers x 20 heads x 64 x (K+V) x 2 B = 163,840 B per generated token, plus
+    the encoder's 1500 frames held by every layer's cross-attention: 32 x 20 x 64 x 2 x 2 x 1500 = 245,760,000 B."""
+    import json
+    from pathlib import Path
+
+    raw = json.loads((Path(__file__).parent / "data" / "configs" / "openai--whisper-large-v3.json").read_text())
+    spec = parse_config(raw)
+    est = FORMULA.estimate(spec, ctx=448, batch=4, kv_dtype=KvDtype.FP16)
+    assert est.kv_bytes_per_token == 163_840 and est.state_bytes_per_request == 245_760_000
+    assert est.kv_cache_bytes == 4 * (448 * 163_840 + 245_760_000)
+    # vLLM: whole 16-token blocks: cdiv(448, 16) = 28 and cdiv(1500, 16) = 94 blocks per layer.
+    paged = get_engine("vllm").estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)
+    assert paged.kv_cache_bytes == 32 * 20 * 64 * 2 * 2 * (28 * 16 + 94 * 16)
+    for name in ("sglang", "trtllm", "llamacpp"):
+        with pytest.raises(UsageError.__mro__[1], match="encoder-decoder"):
+            get_engine(name).estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)

@@ -53,6 +53,8 @@ class Engine(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     versions: ClassVar[tuple[str, ...]] = ("current",)
+    serves_encoder_decoder: ClassVar[bool] = False
+    """Whether kvsize models this engine's cache for encoder-decoder models (T5, BART, Whisper)."""
     """Releases whose rules differ, newest first; the first is the default."""
 
     def __init__(self, version: str | None = None) -> None:
@@ -76,6 +78,14 @@ class Engine(ABC):
 
     def check_supported(self, spec: ArchSpec) -> None:  # noqa: B027  (most engines serve everything)
         """Raise UnsupportedArchitecture when the engine cannot serve `spec`."""
+
+    def check_encoder_decoder(self, spec: ArchSpec) -> None:
+        if spec.is_encoder_decoder and not self.serves_encoder_decoder:
+            raise UnsupportedArchitecture(
+                f"{self.title}: kvsize does not model this engine's cache for encoder-decoder models "
+                f"({spec.model_type})",
+                hint="Use --engine formula, or vllm for Whisper.",
+            )
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:  # noqa: B027  (the formula takes any)
         """Raise UnsupportedArchitecture when the engine offers no KV cache in `dtype` for `spec`."""
@@ -133,6 +143,8 @@ class Engine(ABC):
             per_token = self.attention_bytes_per_token(layer.attention, dtype, tp)
             tokens = self.tokens_allocated(layer.attention, ctx) if per_token else 0
         state = self.state_bytes(spec, layer.state, tp) if layer.state is not None else 0
+        if layer.cross is not None:  # the encoder's K/V: fixed per request, counted with the state
+            state += self.attention_bytes_per_token(layer.cross, dtype, tp) * self.tokens_allocated(layer.cross, ctx)
         return per_token, tokens, state
 
     def stage_request_bytes(
@@ -140,8 +152,8 @@ class Engine(ABC):
     ) -> int:
         """One request's cache on one rank of a pipeline stage holding `layers` (identical layers are
         computed once: a 61-layer model usually has one or two distinct layers)."""
-        counts = Counter((layer.attention, layer.state) for layer in layers)
-        first = {(layer.attention, layer.state): layer for layer in reversed(layers)}
+        counts = Counter((layer.attention, layer.state, layer.cross) for layer in layers)
+        first = {(layer.attention, layer.state, layer.cross): layer for layer in reversed(layers)}
         total = 0
         for key, count in counts.items():
             per_token, tokens, state = self.layer_request_bytes(spec, first[key], ctx, dtype, tp)
@@ -163,6 +175,7 @@ class Engine(ABC):
         """Cache bytes of `batch` requests of `ctx` tokens each, on `tp` x `pp` GPUs."""
         if tp < 1 or pp < 1:
             raise UsageError("--tp and --pp must be positive")
+        self.check_encoder_decoder(spec)
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         stages = self.stages(spec.num_layers, pp)

@@ -19,6 +19,7 @@ from kvsize.spec import AttentionKind, AttentionSpec
 class FormulaEngine(Engine):
     name = "formula"
     title = "formula (engine-independent)"
+    serves_encoder_decoder = True
 
     @property
     def rule(self) -> str:

@@ -300,6 +300,7 @@ class LlamaCppEngine(Engine):
     ) -> KvEstimate:
         """The whole cache of `batch` sequences of `ctx` tokens: llama.cpp pads the shared context, not each
         request, so the total is not batch x one request."""
+        self.check_encoder_decoder(spec)
         if tp < 1 or pp < 1:
             raise UsageError("--tp and --pp must be positive")
         if tp > 1:

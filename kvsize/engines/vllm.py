@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, cdiv
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FA, FlashInfer and Hopper's FlashAttention-MLA keep it
@@ -80,6 +80,7 @@ class VllmEngine(Engine):
     name = "vllm"
     title = "vLLM"
     versions = ("0.33", "0.19", "0.11")
+    serves_encoder_decoder = True  # Whisper only (check_supported)
 
     def __init__(
         self,
@@ -110,6 +111,13 @@ class VllmEngine(Engine):
         two batches with async scheduling (0.33), one batch in 0.19 and older."""
         batches = 2 if self.version == "0.33" else 1
         return batches * self.max_num_batched_tokens
+
+    def check_supported(self, spec: ArchSpec) -> None:
+        if spec.is_encoder_decoder and spec.model_type != "whisper":
+            raise UnsupportedArchitecture(
+                f"vLLM's v1 engine serves Whisper as its only encoder-decoder model, not {spec.model_type}",
+                hint="Use --engine hf or formula for T5 / BART style models.",
+            )
 
     # --- per layer ------------------------------------------------------------------------------------
 
@@ -145,15 +153,15 @@ class VllmEngine(Engine):
 
     def _slots(self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int) -> list[_Slot]:
         slots = []
-        made: dict[tuple[object, object], list[_Slot]] = {}  # identical layers make identical slots
+        made: dict[tuple[object, object, object], list[_Slot]] = {}  # identical layers make identical slots
         for layer in layers:
-            key = (layer.attention, layer.state)
+            key = (layer.attention, layer.state, layer.cross)
             if key not in made:
                 own = []
-                a = layer.attention
-                if a is not None and a.kind is not AttentionKind.SHARED:
-                    per_token = self.attention_bytes_per_token(a, dtype, tp)
-                    own.append(_Slot("attention", (a.kind, a.window, per_token), per_token, 0, 0))
+                for a in (layer.attention, layer.cross):
+                    if a is not None and a.kind is not AttentionKind.SHARED:
+                        per_token = self.attention_bytes_per_token(a, dtype, tp)
+                        own.append(_Slot("attention", (a.kind, a.window, per_token), per_token, 0, 0))
                 if layer.state is not None:
                     state = self.state_bytes(spec, layer.state, tp)
                     own.append(_Slot("mamba", ("mamba", state), 0, state, 0))
@@ -187,11 +195,11 @@ class VllmEngine(Engine):
             if s.kind == "attention":
                 page = bs * s.per_token
                 attn = next(
-                    layer.attention
+                    a
                     for layer in layers
-                    if layer.attention is not None and (layer.attention.kind, layer.attention.window) == s.key[:2]
+                    for a in (layer.attention, layer.cross)
+                    if a is not None and (a.kind, a.window) == s.key[:2]
                 )
-                assert attn is not None
                 n_blocks = self._blocks_for(attn, ctx, bs)
             else:
                 page = max(s.state, attn_page)  # padded to the attention page in hybrid models
@@ -234,6 +242,10 @@ class VllmEngine(Engine):
         if a is not None and a.kind is not AttentionKind.SHARED:
             per_token = self.attention_bytes_per_token(a, dtype, tp)
             tokens = self._blocks_for(a, ctx, bs) * bs
+        if layer.cross is not None:  # CrossAttentionSpec: cdiv(encoder tokens, block_size) blocks per request
+            state += (
+                self.attention_bytes_per_token(layer.cross, dtype, tp) * self._blocks_for(layer.cross, ctx, bs) * bs
+            )
         if layer.state is not None:
             raw = self.state_bytes(spec, layer.state, tp)
             attn_page = bs * min(
@@ -245,7 +257,7 @@ class VllmEngine(Engine):
                 default=0,
             )
             blocks = MAMBA_BLOCKS_PREFIX_CACHING if attn_page and self.enable_prefix_caching else MAMBA_BLOCKS_PLAIN
-            state = blocks * max(raw, attn_page)
+            state += blocks * max(raw, attn_page)
         return per_token, tokens, state
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
