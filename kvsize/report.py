@@ -142,14 +142,46 @@ def _gpu_panel(scenarios: Sequence[Scenario]) -> Group:
     first = scenarios[0].gpu
     assert first is not None
     weights_label = "estimated " if first.weights_estimated else ""
+    b = first.budget
+    parts = ", ".join(
+        f"{label} {format_bytes(value)}"
+        for label, value in (
+            ("activation peak", b.activation_bytes),
+            ("non-torch", b.non_torch_bytes),
+            ("CUDA graphs", b.cuda_graph_bytes),
+        )
+        if value
+    )
     lines: list[Text | Table | str] = [
         Text.from_markup(
-            f"[bold]{escape(first.name)}[/]: {format_bytes(first.memory_bytes)} = weights "
+            f"[bold]{escape(first.name)}[/] per GPU: {format_bytes(first.memory_bytes)} = weights "
             f"{format_bytes(first.weights_bytes)} ({weights_label}{escape(first.weights_source)}) + reserve "
-            f"{format_bytes(first.reserve_bytes)} ({escape(first.reserve_rule)}) + KV budget "
+            f"{format_bytes(first.reserve_bytes)}{f' ({parts})' if parts else ''} + KV budget "
             f"{format_bytes(first.kv_budget_bytes)}"
-        )
+        ),
+        Text.from_markup(f"[dim]budget: {escape(b.rule)}[/]"),
     ]
+    if first.kv_pool_tokens is not None and first.concurrency is not None:
+        s0 = scenarios[0]
+        lines.append(
+            f"engine pool: {first.kv_pool_tokens:,} tokens of KV; concurrency for {s0.ctx:,} tokens per request: "
+            f"{first.concurrency:.2f}x"
+        )
+    if first.speed is not None:
+        sp = first.speed
+        prefill = f", prefill >= {sp.prefill_seconds_min:.3g} s" if sp.prefill_seconds_min is not None else ""
+        lines.append(
+            f"speed bound at {scenarios[0].batch} x {scenarios[0].ctx:,}: decode <= "
+            f"{sp.decode_tokens_per_s_per_request_max:,.0f} tok/s per request, "
+            f"<= {sp.decode_tokens_per_s_max:,.0f} tok/s in all{prefill} (roofline upper bounds)"
+        )
+    if first.offload is not None:
+        off = first.offload
+        lines.append(
+            f"offload tier {format_bytes(off.memory_bytes)}: +{off.extra_tokens:,} tokens "
+            f"({off.extra_requests:,} requests of {scenarios[0].ctx:,}); moving one request takes "
+            f"{off.transfer_seconds_per_request:.3g} s at {off.link_bytes_per_s / 1e9:g} GB/s"
+        )
     bars = Table.grid(padding=(0, 1))
     bars.add_column(justify="right")
     bars.add_column()
