@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import kvsize
 from kvsize.api import Estimate
 
@@ -88,3 +90,40 @@ def test_kv_memory_given() -> None:
     assert scenario.gpu is not None and scenario.gpu.kv_budget_bytes == 6_979_321_856
     assert scenario.gpu.kv_pool_tokens == 6_979_321_856 // (2 * 1024**2) * 16  # 3328 blocks of 16 tokens
     assert scenario.gpu.max_concurrency == 6
+
+
+def test_speed_bounds_by_hand() -> None:
+    (s,) = run(ctx=8192, batch=32, engine="vllm").scenarios
+    assert s.gpu is not None and s.gpu.speed is not None
+    # Decode step >= (weights 16,060,522,496 B + 32 x 1 GiB of KV) / 3.35 TB/s (H100 SXM).
+    step = (LLAMA_8B_WEIGHTS + 32 * 1024**3) / 3_350_000_000_000
+    assert s.gpu.speed.decode_step_seconds_min == pytest.approx(step, rel=1e-12)
+    assert s.gpu.speed.decode_tokens_per_s_max == pytest.approx(32 / step, rel=1e-12)
+    # Prefill >= (2 x 8,030,261,248 active params x 8192 x 32 + 2 x 32 layers x 4096 x 8192^2 x 32) / 989e12.
+    flops = 2 * 8_030_261_248 * 8192 * 32 + 2 * 32 * 4096 * 8192 * 8192 * 32
+    assert s.gpu.speed.prefill_seconds_min == pytest.approx(flops / 989e12, rel=1e-12)
+
+
+def test_offload_tier_by_hand() -> None:
+    (s,) = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=32768, gpu="h100", kv_dtype="bf16",
+                           offload=(256 * 1024**3, 450 * 10**9)).scenarios
+    assert s.gpu is not None and s.gpu.offload is not None
+    # 256 GiB / 131,072 B per token = 2,097,152 tokens = 64 requests of 32k; one request (4 GiB) over 450 GB/s.
+    assert (s.gpu.offload.extra_tokens, s.gpu.offload.extra_requests) == (2_097_152, 64)
+    assert s.gpu.offload.transfer_seconds_per_request == 4 * 1024**3 / (450 * 10**9)
+
+
+def test_weights_dtype_reprices_parameters() -> None:
+    (s,) = run(ctx=8192, weights_dtype="int4").scenarios
+    assert s.gpu is not None and s.gpu.weights_estimated
+    # 8,030,261,248 published parameters x (4 + (16 + 4) / 128) bits / 8 = AWQ-style int4 with group-128 scales.
+    assert s.gpu.weights_bytes == -(-8_030_261_248 * (4 * 128 + 20) // (128 * 8))
+
+
+def test_tp_splits_weights_and_heads() -> None:
+    (one,) = run(ctx=8192, engine="vllm").scenarios
+    (two,) = run(ctx=8192, engine="vllm", tp=2).scenarios
+    assert two.gpu is not None and one.gpu is not None
+    assert two.gpu.weights_bytes == LLAMA_8B_WEIGHTS // 2
+    assert two.kv_cache_bytes_per_gpu == one.kv_cache_bytes // 2  # 8 KV heads: 4 per rank
+    assert two.kv_cache_bytes == one.kv_cache_bytes
