@@ -143,6 +143,54 @@ WeightsOpt = Annotated[
         "--weights-mem", help="Override the weights' size: 15GiB, ... (default: looked up)", show_default=False
     ),
 ]
+GpuUtilOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-util",
+        "--gpu-memory-utilization",
+        "--mem-fraction-static",
+        help="Share of the card the engine may use (vLLM default 0.92; SGLang from its reserve rule; TRT-LLM 0.9 "
+        "of what is free after warm-up).",
+        show_default=False,
+    ),
+]
+KvMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-memory",
+        "--kv-cache-memory-bytes",
+        help="KV memory per GPU, as given (skips the budget model): 6.5GiB, ...",
+        show_default=False,
+    ),
+]
+WeightsDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights-dtype",
+        help="Count the weights at this precision instead: bf16, fp8, int4 (AWQ/GPTQ), mxfp4, ...",
+        show_default=False,
+    ),
+]
+CpuMemOpt = Annotated[
+    str | None,
+    typer.Option("--cpu-mem", help="CPU DRAM (or disk) offload tier size: 512GiB, ...", show_default=False),
+]
+LinkOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--link-bandwidth",
+        help="GPU<->offload link in GB/s (default: the GPU's PCIe, 64 for Gen5 x16).",
+        show_default=False,
+    ),
+]
+PlotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        help="Write a chart of KV memory and concurrency against context: file.png or .svg (needs kvsize[plot]).",
+        show_default=False,
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (bytes as integers) instead of tables.")]
 RevisionOpt = Annotated[
     str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).", show_default=False)
@@ -157,6 +205,50 @@ EncoderLenOpt = Annotated[
     ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the full traceback of errors (for bug reports).")]
+# --- verification (kvsize/cli_verify.py; `kvsize verify` takes the same options) ---
+VerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verify",
+        help="Build the model with transformers, run it, and compare the cache it holds with --engine hf "
+        "(same as 'kvsize verify'; needs kvsize[verify]).",
+    ),
+]
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--device", help="Verification device: cuda (default when a GPU is visible), cpu, meta.", show_default=False
+    ),
+]
+LayersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--layers",
+        min=1,
+        help="Verification: build only the first N decoder layers; per-layer figures are scaled to the full model.",
+        show_default=False,
+    ),
+]
+ToleranceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--tolerance",
+        min=0.0,
+        help="Verification: allowed relative gap between the CUDA allocator's delta and the prediction "
+        "[default: 0.02]. Logical bytes must match exactly.",
+        show_default=False,
+    ),
+]
+ReportOpt = Annotated[
+    str | None, typer.Option("--report", help="Verification: also write a markdown report here.", show_default=False)
+]
+TrustRemoteCodeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Verification: run the custom code a config's auto_map names (only if you trust it).",
+    ),
+]
 
 
 def _stderr(line: str) -> None:
@@ -197,6 +289,8 @@ def _main(
 
 
 def _split(text: str) -> list[str]:
+    """'8k,32k' -> ['8k', '32k']; empty items are dropped, and an empty option stays [''] so that parsing it
+    reports the empty value instead of silently taking the default."""
     return [part for part in (p.strip() for p in text.split(",")) if part] or [text]
 
 
@@ -214,23 +308,57 @@ def size(
     max_num_batched_tokens: BatchedTokensOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
+    gpu_util: GpuUtilOpt = None,
+    kv_memory: KvMemoryOpt = None,
     reserve: ReserveOpt = None,
     weights_mem: WeightsOpt = None,
+    weights_dtype: WeightsDtypeOpt = None,
+    cpu_mem: CpuMemOpt = None,
+    link_bandwidth: LinkOpt = None,
+    plot: PlotOpt = None,
     encoder_len: EncoderLenOpt = None,
     revision: RevisionOpt = None,
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
+    verify: VerifyOpt = False,
+    device: DeviceOpt = None,
+    layers: LayersOpt = None,
+    tolerance: ToleranceOpt = None,
+    report: ReportOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
+    if verify or device or layers or tolerance is not None or report or trust_remote_code:
+        from kvsize.cli_verify import size_verify
+
+        size_verify(
+            model,
+            verify=verify,
+            ctx=ctx,
+            batch=batch,
+            kv_dtype=kv_dtype,
+            engine_version=engine_version,
+            device=device,
+            layers=layers,
+            tolerance=tolerance,
+            report=report,
+            trust_remote_code=trust_remote_code,
+            encoder_len=encoder_len,
+            revision=revision,
+            json_output=json_output,
+            debug=debug,
+        )
+        return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded
+        from kvsize.api import estimate_loaded, offload_settings
+        from kvsize.budget import BudgetSettings
         from kvsize.resolve import load_model_config
-        from kvsize.units import parse_count, parse_size
+        from kvsize.units import parse_count, parse_fraction, parse_size
 
         loaded = load_model_config(model, revision=revision)
         result = estimate_loaded(
             loaded,
-            ctx=_split(ctx) if ctx else None,
+            ctx=_split(ctx) if ctx is not None else None,
             batch=_split(batch),
             kv_dtype=_split(kv_dtype),
             engine=_split(engine),
@@ -238,18 +366,31 @@ def size(
             tp=parse_count(tp, "tensor-parallel size"),
             pp=parse_count(pp, "pipeline-parallel size"),
             engine_options={
-                "block_size": parse_count(block_size, "block size") if block_size else None,
+                "block_size": parse_count(block_size, "block size") if block_size is not None else None,
                 "max_num_batched_tokens": (
-                    parse_count(max_num_batched_tokens, "batched-token budget") if max_num_batched_tokens else None
+                    parse_count(max_num_batched_tokens, "batched-token budget")
+                    if max_num_batched_tokens is not None
+                    else None
                 ),
             },
             gpu=gpu,
-            gpu_mem=parse_size(gpu_mem) if gpu_mem else None,
-            reserve_bytes=parse_size(reserve, allow_zero=True) if reserve else None,
-            weights_bytes=parse_size(weights_mem) if weights_mem else None,
+            gpu_mem=parse_size(gpu_mem) if gpu_mem is not None else None,
+            reserve_bytes=parse_size(reserve, allow_zero=True) if reserve is not None else None,
+            weights_bytes=parse_size(weights_mem) if weights_mem is not None else None,
+            weights_dtype=weights_dtype,
             encoder_len=encoder_len,
+            budget=BudgetSettings(
+                gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
+                kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
+            ),
+            offload=offload_settings(cpu_mem, link_bandwidth),
         )
-    _emit(lambda console: _render_estimate(console, result), result.model_dump_json(indent=2), json_output)
+        if plot:
+            from kvsize.config import parse_config
+            from kvsize.plot import write_plot
+
+            write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
+    _emit(lambda console: _render_estimate(console, result), lambda: result.model_dump_json(indent=2), json_output)
 
 
 def _render_estimate(console: Any, result: Any) -> None:
@@ -258,9 +399,9 @@ def _render_estimate(console: Any, result: Any) -> None:
     render_estimate(console, result)
 
 
-def _emit(render: Any, json_text: str, json_output: bool) -> None:
+def _emit(render: Any, json_text: Any, json_output: bool) -> None:
     if json_output:
-        typer.echo(json_text)
+        typer.echo(json_text())
         return
     from rich.console import Console
 
@@ -314,3 +455,6 @@ def models(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+from kvsize import cli_check, cli_verify  # noqa: E402,F401

@@ -8,6 +8,7 @@ custom code they point to are never imported or run.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -160,6 +161,7 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "smollm3",
 }
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
@@ -237,10 +239,10 @@ class _Fields:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.error(key, "must be a list of strings")
-        if len(value) < length:
+        if len(value) != length:  # transformers rejects both shorter and longer lists
             raise self.error(key, f"lists {len(value)} layers but the model has {length}")
         self.used.append(key)
-        return list(value[:length])
+        return list(value)
 
     def int_list(self, key: str) -> list[int] | None:
         value = self.data.get(key)
@@ -259,13 +261,22 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
         source: names the config in error messages ("./config.json", "registry:meta-llama/Llama-3.1-8B").
         encoder_tokens: tokens each cross-attention layer attends to; defaults to one image's tokens.
     """
+    try:
+        return _parse(raw, source=source, encoder_tokens=encoder_tokens)
+    except ValidationError as exc:  # fields that parse one by one but describe no cache (a 0-wide head)
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{source}: the fields describe an impossible layer ({where}: {first['msg']})") from None
+
+
+def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: a config.json must hold a JSON object, got {type(raw).__name__}")
     top = _Fields(raw, source=source)
-    data, where = _text_config(raw)
+    data, where = _text_config(raw, source)
     model_type = data.get("model_type") or raw.get("model_type") or "unknown"
-    if not isinstance(model_type, str):
-        raise top.error("model_type", f"must be a string, got {model_type!r}")
+    if not isinstance(model_type, str) or not _PLAIN_NAME.fullmatch(model_type):
+        raise top.error("model_type", f"must be a plain name (letters, digits, '_', '-', '.'), got {model_type!r}")
     if raw.get("is_encoder_decoder") is True:
         return _encoder_decoder(raw, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}
@@ -360,9 +371,14 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
     )
 
 
-def _text_config(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+def _text_config(raw: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], str]:
     for key in TEXT_CONFIG_KEYS:
         nested = raw.get(key)
+        if nested is not None and not isinstance(nested, Mapping):
+            raise ConfigError(
+                f"{source}: field '{key}' must be an object, got {type(nested).__name__}",
+                hint="Fix the config.json: a nested language-model config is a JSON object.",
+            )
         if isinstance(nested, Mapping):
             merged = dict(nested)
             # Fields the language model leaves out but the wrapper sets (dtype, context) still apply.

@@ -20,8 +20,9 @@ class KvsizeError(Exception):
     exit_code: ExitCode = ExitCode.BAD_INPUT
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
+        # One line whatever the text quoted from a config or a file holds (line breaks, tabs).
+        super().__init__(" ".join(message.split()))
+        self.hint = " ".join(hint.split()) if hint else hint
 
 
 class ConfigError(KvsizeError):

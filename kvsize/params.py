@@ -124,7 +124,12 @@ class _Cfg:
         if value is None:
             return None
         key = next((k for k in keys if self.data.get(k) is not None), keys[0])
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value))
+            or value != int(value)
+        ):
             raise ConfigError(f"config field '{self.where}{key}' must be an integer, got {value!r}.")
         if not minimum <= int(value) <= _MAX_DIM * _MAX_DIM:
             raise ConfigError(f"config field '{self.where}{key}' is out of range: {value!r}.")

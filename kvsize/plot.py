@@ -49,8 +49,12 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
         budget = first.gpu.kv_budget_bytes
         left.axhline(budget / GIB, color="tab:red", linestyle="--", label=f"KV budget on {first.gpu.name}")
         right = left.twinx()
-        right.plot(contexts, [budget // (e.kv_cache_bytes_per_gpu // first.batch) for e in sizes],
-                   color="tab:green", label="max concurrent requests")
+        right.plot(
+            contexts,
+            [budget // (e.kv_cache_bytes_per_gpu // first.batch) for e in sizes],
+            color="tab:green",
+            label="max concurrent requests",
+        )
         right.set_ylabel("requests that fit")
         right.legend(loc="upper right")
     left.legend(loc="upper left")

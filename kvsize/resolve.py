@@ -47,7 +47,9 @@ def read_json_file(path: Path) -> Any:
         raise ConfigError(f"{path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4300-digit limit
+        if not isinstance(exc, json.JSONDecodeError):
+            raise ConfigError(f"{path}: not a usable config.json ({exc})") from None
         raise ConfigError(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             hint="Pass the model's config.json.",
@@ -74,13 +76,23 @@ def load_model_config(
     from kvsize import registry
 
     ref = ref.strip()
+    if revision is not None and not revision.strip():
+        raise ConfigError("empty --revision", hint="Give a branch, tag or commit, or leave --revision out.")
     if not ref:
         raise ConfigError("empty model reference", hint="Give a hub id (org/name) or a path to a config.json.")
-    path = Path(ref).expanduser()
-    if path.exists():
+    try:
+        path = Path(ref).expanduser()
+        exists = path.exists()
+    except (OSError, RuntimeError) as exc:  # a name too long for the file system, '~unknown-user/...'
+        raise ConfigError(
+            f"{ref}: not a usable path ({type(exc).__name__})",
+            hint="Give a hub id like org/name, or an existing config.json.",
+        ) from None
+    if exists:
         config_file = path / "config.json" if path.is_dir() else path
         if not config_file.is_file():
-            raise ConfigError(f"{path}: folder has no config.json", hint="Point at the model's config.json.")
+            problem = "folder has no config.json" if path.is_dir() else "not a regular file"
+            raise ConfigError(f"{path}: {problem}", hint="Point at the model's config.json or its folder.")
         raw = _as_object(read_json_file(config_file), str(config_file))
         return LoadedConfig(model=ref, raw=raw, source="local", location=str(config_file), folder=config_file.parent)
     if _looks_like_path(ref):

@@ -11,7 +11,7 @@ from enum import Enum
 from functools import cached_property
 from math import prod
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 
 class AttentionKind(str, Enum):
@@ -78,11 +78,11 @@ class StateSpec(_Frozen):
     """A recurrent layer's fixed-size state: the same bytes per request at any context length."""
 
     kind: StateKind
-    conv_channels: int = Field(ge=0)
+    conv_channels: int = Field(ge=1)
     """Channels of the short causal convolution whose last inputs are kept."""
     conv_kernel: int = Field(ge=1)
     """Convolution width; a cache keeps the last `conv_kernel - 1` inputs (some engines keep `conv_kernel`)."""
-    ssm_shape: tuple[int, ...]
+    ssm_shape: tuple[PositiveInt, ...] = Field(min_length=1)
     """Shape of the recurrent (SSM / delta-rule) state tensor per request."""
     dtype: str = "bf16"
     """Storage format of the state (a `KvDtype` value); engines may override it."""

@@ -27,7 +27,7 @@ def attention_specs(draw: st.DrawFn) -> AttentionSpec:
 state_specs = st.builds(
     StateSpec,
     kind=st.sampled_from(list(StateKind)),
-    conv_channels=st.integers(0, 4096),
+    conv_channels=st.integers(1, 4096),
     conv_kernel=st.integers(1, 5),
     ssm_shape=st.tuples(dims, dims),
     dtype=st.just("bf16"),

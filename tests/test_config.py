@@ -181,7 +181,8 @@ def test_auto_map_is_noted_not_run() -> None:
         ({"layer_types": ["full_attention"]}, "lists 1 layers but the model has 4"),
         ({"layer_types": ["warp_attention"] * 4}, "layer types kvsize does not know"),
         ({"is_encoder_decoder": True}, "missing field 'decoder_layers'"),
-        ({"model_type": 7}, "model_type' must be a string"),
+        ({"model_type": 7}, "model_type' must be a plain name"),
+    ({"model_type": "[/]"}, "model_type' must be a plain name"),
         ({"sliding_window": -3}, "sliding_window' must be between"),
     ],
 )

@@ -31,6 +31,15 @@ def storage_text(dtype: KvDtype) -> str:
     return f"{s.block_bytes} B per {s.block_elems} elements ({s.note})"
 
 
+def group_layers(spec: ArchSpec, layers: Sequence[LayerSpec]) -> Sequence[tuple[LayerSpec, int]]:
+    """Distinct layers of a stage with their counts (the whole model's grouping is computed once per spec)."""
+    if layers is spec.layers:
+        return spec.layer_groups()
+    counts = Counter((layer.attention, layer.state, layer.cross) for layer in layers)
+    first = {(layer.attention, layer.state, layer.cross): layer for layer in reversed(layers)}
+    return [(first[key], n) for key, n in counts.items()]
+
+
 def pipeline_stages(num_layers: int, pp: int) -> list[range]:
     """Layers of each pipeline stage: an even split whose remainder goes to the stages before the last,
     counted backwards (vllm/distributed/utils.py get_pp_indices, without VLLM_PP_LAYER_PARTITION)."""
@@ -152,11 +161,9 @@ class Engine(ABC):
     ) -> int:
         """One request's cache on one rank of a pipeline stage holding `layers` (identical layers are
         computed once: a 61-layer model usually has one or two distinct layers)."""
-        counts = Counter((layer.attention, layer.state, layer.cross) for layer in layers)
-        first = {(layer.attention, layer.state, layer.cross): layer for layer in reversed(layers)}
         total = 0
-        for key, count in counts.items():
-            per_token, tokens, state = self.layer_request_bytes(spec, first[key], ctx, dtype, tp)
+        for layer, count in group_layers(spec, layers):
+            per_token, tokens, state = self.layer_request_bytes(spec, layer, ctx, dtype, tp)
             total += count * (per_token * tokens + state)
         return total
 
@@ -179,7 +186,8 @@ class Engine(ABC):
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         stages = self.stages(spec.num_layers, pp)
-        per_stage = [self.stage_request_bytes(spec, [spec.layers[i] for i in s], ctx, kv_dtype, tp) for s in stages]
+        stage_layers = [spec.layers] if len(stages) == 1 else [[spec.layers[i] for i in s] for s in stages]
+        per_stage = [self.stage_request_bytes(spec, layers, ctx, kv_dtype, tp) for layers in stage_layers]
         groups = []
         per_token = fixed = 0
         for layer, count in spec.layer_groups():

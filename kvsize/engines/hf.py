@@ -113,8 +113,10 @@ def resolve_version(version: str | None) -> tuple[str, str | None, str]:
 
 
 # --- RAW-CONFIG HELPERS ----------------------------------------------------------------------------------
-# Fields kvsize's ArchSpec does not carry yet (see docs/verification.md, "Spec fields the hf engine needs").
-# Until AttentionSpec gains them, the hf engine reads them from the config.json dict it is handed.
+# Fields the hf engine needs that kvsize's ArchSpec may not carry (docs/verification.md, "Spec fields the hf
+# engine needs"): MLA's qk_nope_head_dim / v_head_dim (used from AttentionSpec when it has them, else read here)
+# and Falcon's new_decoder_architecture. They are read from the config.json dict handed to the engine
+# (`raw_config`, which `kvsize verify` and the oracle pass; the plain CLI does not yet).
 
 _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
 

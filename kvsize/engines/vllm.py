@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, group_layers
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FA, FlashInfer and Hopper's FlashAttention-MLA keep it
@@ -47,10 +47,10 @@ class _Slot:
     """One cache-holding sub-layer (an attention or a Mamba mixer) on one rank."""
 
     kind: str  # "attention" or "mamba"
-    key: tuple[object, ...]  # layers with equal keys share a spec
+    key: tuple[object, ...]  # the spec type: attention kind and window, or "mamba"
     per_token: int  # attention bytes per token slot; 0 for mamba
     state: int  # mamba state bytes; 0 for attention
-    blocks: int  # blocks one request needs
+    attn: AttentionSpec | None  # the attention it pages, for its blocks per request
 
 
 @dataclass(frozen=True)
@@ -151,28 +151,25 @@ class VllmEngine(Engine):
 
     # --- paging ---------------------------------------------------------------------------------------
 
-    def _slots(self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int) -> list[_Slot]:
-        slots = []
-        made: dict[tuple[object, object, object], list[_Slot]] = {}  # identical layers make identical slots
-        for layer in layers:
-            key = (layer.attention, layer.state, layer.cross)
-            if key not in made:
-                own = []
-                for a in (layer.attention, layer.cross):
-                    if a is not None and a.kind is not AttentionKind.SHARED:
-                        per_token = self.attention_bytes_per_token(a, dtype, tp)
-                        own.append(_Slot("attention", (a.kind, a.window, per_token), per_token, 0, 0))
-                if layer.state is not None:
-                    state = self.state_bytes(spec, layer.state, tp)
-                    own.append(_Slot("mamba", ("mamba", state), 0, state, 0))
-                made[key] = own
-            slots.extend(made[key])
-        return slots
+    def _slots(self, spec: ArchSpec, layers: Sequence[LayerSpec], dtype: KvDtype, tp: int) -> list[tuple[_Slot, int]]:
+        """Each distinct cache-holding sub-layer (attention, cross-attention, Mamba mixer) with its count."""
+        counts: dict[_Slot, int] = {}
+        for layer, n in group_layers(spec, layers):
+            for a in (layer.attention, layer.cross):
+                if a is not None and a.kind is not AttentionKind.SHARED:
+                    per_token = self.attention_bytes_per_token(a, dtype, tp)
+                    slot = _Slot("attention", (a.kind, a.window), per_token, 0, a)
+                    counts[slot] = counts.get(slot, 0) + n
+            if layer.state is not None:
+                state = self.state_bytes(spec, layer.state, tp)
+                slot = _Slot("mamba", ("mamba",), 0, state, None)
+                counts[slot] = counts.get(slot, 0) + n
+        return list(counts.items())
 
     def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
         """16 unless the model mixes attention with Mamba: then enough tokens that one attention page holds
         a Mamba state (Platform._align_hybrid_block_size)."""
-        slots = self._slots(spec, spec.layers, 1, dtype, tp)
+        slots = [slot for slot, _ in self._slots(spec, spec.layers, dtype, tp)]
         base = self.fixed_block_size or DEFAULT_BLOCK_SIZE
         attn = [s.per_token for s in slots if s.kind == "attention"]
         states = [s.state for s in slots if s.kind == "mamba"]
@@ -184,47 +181,33 @@ class VllmEngine(Engine):
     def layout(self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int) -> Layout:
         """Bytes per block and blocks per request of one pipeline stage at max_model_len `ctx`."""
         bs = self.block_size(spec, dtype, tp)
-        slots = self._slots(spec, layers, ctx, dtype, tp)
+        slots = self._slots(spec, layers, dtype, tp)
         if not slots:
             return Layout(bs, 0, 0, 0)
-        attn_page = bs * min((s.per_token for s in slots if s.kind == "attention"), default=0)
-        pages: list[int] = []
-        blocks: list[int] = []
-        buckets: dict[tuple[object, ...], list[int]] = {}
-        for s in slots:
-            if s.kind == "attention":
-                page = bs * s.per_token
-                attn = next(
-                    a
-                    for layer in layers
-                    for a in (layer.attention, layer.cross)
-                    if a is not None and (a.kind, a.window) == s.key[:2]
-                )
-                n_blocks = self._blocks_for(attn, ctx, bs)
+        attn_page = bs * min((s.per_token for s, _ in slots if s.kind == "attention"), default=0)
+        mamba_blocks = MAMBA_BLOCKS_PREFIX_CACHING if attn_page and self.enable_prefix_caching else MAMBA_BLOCKS_PLAIN
+        # Buckets of one spec type: (page, blocks per request, layers) entries.
+        buckets: dict[tuple[object, ...], list[tuple[int, int, int]]] = {}
+        for s, n in slots:
+            if s.attn is not None:
+                entry = (bs * s.per_token, self._blocks_for(s.attn, ctx, bs), n)
             else:
-                page = max(s.state, attn_page)  # padded to the attention page in hybrid models
-                n_blocks = (
-                    MAMBA_BLOCKS_PREFIX_CACHING if attn_page and self.enable_prefix_caching else MAMBA_BLOCKS_PLAIN
-                )
-            pages.append(page)
-            blocks.append(n_blocks)
-            buckets.setdefault((s.kind, s.key[0], s.key[1]) if s.kind == "attention" else ("mamba",), []).append(
-                len(pages) - 1
-            )
+                entry = (max(s.state, attn_page), mamba_blocks, n)  # states padded to the attention page
+            buckets.setdefault((s.kind, *s.key), []).append(entry)
         if len(buckets) == 1:
             # One group: identical layers (bytes_per_block = layers x page) or one type with different sizes
             # (UniformTypeKVCacheSpecs: a block spans every layer's page).
-            return Layout(bs, sum(pages), max(blocks), 1)
+            (entries,) = buckets.values()
+            return Layout(bs, sum(page * n for page, _, n in entries), max(b for _, b, _ in entries), 1)
         # Mixed types: pages were unified to one size; buckets split into groups of group_size layers.
-        sizes = [len(ix) for ix in buckets.values()]
+        sizes = [sum(n for _, _, n in entries) for entries in buckets.values()]
         group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
-        page = max(pages)
-        n_groups = 0
-        per_request = 0
-        for ix in buckets.values():
-            groups = cdiv(len(ix), group_size)
+        page = max(page for entries in buckets.values() for page, _, _ in entries)
+        n_groups = per_request = 0
+        for size, entries in zip(sizes, buckets.values(), strict=True):
+            groups = cdiv(size, group_size)
             n_groups += groups
-            per_request += groups * max(blocks[i] for i in ix)
+            per_request += groups * max(b for _, b, _ in entries)
         return Layout(bs, group_size * page, per_request, n_groups)
 
     def stage_request_bytes(
@@ -251,7 +234,7 @@ class VllmEngine(Engine):
             attn_page = bs * min(
                 (
                     self.attention_bytes_per_token(x.attention, dtype, tp)
-                    for x in spec.layers
+                    for x, _ in spec.layer_groups()
                     if x.attention is not None and x.attention.kind is not AttentionKind.SHARED
                 ),
                 default=0,
@@ -262,7 +245,7 @@ class VllmEngine(Engine):
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
-        if any(layer.state is not None for layer in spec.layers) and any(layer.attention for layer in spec.layers):
+        if spec.has_state and any(layer.attention for layer, _ in spec.layer_groups()):
             notes.append(
                 "vLLM pads each Mamba state to one attention page and, with prefix caching on (its default for "
                 "hybrid models), keeps 2 state blocks per request"
@@ -282,7 +265,8 @@ class VllmEngine(Engine):
         from kvsize.engines.base import pipeline_stages
 
         stages = pipeline_stages(spec.num_layers, pp)
-        layouts = [self.layout(spec, [spec.layers[i] for i in s], max_model_len, kv_dtype, tp) for s in stages]
+        stage_layers = [spec.layers] if len(stages) == 1 else [[spec.layers[i] for i in s] for s in stages]
+        layouts = [self.layout(spec, layers, max_model_len, kv_dtype, tp) for layers in stage_layers]
         live = [lay for lay in layouts if lay.bytes_per_block]
         if not live or available_bytes <= 0:
             return Pool(0, 0, 0.0, 0)

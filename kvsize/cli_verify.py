@@ -1,0 +1,245 @@
+"""`kvsize verify MODEL` and `kvsize MODEL --verify`: run the model with transformers and check kvsize's numbers.
+
+Imported at the bottom of kvsize/cli.py so the command registers on `app`. Module level holds only typer and
+the option types: torch, transformers, pydantic and rich load inside the command, so `kvsize --help` stays light.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from kvsize.cli import (
+    BatchOpt,
+    CtxOpt,
+    DebugOpt,
+    DeviceOpt,
+    EncoderLenOpt,
+    EngineVersionOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    LayersOpt,
+    ModelArg,
+    ReportOpt,
+    RevisionOpt,
+    ToleranceOpt,
+    TrustRemoteCodeOpt,
+    _split,
+    app,
+    user_errors,
+)
+from kvsize.errors import ExitCode, UsageError
+
+DecodeStepsOpt = Annotated[
+    int,
+    typer.Option(
+        "--decode-steps", min=0, help="One-token decode steps after the prefill (the cache ends at ctx tokens)."
+    ),
+]
+CacheImplOpt = Annotated[
+    str, typer.Option("--cache-implementation", help="transformers cache: dynamic (DynamicCache) or static.")
+]
+COLUMNS = ("ctx", "batch", "dtype", "predicted", "measured", "diff", "allocator delta", "peak", "full model", "result")
+MaxCacheLenOpt = Annotated[
+    int | None,
+    typer.Option("--max-cache-len", min=1, help="StaticCache length (default: ctx).", show_default=False),
+]
+
+
+@app.command(
+    "verify",
+    epilog="Examples:  kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8   |   "
+    "kvsize verify deepseek-ai/DeepSeek-V3 --device meta --ctx 128k   |   "
+    "kvsize verify Qwen/Qwen3-8B --device cpu --layers 2 --ctx 512 --json",
+)
+def verify_command(
+    model: ModelArg,
+    ctx: CtxOpt = None,
+    batch: BatchOpt = "1",
+    kv_dtype: KvDtypeOpt = "auto",
+    device: DeviceOpt = None,
+    layers: LayersOpt = None,
+    tolerance: ToleranceOpt = None,
+    decode_steps: DecodeStepsOpt = 4,
+    cache_implementation: CacheImplOpt = "dynamic",
+    max_cache_len: MaxCacheLenOpt = None,
+    engine_version: EngineVersionOpt = None,
+    encoder_len: EncoderLenOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    revision: RevisionOpt = None,
+    json_output: JsonOpt = False,
+    report: ReportOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Build MODEL with transformers, run a prefill and a few decode steps, and compare the cache it really holds
+    with --engine hf, layer by layer (exit 1 on any difference). Needs kvsize[verify]."""
+    run_verify(
+        model,
+        ctx=ctx,
+        batch=batch,
+        kv_dtype=kv_dtype,
+        device=device,
+        layers=layers,
+        tolerance=tolerance,
+        decode_steps=decode_steps,
+        cache_implementation=cache_implementation,
+        max_cache_len=max_cache_len,
+        engine_version=engine_version,
+        encoder_len=encoder_len,
+        trust_remote_code=trust_remote_code,
+        revision=revision,
+        json_output=json_output,
+        report=report,
+        debug=debug,
+    )
+
+
+def size_verify(model: str, *, verify: bool, **options: Any) -> None:
+    """`kvsize MODEL --verify ...`: the verify command; verification options without --verify are an error."""
+    with user_errors(options["debug"]):
+        if not verify:
+            raise UsageError(
+                "--device, --layers, --tolerance, --report and --trust-remote-code only apply to a verification",
+                hint="Add --verify, or use 'kvsize verify MODEL'.",
+            )
+    run_verify(model, decode_steps=4, cache_implementation="dynamic", max_cache_len=None, **options)
+
+
+def run_verify(
+    model: str,
+    *,
+    ctx: str | None,
+    batch: str,
+    kv_dtype: str,
+    device: str | None,
+    layers: int | None,
+    tolerance: float | None,
+    decode_steps: int,
+    cache_implementation: str,
+    max_cache_len: int | None,
+    engine_version: str | None,
+    encoder_len: int | None,
+    trust_remote_code: bool,
+    revision: str | None,
+    json_output: bool,
+    report: str | None,
+    debug: bool,
+) -> None:
+    with user_errors(debug):
+        from pathlib import Path
+
+        from kvsize.resolve import load_model_config
+        from kvsize.units import parse_count, parse_tokens
+        from kvsize.verify import DEFAULT_TOLERANCE, VerifyOptions, render_markdown, verify
+
+        options = VerifyOptions(
+            contexts=[parse_tokens(c) for c in _split(ctx)] if ctx else (),
+            batches=[parse_count(b, "batch size") for b in _split(batch)],
+            kv_dtypes=_split(kv_dtype),
+            device=device,
+            layers=layers,
+            tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+            decode_steps=decode_steps,
+            engine_version=engine_version,
+            cache_implementation=cache_implementation.strip().lower(),
+            max_cache_len=max_cache_len,
+            trust_remote_code=trust_remote_code,
+            encoder_len=encoder_len,
+        )
+        loaded = load_model_config(model, revision=revision)
+        with _rich_progress() as progress:
+            result = verify(loaded, options, progress)
+        if report:
+            try:
+                Path(report).write_text(render_markdown(result), encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot write the report {report} ({exc.strerror or type(exc).__name__})") from None
+    if json_output:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        _render(result)
+    if not result.passed:
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+class _RichSteps:
+    """Progress.step for the verifier: a spinner per step on stderr, and one line per finished step."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+
+    @contextmanager
+    def step(self, description: str) -> Iterator[None]:
+        task = self.progress.add_task(description, total=None)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.progress.remove_task(task)
+            self.progress.console.print(f"[dim]{description}: {time.perf_counter() - start:.1f} s[/]")
+
+
+@contextmanager
+def _rich_progress() -> Iterator[_RichSteps]:
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True, highlight=False)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        yield _RichSteps(progress)
+
+
+def _render(result: Any) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from kvsize.units import format_bytes
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
+    console.print(
+        f"device {escape(result.device)}, {result.weights} weights, {result.layers_built} of {result.layers_total} "
+        f"layers built, transformers {result.transformers_version}, torch {result.torch_version}"
+    )
+    console.print(f"[dim]hf: {escape(result.engine_rule)}[/]")
+    table = Table(title="Cache held vs kvsize --engine hf", title_justify="left", show_edge=False)
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("dtype", "result") else "right", no_wrap=True)
+    for s in result.scenarios:
+        full = s.full_model
+        full_text = "-"
+        if full is not None:
+            measured = format_bytes(full.measured_bytes) if full.measured_bytes is not None else "n/a"
+            full_text = f"{format_bytes(full.predicted_bytes)} / {measured}"
+        alloc = "-"
+        if s.allocator_delta_bytes is not None:
+            alloc = f"{format_bytes(s.allocator_delta_bytes)} ({s.allocator_difference_pct:+.2f}%)"
+        table.add_row(
+            str(s.ctx),
+            str(s.batch),
+            s.kv_dtype,
+            f"{s.predicted_bytes:,} B",
+            "-" if s.measured_bytes is None else f"{s.measured_bytes:,} B",
+            "-" if s.difference_bytes is None else f"{s.difference_bytes:+,} B",
+            alloc,
+            "-" if s.allocator_peak_bytes is None else format_bytes(s.allocator_peak_bytes),
+            full_text,
+            {"match": "[green]match[/]", "mismatch": "[red]MISMATCH[/]", "oom": "[yellow]OOM[/]"}[s.status],
+        )
+    console.print(table)
+    for s in result.scenarios:
+        for line in (*s.reasons, *([s.finding] if s.finding else [])):
+            console.print(f"[yellow]ctx {s.ctx} x batch {s.batch}:[/] {escape(line)}")
+        if s.full_model is not None:
+            console.print(f"[dim]ctx {s.ctx} x batch {s.batch}: full model {escape(s.full_model.note)}[/]")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    verdict = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
+    console.print(f"{verdict}: logical bytes must match exactly; allocator within {100 * result.tolerance:.2f}%")
