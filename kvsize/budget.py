@@ -85,6 +85,17 @@ def vllm_activation_bytes(spec: ArchSpec, *, max_batched_tokens: int, max_num_se
     )
 
 
+def _profile_peak(spec: ArchSpec, memory_bytes: int, s: BudgetSettings) -> int:
+    """The warm-up run's activation peak: given, or vLLM's profile-run model at the server's batch defaults
+    (TensorRT-LLM's warm-up runs the same kind of max-batch forward)."""
+    if s.activation_bytes is not None:
+        return s.activation_bytes
+    default_tokens, default_seqs = vllm_batch_defaults(memory_bytes)
+    return vllm_activation_bytes(
+        spec, max_batched_tokens=s.max_batched_tokens or default_tokens, max_num_seqs=s.max_num_seqs or default_seqs
+    )
+
+
 def vllm_batch_defaults(memory_bytes: int) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) of the API server (EngineArgs.get_batch_defaults, vLLM 0.33):
     16384/1024 on >= 160 GiB cards, 8192/1024 on >= 70 GiB, 2048/256 below."""
@@ -127,16 +138,7 @@ def kv_budget(
         engine = "given reserve"  # a stated reserve replaces every engine's model
     if engine == "vllm":
         util = s.gpu_util if s.gpu_util is not None else (0.90 if version in ("0.19", "0.11") else 0.92)
-        default_tokens, default_seqs = vllm_batch_defaults(memory_bytes)
-        activation = (
-            s.activation_bytes
-            if s.activation_bytes is not None
-            else vllm_activation_bytes(
-                spec,
-                max_batched_tokens=s.max_batched_tokens or default_tokens,
-                max_num_seqs=s.max_num_seqs or default_seqs,
-            )
-        )
+        activation = _profile_peak(spec, memory_bytes, s)
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if tp > 1 else NON_TORCH_TP1)
         graphs = (
             s.cuda_graph_bytes
@@ -166,16 +168,7 @@ def kv_budget(
         # (total - peak + temporary KV) x free_gpu_memory_fraction 0.9 (_torch/pyexecutor/_util.py
         # KvCacheCreator._cal_max_memory): the fraction applies to what the warm-up run left free.
         util = s.gpu_util if s.gpu_util is not None else 0.9
-        default_tokens, default_seqs = vllm_batch_defaults(memory_bytes)
-        activation = (
-            s.activation_bytes
-            if s.activation_bytes is not None
-            else vllm_activation_bytes(
-                spec,
-                max_batched_tokens=s.max_batched_tokens or default_tokens,
-                max_num_seqs=s.max_num_seqs or default_seqs,
-            )
-        )
+        activation = _profile_peak(spec, memory_bytes, s)
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else NON_TORCH_TP1)
         graphs = s.cuda_graph_bytes or 0
         free = visible - weights_bytes - activation - non_torch - graphs
