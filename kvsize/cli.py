@@ -211,7 +211,7 @@ VerifyOpt = Annotated[
     typer.Option(
         "--verify",
         help="Build the model with transformers, run it, and compare the cache it holds with --engine hf "
-        "(same as 'kvsize verify'; needs kvsize[verify]).",
+        "(same as 'kvsize verify'; needs the 'verify' extra).",
     ),
 ]
 DeviceOpt = Annotated[
@@ -235,7 +235,7 @@ ToleranceOpt = Annotated[
         "--tolerance",
         min=0.0,
         help="Verification: allowed relative gap between the CUDA allocator's delta and the prediction "
-        "[default: 0.02]. Logical bytes must match exactly.",
+        "(default 0.02). Logical bytes must match exactly.",
         show_default=False,
     ),
 ]

@@ -16,7 +16,6 @@ import typer
 
 from kvsize.cli import (
     BatchOpt,
-    CtxOpt,
     DebugOpt,
     DeviceOpt,
     EncoderLenOpt,
@@ -35,6 +34,16 @@ from kvsize.cli import (
 )
 from kvsize.errors import ExitCode, UsageError
 
+VerifyCtxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ctx",
+        "--max-model-len",
+        help="Tokens in the cache at the end of each run: 4096, 4k, 32k; lists: 4k,32k. Default: 4k (cuda, meta), "
+        "256 (cpu).",
+        show_default=False,
+    ),
+]
 DecodeStepsOpt = Annotated[
     int,
     typer.Option(
@@ -59,7 +68,7 @@ MaxCacheLenOpt = Annotated[
 )
 def verify_command(
     model: ModelArg,
-    ctx: CtxOpt = None,
+    ctx: VerifyCtxOpt = None,
     batch: BatchOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
     device: DeviceOpt = None,
@@ -77,7 +86,7 @@ def verify_command(
     debug: DebugOpt = False,
 ) -> None:
     """Build MODEL with transformers, run a prefill and a few decode steps, and compare the cache it really holds
-    with --engine hf, layer by layer (exit 1 on any difference). Needs kvsize[verify]."""
+    with --engine hf, layer by layer (exit 1 on any difference). Needs the 'verify' extra."""
     run_verify(
         model,
         ctx=ctx,
@@ -168,31 +177,37 @@ def run_verify(
 
 
 class _RichSteps:
-    """Progress.step for the verifier: a spinner per step on stderr, and one line per finished step."""
+    """Progress.step for the verifier: a spinner per step on stderr (a terminal), one line per finished step."""
 
-    def __init__(self, progress: Any) -> None:
+    def __init__(self, progress: Any, console: Any) -> None:
         self.progress = progress
+        self.console = console
 
     @contextmanager
     def step(self, description: str) -> Iterator[None]:
-        task = self.progress.add_task(description, total=None)
+        task = self.progress.add_task(description, total=None) if self.progress is not None else None
         start = time.perf_counter()
         try:
             yield
         finally:
-            self.progress.remove_task(task)
-            self.progress.console.print(f"[dim]{description}: {time.perf_counter() - start:.1f} s[/]")
+            if task is not None:
+                self.progress.remove_task(task)
+            self.console.print(f"[dim]{description}: {time.perf_counter() - start:.1f} s[/]")
 
 
 @contextmanager
 def _rich_progress() -> Iterator[_RichSteps]:
+    """Spinners on a terminal; plain lines when stderr is a file or a pipe (logs stay readable)."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True, highlight=False)
+    if not console.is_terminal:
+        yield _RichSteps(None, console)
+        return
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        yield _RichSteps(progress)
+        yield _RichSteps(progress, console)
 
 
 def _render(result: Any) -> None:

@@ -479,14 +479,7 @@ def build_model(
             continue
         try:
             if weights is not None and device != "meta":
-                model = auto.from_pretrained(
-                    weights,
-                    config=config,
-                    dtype=torch_dtype,
-                    device_map=device,
-                    local_files_only=True,
-                    trust_remote_code=trust_remote_code,
-                )
+                model = _load_checkpoint(auto, weights, config, torch_dtype, device, trust_remote_code)
             else:
                 with torch.device(device):
                     model = auto.from_config(config, dtype=torch_dtype, trust_remote_code=trust_remote_code)
@@ -499,6 +492,19 @@ def build_model(
         f"transformers has no causal-LM or image-text-to-text class for {type(config).__name__}",
         hint=f"Tried {', '.join(errors)}.",
     )
+
+
+def _load_checkpoint(auto: Any, weights: str, config: Any, torch_dtype: Any, device: Device, trust: bool) -> Any:
+    """from_pretrained straight onto the GPU when accelerate is installed (transformers needs it for a
+    device_map), else through host memory."""
+    import importlib.util
+
+    direct = device == "cuda" and importlib.util.find_spec("accelerate") is not None
+    extra = {"device_map": device} if direct else {}
+    model = auto.from_pretrained(
+        weights, config=config, dtype=torch_dtype, local_files_only=True, trust_remote_code=trust, **extra
+    )
+    return model if direct or device == "cpu" else model.to(device)
 
 
 # ======================================================================================================
@@ -700,16 +706,38 @@ class VerifyOptions:
     notes: list[str] = field(default_factory=list)
 
 
-def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | None = None) -> VerifyResult:
-    """Build, run and compare every ctx x batch x kv dtype scenario of `options` for the model of `loaded`."""
+@dataclass(frozen=True)
+class _Planned:
+    """One scenario, with its predictions made before anything is built (so bad settings fail fast)."""
+
+    kv_dtype: KvDtype
+    ctx: int
+    batch: int
+    decode_steps: int
+    predicted: list[int]
+    formula_bytes: int
+
+
+@dataclass(frozen=True)
+class _Plan:
+    device: Device
+    raw: Mapping[str, Any]
+    spec: ArchSpec
+    full_spec: ArchSpec
+    engine: Any
+    full_engine: Any
+    scenarios: list[_Planned]
+    weights: str | None
+    notes: list[str]
+
+
+def plan(loaded: LoadedConfig, options: VerifyOptions, device: Device) -> _Plan:
+    """Parse, cut to --layers, resolve dtypes and contexts, and predict every scenario (no torch needed)."""
     from kvsize.api import resolve_kv_dtypes
     from kvsize.config import parse_config
     from kvsize.engines import get_engine
     from kvsize.engines.hf import HfEngine
 
-    progress = progress or SilentProgress()
-    torch, transformers = load_torch()
-    device = resolve_device(torch, options.device)
     if options.tolerance < 0:
         raise UsageError(f"--tolerance must not be negative, got {options.tolerance}")
     if options.decode_steps < 0:
@@ -719,8 +747,20 @@ def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | No
     spec = parse_config(raw, source=loaded.location, encoder_tokens=options.encoder_len)
     _check_cpu_size(device, options.layers, raw)
     dtypes, dtype_notes = resolve_kv_dtypes(options.kv_dtypes, loaded.raw, spec)
-    contexts = list(options.contexts) or list(DEFAULT_CONTEXTS[device])
-    cross = _encoder_tokens(spec)
+    engine_kw: dict[str, Any] = {
+        "cache_implementation": options.cache_implementation,
+        "max_cache_len": options.max_cache_len,
+    }
+    engine = HfEngine(options.engine_version, raw_config=raw, **engine_kw)
+    formula = get_engine("formula")
+    scenarios = []
+    for kv_dtype in dtypes:
+        for ctx in list(options.contexts) or list(DEFAULT_CONTEXTS[device]):
+            for batch in options.batches:
+                predicted = engine.layer_bytes(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype)
+                formula_bytes = formula.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype).kv_cache_bytes
+                steps = min(options.decode_steps, ctx - 1)
+                scenarios.append(_Planned(kv_dtype, ctx, batch, steps, predicted, formula_bytes))
     weights = local_weights(loaded) if device != "meta" else None
     notes = [*options.notes, *notes, *dtype_notes]
     notes.append(
@@ -728,56 +768,56 @@ def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | No
     )
     if device == "meta":
         notes.append("meta device: shapes and dtypes are real, no memory is allocated")
-    if options.layers is not None and options.layers < full_spec.num_layers:
+    if spec.num_layers < full_spec.num_layers:
         notes.append(
             "full-model figures scale the built layers: each layer of the model takes the bytes measured "
             "on a built layer of identical spec"
         )
-    config = hf_config(transformers, raw, loaded, trust_remote_code=options.trust_remote_code)
-    engine_kw: dict[str, Any] = {
-        "cache_implementation": options.cache_implementation,
-        "max_cache_len": options.max_cache_len,
-    }
-    engine = HfEngine(options.engine_version, raw_config=raw, **engine_kw)
     full_engine = HfEngine(options.engine_version, raw_config=loaded.raw, **engine_kw)
+    return _Plan(device, raw, spec, full_spec, engine, full_engine, scenarios, weights, notes)
+
+
+def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | None = None) -> VerifyResult:
+    """Build, run and compare every ctx x batch x kv dtype scenario of `options` for the model of `loaded`."""
+    from kvsize.engines import get_engine
+
+    progress = progress or SilentProgress()
+    torch, transformers = load_torch()
+    device = resolve_device(torch, options.device)
+    p = plan(loaded, options, device)
+    config = hf_config(transformers, p.raw, loaded, trust_remote_code=options.trust_remote_code)
     formula = get_engine("formula")
-    scenarios = []
-    for kv_dtype in dtypes:
-        act = run_dtype(kv_dtype, spec)
-        with progress.step(f"building {loaded.model} ({spec.num_layers} layers, {act.value}, {device})"):
-            model = _build_or_report(torch, transformers, config, device, act, weights, options.trust_remote_code)
+    cross = _encoder_tokens(p.spec)
+    results = []
+    for kv_dtype in dict.fromkeys(s.kv_dtype for s in p.scenarios):
+        act = run_dtype(kv_dtype, p.spec)
+        with progress.step(f"building {loaded.model} ({p.spec.num_layers} layers, {act.value}, {device})"):
+            model = _build_or_report(torch, transformers, config, device, act, p.weights, options.trust_remote_code)
         if device == "cuda":
             with progress.step("warm-up forward (cuBLAS workspaces and other one-time allocations)"):
                 warm_up(torch, model, device)
-        for ctx in contexts:
-            for batch in options.batches:
-                steps = min(options.decode_steps, ctx - 1)
-                predicted = engine.layer_bytes(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype)
-                max_len = options.max_cache_len or ctx
-                cache = make_cache(
-                    transformers,
-                    model,
-                    kv_dtype=kv_dtype,
-                    implementation=options.cache_implementation,
-                    max_cache_len=max_len,
-                )
-                outcome = run_scenario(
-                    torch,
-                    model,
-                    cache,
-                    device=device,
-                    ctx=ctx,
-                    batch=batch,
-                    decode_steps=steps,
-                    cross_tokens=cross,
-                    progress=progress,
-                )
-                del cache
-                formula_bytes = formula.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype).kv_cache_bytes
-                full = _full_model(full_engine, formula, full_spec, spec, outcome, ctx, batch, kv_dtype)
-                scenarios.append(
-                    _scenario(spec, kv_dtype, options, ctx, batch, steps, predicted, formula_bytes, outcome, full)
-                )
+        for s in (s for s in p.scenarios if s.kv_dtype is kv_dtype):
+            cache = make_cache(
+                transformers,
+                model,
+                kv_dtype=kv_dtype,
+                implementation=options.cache_implementation,
+                max_cache_len=options.max_cache_len or s.ctx,
+            )
+            outcome = run_scenario(
+                torch,
+                model,
+                cache,
+                device=device,
+                ctx=s.ctx,
+                batch=s.batch,
+                decode_steps=s.decode_steps,
+                cross_tokens=cross,
+                progress=progress,
+            )
+            del cache
+            full = _full_model(p.full_engine, formula, p.full_spec, p.spec, outcome, s.ctx, s.batch, kv_dtype)
+            results.append(_scenario(p.spec, options, s, outcome, full))
         del model
         gc.collect()
         if device == "cuda":
@@ -786,15 +826,15 @@ def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | No
         model=loaded.model,
         source=loaded.source_label,
         device=device if device != "cuda" else f"cuda ({torch.cuda.get_device_name()})",
-        weights="loaded" if weights else "random",
-        layers_built=spec.num_layers,
-        layers_total=full_spec.num_layers,
-        engine_rule=engine.rule,
+        weights="loaded" if p.weights else "random",
+        layers_built=p.spec.num_layers,
+        layers_total=p.full_spec.num_layers,
+        engine_rule=p.engine.rule,
         transformers_version=transformers.__version__,
         torch_version=torch.__version__,
         tolerance=options.tolerance,
-        notes=tuple(dict.fromkeys([*notes, *spec.notes, *engine.estimate_notes(spec)])),
-        scenarios=tuple(scenarios),
+        notes=tuple(dict.fromkeys([*p.notes, *p.spec.notes, *p.engine.estimate_notes(p.spec)])),
+        scenarios=tuple(results),
     )
 
 
@@ -880,26 +920,18 @@ def _full_model(
 
 
 def _scenario(
-    spec: ArchSpec,
-    kv_dtype: KvDtype,
-    options: VerifyOptions,
-    ctx: int,
-    batch: int,
-    steps: int,
-    predicted: list[int],
-    formula_bytes: int,
-    outcome: RunOutcome,
-    full: FullModel | None,
+    spec: ArchSpec, options: VerifyOptions, s: _Planned, outcome: RunOutcome, full: FullModel | None
 ) -> ScenarioResult:
+    predicted = s.predicted
     common: dict[str, Any] = {
-        "ctx": ctx,
-        "batch": batch,
-        "kv_dtype": kv_dtype.value,
-        "cache_implementation": "quantized (fp8)" if kv_dtype is KvDtype.FP8_E4M3 else options.cache_implementation,
-        "prefill_tokens": ctx - steps,
-        "decode_steps": steps,
+        "ctx": s.ctx,
+        "batch": s.batch,
+        "kv_dtype": s.kv_dtype.value,
+        "cache_implementation": ("quantized (fp8)" if s.kv_dtype is KvDtype.FP8_E4M3 else options.cache_implementation),
+        "prefill_tokens": s.ctx - s.decode_steps,
+        "decode_steps": s.decode_steps,
         "predicted_bytes": sum(predicted),
-        "formula_bytes": formula_bytes,
+        "formula_bytes": s.formula_bytes,
         "full_model": full,
     }
     if outcome.measure is None:

@@ -114,9 +114,10 @@ def resolve_version(version: str | None) -> tuple[str, str | None, str]:
 
 # --- RAW-CONFIG HELPERS ----------------------------------------------------------------------------------
 # Fields the hf engine needs that kvsize's ArchSpec may not carry (docs/verification.md, "Spec fields the hf
-# engine needs"): MLA's qk_nope_head_dim / v_head_dim (used from AttentionSpec when it has them, else read here)
-# and Falcon's new_decoder_architecture. They are read from the config.json dict handed to the engine
-# (`raw_config`, which `kvsize verify` and the oracle pass; the plain CLI does not yet).
+# engine needs"): MLA's qk_nope_head_dim / v_head_dim (taken from AttentionSpec when it has them, which current
+# specs do; read here otherwise) and Falcon's new_decoder_architecture (no spec field yet). They are read from
+# the config.json dict handed to the engine (`raw_config`: `kvsize verify` and the oracle pass it, the plain
+# CLI does not, so there Falcon falls back to "more than one KV head means the new architecture").
 
 _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
 
