@@ -315,7 +315,7 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
             num_attention_heads=attention.num_heads if attention else None,
             max_context=max_context,
             hidden_size=fields.integer(*_HIDDEN_KEYS),
-            intermediate_size=fields.integer("intermediate_size", "ffn_hidden_size", "n_inner", maximum=1 << 30),
+            intermediate_size=_scalar_int(fields, "intermediate_size", "ffn_hidden_size", "n_inner"),
             vocab_size=fields.integer("vocab_size", "padded_vocab_size", maximum=1 << 30),
             model_dtype=(dtype or KvDtype.BF16).value,
             notes=tuple(dict.fromkeys(notes)),
@@ -369,6 +369,14 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
         notes=(*notes, *(() if dtype else ("config names no dtype: assumed fp32 weights",))),
         is_encoder_decoder=True,
     )
+
+
+def _scalar_int(f: _Fields, *keys: str) -> int | None:
+    """An informational width that some families give per layer (Gemma 3n lists intermediate_size)."""
+    present = [k for k in keys if f.has(k)]
+    if present and isinstance(f.raw(present[0]), list):
+        return None
+    return f.integer(*keys, maximum=1 << 30)
 
 
 def _text_config(raw: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], str]:
@@ -437,6 +445,10 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
             if "sliding" in kinds and not f.has("sliding_window"):
                 raise f.error("sliding_window", "is missing but layer_types lists sliding layers")
             return kinds
+    if f.raw("model_type") == "falcon_h1":
+        # Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer; no field says so
+        # (transformers FalconH1Config: layers_block_type = ["hybrid"] * num_hidden_layers).
+        return ["mamba+full"] * n
     period = f.integer("attn_layer_period")
     if period is not None:  # Jamba: one attention layer every `period`, at `offset`
         offset = f.integer("attn_layer_offset", minimum=0) or 0

@@ -39,16 +39,16 @@ def check(path: Path, *args: str) -> tuple[int, dict[str, object] | None, str]:
 
 
 @pytest.mark.parametrize(("requirement", "passes"), [
-    ("{ctx: 8k, min_concurrency: %d}" % (BUDGET // PER_8K), True),
-    ("{ctx: 8k, min_concurrency: %d}" % (BUDGET // PER_8K + 1), False),
-    ("{ctx: 8k, batch: %d}" % (BUDGET // PER_8K), True),  # default check: the batch fits
-    ("{ctx: 8k, batch: %d}" % (BUDGET // PER_8K + 1), False),
+    (f"{{ctx: 8k, min_concurrency: {BUDGET // PER_8K}}}", True),
+    (f"{{ctx: 8k, min_concurrency: {BUDGET // PER_8K + 1}}}", False),
+    (f"{{ctx: 8k, batch: {BUDGET // PER_8K}}}", True),  # default check: the batch fits
+    (f"{{ctx: 8k, batch: {BUDGET // PER_8K + 1}}}", False),
     ("{ctx: 128k, max_kv_fraction: 0.30}", True),  # 16 GiB of a ~55 GiB budget = 29%
     ("{ctx: 128k, max_kv_fraction: 0.25}", False),
-    ("{ctx: 8k, batch: 4, max_context: %d}" % (BUDGET // (4 * 131_072) // 16 * 16), True),
-    ("{ctx: 8k, batch: 4, max_context: %d}" % (BUDGET // (4 * 131_072) // 16 * 16 + 16), False),
-    ("{ctx: 8k, min_pool_tokens: %d}" % (BUDGET // (2 * 1024**2) * 16), True),
-    ("{ctx: 8k, min_pool_tokens: %d}" % (BUDGET // (2 * 1024**2) * 16 + 1), False),
+    (f"{{ctx: 8k, batch: 4, max_context: {BUDGET // (4 * 131_072) // 16 * 16}}}", True),
+    (f"{{ctx: 8k, batch: 4, max_context: {BUDGET // (4 * 131_072) // 16 * 16 + 16}}}", False),
+    (f"{{ctx: 8k, min_pool_tokens: {BUDGET // (2 * 1024**2) * 16}}}", True),
+    (f"{{ctx: 8k, min_pool_tokens: {BUDGET // (2 * 1024**2) * 16 + 1}}}", False),
 ])
 def test_requirement_kinds(tmp_path: Path, requirement: str, passes: bool) -> None:
     code, data, stderr = check(write(tmp_path, one(requirement)))

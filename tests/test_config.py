@@ -229,3 +229,18 @@ def test_encoder_decoder_t5_uses_d_kv() -> None:
         }
     )
     assert spec.num_layers == 6 and spec.layers[0].attention.head_dim == 64  # type: ignore[union-attr]
+
+
+def test_falcon_h1_every_layer_has_attention_and_mamba() -> None:
+    spec = parse_config({"model_type": "falcon_h1", "num_hidden_layers": 4, "num_attention_heads": 8,
+                         "num_key_value_heads": 2, "hidden_size": 512, "mamba_d_ssm": 1024, "mamba_n_heads": 16,
+                         "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4})
+    assert kinds(spec) == ["mamba2+full"] * 4
+    state = spec.layers[0].state
+    assert state is not None  # conv over 1024 + 2 x 1 x 128 channels, 3 kept; SSM 16 x 64 x 128
+    assert (state.conv_elements, state.ssm_elements) == ((1024 + 256) * 3, 16 * 64 * 128)
+
+
+def test_per_layer_intermediate_size_is_not_an_error() -> None:
+    spec = parse(intermediate_size=[1024] * 4)  # Gemma 3n lists one MLP width per layer
+    assert spec.intermediate_size is None and spec.num_layers == 4

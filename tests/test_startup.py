@@ -9,7 +9,7 @@ import sys
 import pytest
 
 HEAVY = ("torch", "transformers", "huggingface_hub")
-PROBE = """
+PROBE = f"""
 import contextlib, io, json, sys
 from kvsize.cli import main
 sys.argv = ["kvsize", *json.loads(sys.argv[1])]
@@ -21,8 +21,9 @@ with contextlib.redirect_stdout(out):
         code = exc.code or 0
     else:
         code = 0
-print(json.dumps({"code": code, "heavy": [m for m in %r if m in sys.modules], "pydantic": "pydantic" in sys.modules}))
-""" % (HEAVY,)
+heavy = [m for m in {HEAVY!r} if m in sys.modules]
+print(json.dumps({{"code": code, "heavy": heavy, "pydantic": "pydantic" in sys.modules}}))
+"""
 
 
 def probe(*args: str) -> dict[str, object]:
