@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import product
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import Unpack
 
 from kvsize.budget import BudgetSettings
 from kvsize.config import parse_config
@@ -174,59 +175,46 @@ def _count(value: int | str, what: str) -> int:
     return parse_count(value, what)
 
 
+class EstimateOptions(TypedDict, total=False):
+    """The keyword options of `estimate` and `estimate_loaded` (see `estimate_loaded` for their defaults)."""
+
+    ctx: int | str | Sequence[int | str] | None
+    batch: int | str | Sequence[int | str]
+    kv_dtype: str | Sequence[str]
+    engine: str | Sequence[str]
+    engine_version: str | None
+    tp: int
+    pp: int
+    gpu: str | None
+    gpu_mem: int | None
+    reserve_bytes: int | None
+    weights_bytes: int | None
+    encoder_len: int | None
+    engine_options: Mapping[str, Any] | None
+    budget: BudgetSettings | None
+    weights_dtype: str | None
+    offload: tuple[int, int | None] | None
+    with_max_context: bool
+
+
 def estimate(
     model: str | Mapping[str, Any],
     *,
-    ctx: int | str | Sequence[int | str] | None = None,
-    batch: int | str | Sequence[int | str] = 1,
-    kv_dtype: str | Sequence[str] = AUTO,
-    engine: str | Sequence[str] = DEFAULT_ENGINE,
-    engine_version: str | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    gpu: str | None = None,
-    gpu_mem: int | None = None,
-    reserve_bytes: int | None = None,
-    weights_bytes: int | None = None,
     revision: str | None = None,
     token: str | None = None,
-    encoder_len: int | None = None,
-    engine_options: Mapping[str, Any] | None = None,
-    budget: BudgetSettings | None = None,
-    weights_dtype: str | None = None,
-    offload: tuple[int, int | None] | None = None,
-    with_max_context: bool = True,
+    **options: Unpack[EstimateOptions],
 ) -> Estimate:
     """KV-cache bytes of `model` for every ctx x batch x kv_dtype combination, and the fit on `gpu`.
 
     `model` is a hub id, a path to a config.json (or its folder), or a config dict. Contexts accept 8192,
     "32k", "1M"; `kv_dtype` accepts "auto", "bf16", "fp8", ...; `gpu` a profile id or alias, or give
-    `gpu_mem` in bytes for a custom card.
+    `gpu_mem` in bytes for a custom card. The other options are those of `estimate_loaded`.
     """
     if isinstance(model, Mapping):
         loaded = LoadedConfig(model="<config>", raw=dict(model), source="local", location="<dict>")
     else:
         loaded = load_model_config(model, revision=revision, token=token)
-    return estimate_loaded(
-        loaded,
-        ctx=ctx,
-        batch=batch,
-        kv_dtype=kv_dtype,
-        engine=engine,
-        engine_version=engine_version,
-        tp=tp,
-        pp=pp,
-        gpu=gpu,
-        gpu_mem=gpu_mem,
-        reserve_bytes=reserve_bytes,
-        weights_bytes=weights_bytes,
-        encoder_len=encoder_len,
-        engine_options=engine_options,
-        budget=budget,
-        weights_dtype=weights_dtype,
-        offload=offload,
-        with_max_context=with_max_context,
-    )
+    return estimate_loaded(loaded, **options)
 
 
 def estimate_loaded(

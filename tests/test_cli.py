@@ -39,15 +39,6 @@ TINY_GQA: dict[str, Any] = {
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test may reach the network, use a real HF cache or a token, or turn on tracebacks."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for name in ("KVSIZE_DEBUG", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def invoke(*args: str) -> Result:
     return runner.invoke(app, list(args))
 
