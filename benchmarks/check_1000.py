@@ -34,7 +34,7 @@ def capacity_file(n: int = 1000) -> dict[str, object]:
 
 
 def main() -> None:
-    from kvsize.capacity import check_file
+    from kvsize.capacity_file import check_file
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "capacity.yaml"

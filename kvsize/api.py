@@ -21,7 +21,7 @@ from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, get_engine
 from kvsize.errors import KvsizeError, UsageError
-from kvsize.planner import GpuFit, Hardware, plan_fit
+from kvsize.fit import GpuFit, Hardware, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec

@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kvsize.api import Estimate, Scenario
-from kvsize.capacity import CheckResult
-from kvsize.plan import GpuPlan
+from kvsize.capacity_file import CheckResult
+from kvsize.gpu_ranking import GpuPlan
 from kvsize.profiles import GpuProfile
 from kvsize.registry import RegistryEntry
 from kvsize.units import format_bytes, format_tokens

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvsize.capacity import parse_capacity
+from kvsize.capacity_file import parse_capacity
 from kvsize.cli import app
 from kvsize.errors import ConfigError
 

@@ -1,6 +1,6 @@
 """`kvsize verify MODEL` and `kvsize MODEL --verify`: run the model with transformers and check kvsize's numbers.
 
-Imported at the bottom of kvsize/cli.py so the command registers on `app`. Module level holds only typer and
+Registered on the app by kvsize/cli/app.py. Module level holds only typer and
 the option types: torch, transformers, pydantic and rich load inside the command, so `kvsize --help` stays light.
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvsize.cli import (
+from kvsize.cli.options import (
     BatchOpt,
     DebugOpt,
     DeviceOpt,
@@ -28,8 +28,7 @@ from kvsize.cli import (
     RevisionOpt,
     ToleranceOpt,
     TrustRemoteCodeOpt,
-    _split,
-    app,
+    split_list,
     user_errors,
 )
 from kvsize.errors import ExitCode, UsageError
@@ -60,12 +59,13 @@ MaxCacheLenOpt = Annotated[
 ]
 
 
-@app.command(
-    "verify",
-    epilog="Examples:  kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8   |   "
+VERIFY_EPILOG = (
+    "Examples:  kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8   |   "
     "kvsize verify deepseek-ai/DeepSeek-V3 --device meta --ctx 128k   |   "
-    "kvsize verify Qwen/Qwen3-8B --device cpu --layers 2 --ctx 512 --json",
+    "kvsize verify Qwen/Qwen3-8B --device cpu --layers 2 --ctx 512 --json"
 )
+
+
 def verify_command(
     model: ModelArg,
     ctx: VerifyCtxOpt = None,
@@ -147,9 +147,9 @@ def run_verify(
         from kvsize.verify import DEFAULT_TOLERANCE, VerifyOptions, render_markdown, verify
 
         options = VerifyOptions(
-            contexts=[parse_tokens(c) for c in _split(ctx)] if ctx else (),
-            batches=[parse_count(b, "batch size") for b in _split(batch)],
-            kv_dtypes=_split(kv_dtype),
+            contexts=[parse_tokens(c) for c in split_list(ctx)] if ctx else (),
+            batches=[parse_count(b, "batch size") for b in split_list(batch)],
+            kv_dtypes=split_list(kv_dtype),
             device=device,
             layers=layers,
             tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,

@@ -1,0 +1,66 @@
+"""`kvsize check` and `kvsize schema`: capacity files as CI guards. Heavy imports stay inside the commands."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvsize.cli.options import (
+    DebugOpt,
+    JsonOpt,
+    stderr_line,
+    user_errors,
+)
+from kvsize.errors import ExitCode
+
+CapacityArg = Annotated[
+    Path, typer.Argument(help="YAML file of deployments (see 'kvsize schema').", show_default=False)
+]
+JunitOpt = Annotated[
+    Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False)
+]
+
+
+def check(path: CapacityArg, json_output: JsonOpt = False, junit: JunitOpt = None, debug: DebugOpt = False) -> None:
+    """Check that every deployment in a capacity file still fits: exit 0 when all pass, 1 when any fails,
+    2 for a bad file. Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations."""
+    with user_errors(debug):
+        from kvsize.capacity_file import check_file, github_annotations, junit_xml
+
+        results = check_file(path)
+        if junit is not None:
+            try:
+                junit.write_text(junit_xml(results), encoding="utf-8")
+            except OSError as exc:
+                from kvsize.errors import UsageError
+
+                raise UsageError(f"cannot write {junit} ({exc.strerror or type(exc).__name__})") from None
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(results, file=str(path)):
+            stderr_line(line)  # the runner reads workflow commands from both streams; stdout stays clean for --json
+    if json_output:
+        import json
+
+        payload = {"deployments": [r.model_dump(mode="json", by_alias=True) for r in results]}
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        from rich.console import Console
+
+        from kvsize.report import render_check
+
+        render_check(Console(highlight=False, width=None if sys.stdout.isatty() else 140), results)
+    if not all(r.passed for r in results):
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def schema() -> None:
+    """Print the JSON Schema of capacity files (for editors and validation in CI)."""
+    import json
+
+    from kvsize.capacity_file import CapacityFile
+
+    typer.echo(json.dumps(CapacityFile.model_json_schema(), indent=2))
