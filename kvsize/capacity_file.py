@@ -12,20 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kvsize.errors import ConfigError, KvsizeError
+from kvsize.deployment import (
+    Count,
+    DeploymentSettings,
+    Fraction,
+    RequiredCount,
+    RequiredTokens,
+    Tokens,
+    field_error,
+)
+from kvsize.errors import ConfigError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
-
-
-def _tokens(value: int | str) -> int:
-    from kvsize.units import parse_tokens
-
-    if isinstance(value, bool):
-        raise ValueError("must be a token count, not true/false")
-    return value if isinstance(value, int) and value > 0 else parse_tokens(str(value))
 
 
 class Requirement(BaseModel):
@@ -33,57 +34,33 @@ class Requirement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    ctx: int | str
+    ctx: RequiredTokens
     """Tokens per request: 8192, 8k, 128k, 1M."""
-    batch: int = Field(default=1, gt=0)
+    batch: RequiredCount = 1
     """Requests of `ctx` tokens served at once (the default check: they must fit)."""
-    min_concurrency: int | None = Field(default=None, gt=0)
+    min_concurrency: Count = None
     """At least this many requests of `ctx` tokens must fit at once (all replicas together)."""
-    max_kv_fraction: float | None = Field(default=None, gt=0, le=1)
+    max_kv_fraction: Fraction = None
     """`batch` requests of `ctx` may take at most this share of the KV budget."""
-    max_context: int | str | None = None
+    max_context: Tokens = None
     """Each of `batch` requests must be able to reach at least this context."""
-    min_pool_tokens: int | None = Field(default=None, gt=0)
+    min_pool_tokens: Count = None
     """The engine's KV pool (vLLM "GPU KV cache size") must hold at least this many tokens."""
 
-    @field_validator("ctx", "max_context")
-    @classmethod
-    def _as_tokens(cls, value: int | str | None) -> int | str | None:
-        if value is None:
-            return None
-        try:
-            return _tokens(value)
-        except KvsizeError as exc:
-            raise ValueError(str(exc)) from None
 
-
-class Deployment(BaseModel):
-    """One deployment: a model on a kind of GPU under an engine, and what it must sustain."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class Deployment(DeploymentSettings):
+    """One deployment: a model on a kind of GPU under an engine, and what it must sustain. The memory,
+    parallelism and engine settings are those of the command line (`kvsize.deployment`), validated alike."""
 
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
     """Hub id, or a path to a config.json or its folder (relative paths: from this file's folder)."""
     gpu: str | None = None
     """GPU profile id or alias (kvsize gpus)."""
-    gpu_mem: str | int | None = None
-    """Memory of a custom card: 24GiB, or bytes."""
-    tp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
-    """GPUs in all; replicas = gpus / (tp x pp) multiply the concurrency."""
     engine: str = "vllm"
     engine_version: str | None = None
     kv_dtype: str = "auto"
-    gpu_util: float | None = Field(default=None, gt=0, le=1)
-    kv_memory: str | int | None = None
-    """KV memory per GPU as given (skips the budget model)."""
-    max_batched_tokens: int | None = Field(default=None, gt=0)
-    block_size: int | None = Field(default=None, gt=0)
-    weights_mem: str | int | None = None
     weights_dtype: str | None = None
-    revision: str | None = None
     require: Requirement
 
 
@@ -125,6 +102,62 @@ class CheckResult(BaseModel):
 # --- reading the file ------------------------------------------------------------------------------------
 
 
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names the same key twice: YAML leaves it undefined, PyYAML silently keeps the last value."""
+
+
+class BadValueError(yaml.constructor.ConstructorError):
+    """A scalar PyYAML cannot build: a 13th month, `!!int abc`, an integer of thousands of digits."""
+
+
+def _scalar_text(node: yaml.Node) -> str:
+    from kvsize.text import clean
+
+    text = clean(node.value) if isinstance(node, yaml.ScalarNode) else node.tag
+    return f"'{text[:40]}...' ({len(text)} characters)" if len(text) > 40 else f"'{text}'"
+
+
+class StrictSafeLoader(_BaseLoader):  # type: ignore[misc]
+    """Safe loading (only plain data; no tag builds an object) that also refuses a key given twice in one
+    mapping, at any depth, and turns a value that fails while being built (`2001-13-45`, `!!int abc`, a
+    5000-digit integer) into a YAML error at that value's line instead of an exception from deep inside PyYAML."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+            reason = " ".join(str(exc).split(";")[0].split())[:100] or type(exc).__name__
+            raise BadValueError(
+                None, None, f"cannot read the value {_scalar_text(node)} ({reason})", node.start_mark
+            ) from None
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            first_seen: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:  # '<<: *base' keys may be overridden: that is what merging is for
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    earlier = first_seen.setdefault(key, key_node)
+                except TypeError:  # an unhashable key: PyYAML's own construction reports it
+                    continue
+                if earlier is not key_node:
+                    raise DuplicateKeyError(
+                        f"in the mapping at line {node.start_mark.line + 1}",
+                        node.start_mark,
+                        f"duplicate key {_scalar_text(key_node)} (first given at line {earlier.start_mark.line + 1})",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
 def _line_of(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
     """1-based line of the YAML node at a pydantic error location."""
     node = root
@@ -164,7 +197,7 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         raise ConfigError(f"{source}: larger than {MAX_FILE_BYTES} bytes")
     try:
         # Compose once (libyaml when present), bound the alias expansion, then build plain data from the nodes.
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+        loader = StrictSafeLoader(text)
         try:
             root = loader.get_single_node()
             if _expanded_nodes(root) > MAX_EXPANDED_NODES:
@@ -179,9 +212,13 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         mark = exc.problem_mark or exc.context_mark
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        raise ConfigError(
-            f"{source}:{where}: {problem}", hint="Capacity files are plain YAML: no tags that build objects."
-        ) from None
+        if isinstance(exc, DuplicateKeyError):
+            hint = "Give each key once; merge the two entries."
+        elif isinstance(exc, BadValueError):
+            hint = "Write a plain number or text (quote a value that must stay text)."
+        else:
+            hint = "Capacity files are plain YAML: no tags that build objects."
+        raise ConfigError(f"{source}:{where}: {problem}", hint=hint) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, Mapping):
@@ -192,10 +229,9 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         return CapacityFile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = [p for p in err["loc"] if isinstance(p, (int, str))]
+        loc, message = field_error(exc)
         field = ".".join(str(p) for p in loc) or "(top)"
         line = _line_of(root, loc)
-        message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = f"unknown key '{loc[-1]}'"
         elif err["type"] == "missing":
@@ -231,27 +267,19 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
-def _bytes(value: str | int | None) -> int | None:
-    from kvsize.units import parse_size
-
-    if value is None or isinstance(value, int):
-        return value
-    return parse_size(value)
-
-
 def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
     """Size one deployment and judge it against its requirement."""
     from kvsize.api import estimate_loaded
-    from kvsize.budget import BudgetSettings
+    from kvsize.units import format_bytes
 
     req = d.require
-    ctx = int(req.ctx)
+    ctx = req.ctx
     group = d.tp * d.pp
     replicas = 1
     common: dict[str, Any] = {
         "name": d.name,
         "model": d.model,
-        "gpu": d.gpu or (str(d.gpu_mem) if d.gpu_mem else None),
+        "gpu": d.gpu or (format_bytes(d.gpu_mem) if d.gpu_mem else None),
         "engine": d.engine,
         "tp": d.tp,
         "pp": d.pp,
@@ -274,16 +302,9 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         kv_dtype=d.kv_dtype,
         engine=d.engine,
         engine_version=d.engine_version,
-        tp=d.tp,
-        pp=d.pp,
         gpu=d.gpu,
-        gpu_mem=_bytes(d.gpu_mem),
-        weights_bytes=_bytes(d.weights_mem),
         weights_dtype=d.weights_dtype,
-        engine_options={"block_size": d.block_size, "max_num_batched_tokens": d.max_batched_tokens},
-        budget=BudgetSettings(
-            gpu_util=d.gpu_util, kv_memory_bytes=_bytes(d.kv_memory), max_batched_tokens=d.max_batched_tokens
-        ),
+        **d.estimate_options(),
         with_max_context=req.max_context is not None,
     )
     s = result.scenarios[0]
@@ -343,8 +364,8 @@ def _judge(
             if budget
             else "the KV budget is zero"
         )
-    if req.max_context is not None and max_context is not None and max_context < int(req.max_context):
-        failures.append(f"{req.batch} requests reach at most {max_context:,} tokens, below {int(req.max_context):,}")
+    if req.max_context is not None and max_context is not None and max_context < req.max_context:
+        failures.append(f"{req.batch} requests reach at most {max_context:,} tokens, below {req.max_context:,}")
     if req.min_pool_tokens is not None and (pool_tokens or 0) < req.min_pool_tokens:
         failures.append(f"the KV pool holds {pool_tokens or 0:,} tokens, below {req.min_pool_tokens:,}")
     return failures

@@ -149,10 +149,9 @@ RevisionOpt = Annotated[
     str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).", show_default=False)
 ]
 EncoderLenOpt = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         "--encoder-len",
-        min=0,
         help="Tokens each cross-attention layer attends to (default: one image).",
         show_default=False,
     ),
@@ -183,10 +182,9 @@ LayersOpt = Annotated[
     ),
 ]
 ToleranceOpt = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--tolerance",
-        min=0.0,
         help="Verification: allowed relative gap between the CUDA allocator's delta and the prediction "
         "(default 0.02). Logical bytes must match exactly.",
         show_default=False,
