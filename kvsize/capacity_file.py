@@ -155,7 +155,7 @@ class StrictSafeLoader(_BaseLoader):  # type: ignore[misc]
                         f"duplicate key {_scalar_text(key_node)} (first given at line {earlier.start_mark.line + 1})",
                         key_node.start_mark,
                     )
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+        return super().construct_mapping(node, deep=deep)
 
 
 def _line_of(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
@@ -385,31 +385,37 @@ def check_file(path: Path) -> list[CheckResult]:
 
 
 def junit_xml(results: Sequence[CheckResult], *, suite: str = "kvsize capacity") -> str:
-    """A JUnit report: one test case per deployment, a <failure> with the reason when it fails."""
+    """A JUnit report: one test case per deployment, a <failure> with the reason when it fails. Names and
+    reasons pass through `kvsize.text.clean`, which escapes every character XML 1.0 forbids (C0 controls,
+    lone surrogates, U+FFFE/U+FFFF), so the file stays well-formed whatever a deployment is called."""
     from xml.sax.saxutils import escape, quoteattr
+
+    from kvsize.text import clean
 
     failures = sum(not r.passed for r in results)
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{failures}" errors="0">',
+        f'<testsuite name={quoteattr(clean(suite))} tests="{len(results)}" failures="{failures}" errors="0">',
     ]
     for r in results:
-        lines.append(f"  <testcase classname={quoteattr(r.model)} name={quoteattr(r.name)}>")
+        lines.append(f"  <testcase classname={quoteattr(clean(r.model))} name={quoteattr(clean(r.name))}>")
         if not r.passed:
-            lines.append(f"    <failure message={quoteattr(r.reason)}>{escape(r.reason)}</failure>")
+            reason = clean(r.reason)
+            lines.append(f"    <failure message={quoteattr(reason)}>{escape(reason)}</failure>")
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
 
 
 def github_annotations(results: Sequence[CheckResult], *, file: str) -> list[str]:
-    """GitHub Actions workflow commands: one ::error per failing deployment."""
-
-    def clean(text: str) -> str:  # workflow-command escaping
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub Actions workflow commands: one ::error per failing deployment. Property values escape '%', CR,
+    LF, ':' and ',' and the message '%', CR and LF (actions/runner ActionCommand.cs escape mappings), so a
+    deployment named 'x,file=/etc/passwd,line=1::y' cannot forge the annotation's file or end it early."""
+    from kvsize.text import workflow_message, workflow_property
 
     return [
-        f"::error file={clean(file)},title=kvsize capacity: {clean(r.name)}::{clean(r.reason)}"
+        f"::error file={workflow_property(file)},title={workflow_property(f'kvsize capacity: {r.name}')}"
+        f"::{workflow_message(r.reason)}"
         for r in results
         if not r.passed
     ]

@@ -17,6 +17,9 @@ import re
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 
+_JSON_UNSAFE = re.compile(_UNSAFE.pattern.replace("\x00-\x1f", "\x00-\x08\x0b\x0c\x0e-\x1f"))
+
+
 def _escape_char(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
@@ -45,3 +48,10 @@ def workflow_property(text: object) -> str:
     """A workflow command's property value (file=..., title=...): the message escapes plus ':' and ',', which
     would otherwise end the value (`CommandPropertyEscapeMappings` in the same file)."""
     return workflow_message(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def json_safe(document: str) -> str:
+    """A JSON document with the characters `clean` escapes written as JSON escapes ('\\u001b', '\\u009b'):
+    the same data, but nothing that a terminal acts on. Serializers already escape C0 inside strings, and the
+    layout's tabs and line breaks stay; the rest of `_UNSAFE` can only occur inside strings."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)

@@ -95,7 +95,7 @@ def parse_size(text: str | int | float, *, allow_zero: bool = False, what: str =
         if parsed is None:
             raise problem
         value = parsed * _SIZE_UNITS[unit]
-    if value < 0 or value > MAX_BYTES or (value == 0 and not allow_zero):
+    if value < 0 or value > MAX_BYTES or (int(value) == 0 and not allow_zero):  # 0.5 B is no memory either
         raise problem
     return int(value)
 

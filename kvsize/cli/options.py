@@ -203,7 +203,10 @@ TrustRemoteCodeOpt = Annotated[
 
 
 def stderr_line(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    """One line on stderr, control characters from user text escaped (kvsize.text.clean)."""
+    from kvsize.text import clean
+
+    sys.stderr.write(clean(line) + "\n")
 
 
 @contextmanager
@@ -236,7 +239,9 @@ def render_estimate(console: Any, result: Any) -> None:
 
 def emit(render: Any, json_text: Any, json_output: bool) -> None:
     if json_output:
-        typer.echo(json_text())
+        from kvsize.text import json_safe
+
+        typer.echo(json_safe(json_text()))
         return
     from rich.console import Console
 
