@@ -153,10 +153,11 @@ def kv_budget(
         )
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
-        # (KVCacheConfigurator._profile_available_bytes); default fraction: (memory - reserved) / memory with
-        # reserved >= 10 GiB on cards over 60 GiB (memory_hook.handle_gpu_memory_settings).
-        reserved = max(10 * GIB, 512 * 1024**2 + 12 * GIB // 8) if memory_bytes > 60 * GIB else 5 * GIB // 2
-        util = s.gpu_util if s.gpu_util is not None else round((memory_bytes - reserved) / memory_bytes, 3)
+        # (KVCacheConfigurator._profile_available_bytes); default fraction: SGLang 0.5.23's reserve formula
+        # (kvsize/engines/sglang.py spec_mem_fraction_static, from arg_groups/memory_hook.py).
+        from kvsize.engines.sglang import spec_mem_fraction_static
+
+        util = s.gpu_util if s.gpu_util is not None else spec_mem_fraction_static(spec, memory_bytes, tp=tp, pp=pp)
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else 0)
         requested = math.ceil(visible * util)
