@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ SAFETENSORS_DTYPE_BYTES = {
 # Uniform checkpoint dtypes for which published parameters x bytes gives the weights' size.
 PUBLISHED_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's limit
+MAX_INDEX_BYTES = 64 * 1024 * 1024  # real indexes are at most a few MiB
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,15 @@ class WeightsSize:
 
 def weights_from_index(folder: Path) -> WeightsSize | None:
     """`metadata.total_size` of a local model.safetensors.index.json, if there is one."""
+    from kvsize.safe_io import read_small_text
+
     index = folder / "model.safetensors.index.json"
-    if not index.is_file():
+    if not os.path.lexists(index):
         return None
+    text = read_small_text(index, max_bytes=MAX_INDEX_BYTES, what="safetensors index")  # regular file, size cap
     try:
-        total = json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"]
-    except (OSError, ValueError, KeyError, TypeError):
+        total = json.loads(text)["metadata"]["total_size"]
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     if not isinstance(total, int) or total <= 0:
         return None
@@ -63,11 +68,12 @@ def weights_from_index(folder: Path) -> WeightsSize | None:
 
 def safetensors_data_bytes(path: Path) -> int:
     """Bytes of tensor data in one .safetensors file, from its header alone (no tensor is read)."""
-    with path.open("rb") as fh:
-        (header_len,) = struct.unpack("<Q", fh.read(8))
-        if header_len > MAX_HEADER_BYTES:
-            raise ValueError(f"header of {header_len} bytes")
-        header = json.loads(fh.read(header_len))
+    from kvsize.safe_io import read_prefix
+
+    (header_len,) = struct.unpack("<Q", read_prefix(path, size=8, what="safetensors file"))
+    if header_len > MAX_HEADER_BYTES:
+        raise ValueError(f"header of {header_len} bytes")
+    header = json.loads(read_prefix(path, size=header_len, offset=8, what="safetensors file"))
     return sum(
         end - begin for name, t in header.items() if name != "__metadata__" for begin, end in [t["data_offsets"]]
     )
@@ -200,6 +206,7 @@ def find_weights(
             else:
                 counts = fetch_hub(loaded.hub_id)
             return weights_from_hub_counts(counts, loaded.hub_id)
-        except KvsizeError:
-            pass  # no safetensors on the hub: fall back to counting
+        except KvsizeError as exc:  # no safetensors on the hub (pytorch_model.bin only), or no network
+            counted = weights_from_config(loaded, model_dtype=model_dtype)
+            return replace(counted, source=f"{counted.source}; hub safetensors metadata unavailable: {exc}")
     return weights_from_config(loaded, model_dtype=model_dtype)
