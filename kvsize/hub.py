@@ -32,18 +32,15 @@ def check_repo_id(repo_id: str) -> None:
     """kvsize's pattern, then huggingface_hub's own validator (`utils.validate_repo_id`: no '--' or '..', no
     '.git' suffix, ASCII only, no leading or trailing '-' or '.'), so that no id reaches the hub client that it
     would refuse with an exception of its own."""
-    problem = None if REPO_ID.match(repo_id) and ".." not in repo_id else "bad characters"
-    if problem is None:
+    valid = REPO_ID.match(repo_id) is not None and ".." not in repo_id
+    if valid:
+        from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # lazily exported
+
         try:
-            from huggingface_hub.utils import validate_repo_id
-        except ImportError:  # pragma: no cover - huggingface_hub is a dependency
-            validate_repo_id = None
-        if validate_repo_id is not None:
-            try:
-                validate_repo_id(repo_id)
-            except ValueError as exc:  # HFValidationError
-                problem = " ".join(str(exc).split())
-    if problem is not None:
+            validate_repo_id(repo_id)
+        except ValueError:  # HFValidationError
+            valid = False
+    if not valid:
         raise ModelNotFound(
             f"'{repo_id}' is neither a local config.json nor a valid hub id",
             hint="Give a hub id like org/name (ASCII letters, digits, '-', '_', '.'; no '--', '..' or '.git'), "
@@ -72,7 +69,7 @@ def transport_error_types() -> tuple[type[BaseException], ...]:
     UnsupportedProtocol or RemoteProtocolError is matched by inheritance, not by name."""
     found: list[type[BaseException]] = [OSError, TimeoutError]
     try:
-        from huggingface_hub.utils import get_session
+        from huggingface_hub import get_session
 
         package = sys.modules.get(type(get_session()).__module__.split(".")[0])
     except Exception:  # no session could be made: the stdlib bases are all we can name
@@ -236,7 +233,12 @@ def fetch_config_from_hub(repo_id: str, *, revision: str | None = None, token: s
                     )
         try:
             path = hf_hub_download(
-                repo_id, "config.json", revision=revision, token=token, etag_timeout=timeout, local_files_only=not online
+                repo_id,
+                "config.json",
+                revision=revision,
+                token=token,
+                etag_timeout=timeout,
+                local_files_only=not online,
             )
         except LocalEntryNotFoundError:
             if failure is None:

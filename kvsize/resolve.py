@@ -54,6 +54,15 @@ def read_json_file(path: Path, *, what: str = "config.json", max_bytes: int = MA
         raise ConfigError(f"{path}: JSON nested too deeply") from None
 
 
+def printable(text: str) -> str:
+    """A path as text that any output can carry: the bytes of a non-UTF-8 file name (kept by Python as lone
+    surrogates, which JSON encoders and UTF-8 streams refuse) become backslash escapes such as \\xff."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _present(path: Path) -> bool:
     """False only when the file is certainly absent; a permission error is left for the read to report."""
     try:
@@ -98,9 +107,17 @@ def load_model_config(
     if exists:
         config_file = path / "config.json" if path.is_dir() else path
         if path.is_dir() and not _present(config_file):
-            raise ConfigError(f"{path}: folder has no config.json", hint="Point at the model's config.json or its folder.")
-        raw = _as_object(read_json_file(config_file), str(config_file))
-        return LoadedConfig(model=ref, raw=raw, source="local", location=str(config_file), folder=config_file.parent)
+            raise ConfigError(
+                f"{path}: folder has no config.json", hint="Point at the model's config.json or its folder."
+            )
+        raw = _as_object(read_json_file(config_file), printable(str(config_file)))
+        return LoadedConfig(
+            model=printable(ref),
+            raw=raw,
+            source="local",
+            location=printable(str(config_file)),
+            folder=config_file.parent,
+        )
     if _looks_like_path(ref):
         raise ConfigError(
             f"{ref}: no such file or folder",

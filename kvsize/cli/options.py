@@ -205,7 +205,8 @@ TrustRemoteCodeOpt = Annotated[
 
 
 def stderr_line(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    if sys.stderr is not None:  # started with stderr closed (2>&-): the exit code still tells
+        sys.stderr.write(line + "\n")
 
 
 @contextmanager
