@@ -449,8 +449,12 @@ def _has_checkpoint(folder: Path) -> bool:
         import json
 
         try:
-            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (OSError, ValueError, KeyError, TypeError):
+            from kvsize.safe_io import read_small_text
+            from kvsize.weights import MAX_INDEX_BYTES
+
+            text = read_small_text(index, max_bytes=MAX_INDEX_BYTES, what="safetensors index")
+            shards = set(json.loads(text)["weight_map"].values())
+        except (KvsizeError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return False
         return all((folder / shard).is_file() for shard in shards)
     return (folder / "model.safetensors").is_file()
