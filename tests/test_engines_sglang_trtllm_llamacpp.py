@@ -277,12 +277,13 @@ def test_llamacpp_cells_padded_to_256() -> None:
     est = llamacpp().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=KvDtype.FP16)
     assert est.block_size is None
     assert est.kv_cache_bytes == 134_217_728
-    # 3 requests of 100 tokens: -c 300 -np 3. Unified: pad(300, 256) = 512 cells x 131,072 = 67,108,864 B.
-    est = llamacpp().estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
+    # 3 requests of 100 tokens: -c 300 -np 3 --kv-unified: pad(300, 256) = 512 cells x 131,072 = 67,108,864 B.
+    est = llamacpp(kv_unified=True).estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
     assert est.kv_cache_bytes == 67_108_864
     assert est.bytes_per_request == 22_369_622  # cdiv(67,108,864, 3)
-    # Per-sequence streams: n_ctx_seq = pad(512 // 3 = 170, 256) = 256, x 3 streams = 768 cells = 100,663,296 B.
-    est = llamacpp(kv_unified=False).estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
+    # Explicit -np 3 (kv_unified false, common/common.h): n_ctx_seq = pad(512 // 3 = 170, 256) = 256, x 3 streams
+    # = 768 cells = 100,663,296 B (src/llama-context.cpp llama_context ctor).
+    est = llamacpp().estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
     assert est.kv_cache_bytes == 100_663_296
 
 
@@ -318,10 +319,11 @@ def test_llamacpp_swa_cache() -> None:
     assert est.kv_cache_bytes == 201_326_592 + 18_874_368
     # 4 requests, unified: n_ctx 32,768; full 12 x 2,048 x 32,768 = 805,306,368 B; SWA pad(128 x 4 + 512, 256) = 1,024
     # cells: 12 x 2,048 x 1,024 = 25,165,824 B.
-    est = llamacpp().estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
+    est = llamacpp(kv_unified=True).estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
     assert est.kv_cache_bytes == 805_306_368 + 25_165_824
-    # Per-sequence streams: 4 x pad(min(8192, 128 + 512), 256) = 4 x 768 = 3,072 SWA cells: 75,497,472 B.
-    est = llamacpp(kv_unified=False).estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
+    # Per-sequence streams (the default with -np 4): 4 x pad(min(8192, 128 + 512), 256) = 4 x 768 = 3,072 SWA
+    # cells: 75,497,472 B.
+    est = llamacpp().estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
     assert est.kv_cache_bytes == 805_306_368 + 75_497_472
 
 
