@@ -40,8 +40,8 @@ sequence (rounded up), and a layer's `tokens_held` counts the cells of the whole
 - Without flash attention the V cache is stored transposed and every layer's V row is `n_embd_v_gqa_max` wide
   (`llama_kv_cache` ctor: `v_trans ? hparams.n_embd_v_gqa_max() : n_embd_v_gqa(il)`; `v_trans = !flash_attn`).
   Flash attention defaults to auto (on where supported), so kvsize assumes it on for 2026-01.
-- Other architectures run their sliding layers as full attention (Mistral, Starcoder2 and Qwen2 have no SWA in llama.cpp; Phi-3's is disabled in
-  `llama_model::load_hparams`).
+- Other architectures run their sliding layers as full attention (Mistral, Starcoder2 and Qwen2 have no SWA in
+  llama.cpp; Phi-3's is disabled in `llama_model::load_hparams`).
 - Recurrent layers (`llama_memory_recurrent`, `src/llama-memory-recurrent.cpp`): `max(1, n_seq_max)` slots of f32
   `r` (conv, `(d_conv - 1) x channels`) and `s` (SSM) states; hybrids (`llama_memory_hybrid`) add a normal KV cache
   for their attention layers.
