@@ -307,8 +307,7 @@ class LlamaCppEngine(Engine):
             (
                 layer.attention.num_kv_heads * layer.attention.head_dim_v
                 for layer in spec.layers
-                if layer.attention is not None
-                and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.MLA)
+                if layer.attention is not None and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.MLA)
             ),
             default=0,
         )
