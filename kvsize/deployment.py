@@ -89,6 +89,10 @@ class DeploymentSettings(BaseModel):
     """Tokens per scheduler step (vLLM max_num_batched_tokens)."""
     block_size: Count = None
     """Tokens per KV block (paged engines)."""
+    ubatch_size: Count = None
+    """llama.cpp physical batch (-ub, n_ubatch): sizes the sliding-window cells."""
+    batch_size: Count = None
+    """llama.cpp logical batch (-b, n_batch); n_ubatch = min(n_batch, n_ubatch)."""
     cpu_mem: Bytes = None
     """CPU DRAM (or disk) offload tier size."""
     link_bandwidth: Bandwidth = None
@@ -104,8 +108,9 @@ class DeploymentSettings(BaseModel):
             raise ValueError("link_bandwidth (--link-bandwidth) needs cpu_mem (--cpu-mem), the offload tier's size")
         return self
 
-    def estimate_options(self) -> dict[str, Any]:
-        """The keyword options of `kvsize.api.estimate_loaded` these settings stand for."""
+    def estimate_options(self, **engine_flags: bool | None) -> dict[str, Any]:
+        """The keyword options of `kvsize.api.estimate_loaded` these settings stand for; `engine_flags` are
+        on/off engine switches (llama.cpp `kv_unified`, `flash_attn`) passed through to the engine."""
         from kvsize.budget import BudgetSettings
 
         return {
@@ -115,7 +120,13 @@ class DeploymentSettings(BaseModel):
             "reserve_bytes": self.reserve,
             "weights_bytes": self.weights_mem,
             "encoder_len": self.encoder_len,
-            "engine_options": {"block_size": self.block_size, "max_num_batched_tokens": self.max_batched_tokens},
+            "engine_options": {
+                "block_size": self.block_size,
+                "max_num_batched_tokens": self.max_batched_tokens,
+                "n_ubatch": self.ubatch_size,
+                "n_batch": self.batch_size,
+                **engine_flags,
+            },
             "budget": BudgetSettings(
                 gpu_util=self.gpu_util, kv_memory_bytes=self.kv_memory, max_batched_tokens=self.max_batched_tokens
             ),

@@ -13,14 +13,17 @@ from kvsize.cli.options import (
     EncoderLenOpt,
     EngineOpt,
     EngineVersionOpt,
+    FlashAttnOpt,
     GpuMemOpt,
     GpuOpt,
     GpuUtilOpt,
     JsonOpt,
     KvDtypeOpt,
     KvMemoryOpt,
+    KvUnifiedOpt,
     LayersOpt,
     LinkOpt,
+    LlamaBatchSizeOpt,
     ModelArg,
     PlotOpt,
     PpOpt,
@@ -30,6 +33,7 @@ from kvsize.cli.options import (
     ToleranceOpt,
     TpOpt,
     TrustRemoteCodeOpt,
+    UbatchSizeOpt,
     VerifyOpt,
     WeightsDtypeOpt,
     WeightsOpt,
@@ -51,6 +55,10 @@ def size(
     pp: PpOpt = "1",
     block_size: BlockSizeOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
+    kv_unified: KvUnifiedOpt = False,
+    ubatch_size: UbatchSizeOpt = None,
+    batch_size: LlamaBatchSizeOpt = None,
+    flash_attn: FlashAttnOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     gpu_util: GpuUtilOpt = None,
@@ -113,6 +121,8 @@ def size(
             link_bandwidth=link_bandwidth,
             encoder_len=encoder_len,
             revision=revision,
+            ubatch_size=ubatch_size,
+            batch_size=batch_size,
         )
         loaded = load_model_config(model, revision=settings.revision)
         result = estimate_loaded(
@@ -124,7 +134,7 @@ def size(
             engine_version=engine_version,
             gpu=gpu,
             weights_dtype=weights_dtype,
-            **settings.estimate_options(),
+            **settings.estimate_options(kv_unified=kv_unified or None, flash_attn=flash_attn),
         )
         if plot:
             from kvsize.config import parse_config
