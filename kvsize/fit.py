@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
+from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget, vllm_batch_defaults
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.sglang import SglangEngine
@@ -72,7 +72,12 @@ class GpuFit(BaseModel):
     fits: bool
     """Whether `batch` requests of `ctx` tokens fit in the KV budget."""
     max_concurrency: int
-    """Requests of `ctx` tokens the budget holds at once (block rounding included)."""
+    """Requests of `ctx` tokens the engine runs at once: what the budget holds (block rounding included), never
+    more than the engine's running-request cap."""
+    concurrency_cap: int | None = None
+    """The engine's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests); None: no cap."""
+    cap_binds: bool = False
+    """True when the cap, not the KV memory, limits max_concurrency."""
     max_context: int | None
     """Longest context each of `batch` requests can have; None when windows cap every layer (no limit), or
     when not asked for (`kvsize plan`)."""
@@ -176,6 +181,24 @@ def pool_figures(
     return None, None
 
 
+def running_request_cap(
+    engine: Engine, memory_bytes: int, gpu_name: str, settings: BudgetSettings, *, pool_tokens: int | None
+) -> int | None:
+    """How many requests the engine runs at once at most, whatever the KV memory holds.
+
+    vLLM: max_num_seqs (v1/core/sched/scheduler.py stops admitting at len(self.running) == max_num_seqs),
+    given or get_batch_defaults' (1024 on >= 70 GiB cards other than the A100, else 256).
+    SGLang: max_running_requests when given (--max-num-seqs); its default depends on the pool
+    (managers/scheduler.py) and is left to eng-others' SGLang model."""
+    if isinstance(engine, VllmEngine):
+        if settings.max_num_seqs is not None:
+            return settings.max_num_seqs
+        return vllm_batch_defaults(memory_bytes, gpu_name)[1]
+    if isinstance(engine, SglangEngine):
+        return settings.max_num_seqs
+    return None
+
+
 def plan_fit(
     engine: Engine,
     spec: ArchSpec,
@@ -210,12 +233,15 @@ def plan_fit(
         tp=tp,
         pp=pp,
         settings=settings,
+        gpu=gpu_name,
     )
     whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request
     usable = max(budget.kv_budget_bytes, 0)
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     hw = hardware or Hardware()
+    held = usable // per_request if per_request else 0
+    cap = running_request_cap(engine, memory_bytes, gpu_name, settings, pool_tokens=tokens)
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -227,7 +253,9 @@ def plan_fit(
         budget=budget,
         kv_budget_bytes=budget.kv_budget_bytes,
         fits=budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes,
-        max_concurrency=usable // per_request if per_request else 0,
+        max_concurrency=min(held, cap) if cap is not None else held,
+        concurrency_cap=cap,
+        cap_binds=cap is not None and cap < held,
         max_context=(
             max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
         ),
