@@ -214,9 +214,13 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             "vllm", version, dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=sc.tp, pp=sc.pp,
             settings=settings, gpu=dep.gpu,
         )
-        out.figures.append(
-            Figure("available KV memory", f["available_kv_gib"], budget.kv_budget_bytes / GIB, "GiB", "the card")
-        )
+        if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
+            out.figures.append(Figure("available KV memory (smallest stage)", f["available_kv_min_gib"],
+                                      budget.kv_budget_bytes / GIB, "GiB", "the card"))
+        else:
+            out.figures.append(
+                Figure("available KV memory", f["available_kv_gib"], budget.kv_budget_bytes / GIB, "GiB", "the card")
+            )
     elif "available_kv_gib" in f:
         out.notes.append("available KV memory not predicted: give --gpu and --config (or a registry model)")
     if "available_kv_gib" not in f or dep.spec is None or sc.max_model_len is None:

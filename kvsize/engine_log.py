@@ -34,6 +34,7 @@ from typing import Any
 
 GIB = 1024**3
 MIB = 1024**2
+V0_LONG = 32_768  # vLLM V0 turned chunked prefill on by default above this max_model_len
 
 ENGINES = ("vllm", "sglang", "llamacpp", "trtllm")
 
@@ -228,6 +229,26 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     if m:
         s.setdefault("max_model_len", int(_num(m.group(1))))
         f["max_concurrency_x"] = float(m.group(2))
+    # Pipeline stages profile separately and the pool takes the smallest (v1/engine/core.py: num_gpu_blocks =
+    # min over workers); rank 0 prints its own "Available KV cache memory", the DEBUG lines give every stage's.
+    non_kv = [float(x) for x in re.findall(r"Total non KV cache memory: ([\d.]+) ?GiB", text)]
+    m = _first(r"Requested memory: [\d.]+ \(util\), ([\d.]+) GiB", text)
+    if m and len(non_kv) > 1:
+        f["available_kv_min_gib"] = round(float(m.group(1)) - max(non_kv), 2)
+    m = _first(r"vllm serve (\S+)", text)
+    if m and log.model is None:
+        log.model = m.group(1)
+    v0 = ("V1 LLM engine" not in text and "v1/" not in text and "gpu_worker.py" not in text) and (
+        "LLM engine (v" in text or "Memory profiling results" in text or "worker.py" in text or "blocks:" in text
+    )
+    s["engine_generation"] = "V0" if v0 else "V1"
+    if v0 and "max_num_batched_tokens" not in s and s.get("max_model_len") and int(s["max_model_len"]) <= V0_LONG:
+        # V0 without chunked prefill (its default up to 32K contexts): SchedulerConfig takes
+        # max(max_model_len, 2048) batched tokens and 256 sequences, and the profile run uses them
+        # (worker/worker.py profile_run; vllm-project/vllm#8185: "profile_run with max_num_batched_tokens
+        # (max_model_len as default)").
+        s["max_num_batched_tokens"] = max(int(s["max_model_len"]), 2048)
+        s.setdefault("max_num_seqs", 256)
 
 
 # --- SGLang ---------------------------------------------------------------------------------------------------
@@ -262,7 +283,12 @@ def _parse_sglang(text: str, log: EngineLog) -> None:
         m = _first(r"KV Cache is allocated\. #tokens: ([\d,]+), KV size: ([\d.]+) GB", text)
         if m:  # MLA: one latent cache
             f["pool_tokens"], f["kv_size_gb"] = _num(m.group(1)), float(m.group(2))
+        m = _first(r"KV Cache is allocated\. K size: ([\d.]+) GB, V size: ([\d.]+) GB", text)
+        if m:  # ~0.4.1: no token count on this line (max_total_num_tokens= follows)
+            f["k_size_gb"], f["v_size_gb"] = float(m.group(1)), float(m.group(2))
     _set_float(f, "pool_tokens", r"max_total_num_tokens=(\d+)", text)
+    if "weights_gb" not in f and "free_before_load_gb" in f and "free_after_load_gb" in f:
+        f["weights_gb"] = round(f["free_before_load_gb"] - f["free_after_load_gb"], 2)
     m = _first(r"max_running_requests=(\d+)", text)
     if m:
         f["max_running_requests"] = float(m.group(1))

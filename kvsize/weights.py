@@ -125,6 +125,8 @@ def _quantized_bits(raw: Mapping[str, Any]) -> tuple[Fraction, str, bool] | None
         return Fraction(8) + scales, "fp8 (quantization_config" + (", fp32 scale per block)" if scales else ")"), False
     if method in ("awq", "gptq"):
         bits, group = int(quant.get("bits", 4)), int(quant.get("group_size", 128))
+        if group <= 0:  # group_size -1: one scale and zero point per output channel, a negligible share
+            return Fraction(bits), f"{method} int{bits}, per-channel scales (group_size {group})", False
         return Fraction(bits) + Fraction(16 + bits, group), f"{method} int{bits}, group {group}", False
     if method == "mxfp4":  # gpt-oss: MoE experts in MXFP4, everything else in the model dtype
         return WEIGHT_BITS["mxfp4"], "mxfp4 experts (quantization_config)", True
@@ -145,11 +147,15 @@ def weights_from_config(
         bits, why, experts_only = weight_bits(weights_dtype), f"{weights_dtype} (--weights-dtype)", False
     else:
         bits, why, experts_only = _quantized_bits(loaded.raw) or (base, model_dtype, False)
+    # Quantized checkpoints (FP8, INT8, INT4, ...) keep the embeddings and lm_head in the model dtype: vLLM's
+    # Fp8Config / compressed-tensors quantize Linear layers only (VocabParallelEmbedding and ParallelLMHead take
+    # quant_config=None unless the checkpoint names them, model_executor/layers/vocab_parallel_embedding.py).
+    kept = counted.breakdown.get("embeddings", 0) + counted.breakdown.get("lm_head", 0) if bits < base else 0
     if experts_only:
         experts = counted.breakdown.get("experts", 0)
         total_bits = experts * bits + (params - experts) * base
     else:
-        total_bits = params * bits
+        total_bits = (params - kept) * bits + kept * base
     size = math.ceil(total_bits / 8)
     return WeightsSize(
         size, f"estimate: {params:,} parameters {origin} at {why} ({float(bits):g} bits)", estimated=True
