@@ -54,7 +54,7 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
     from kvsize.weights import find_weights
 
     parser = load_parser(root)
-    takes_gpu = "gpu" in inspect.signature(kv_budget).parameters
+    takes_device = "device" in inspect.signature(kv_budget).parameters
     rows = []
     for entry in json.loads((root / "tests/data/logs/manifest.json").read_text()):
         if entry["engine"] not in ("vllm", "sglang") or not entry.get("config") or not entry.get("gpu"):
@@ -72,7 +72,7 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
         config = entry["config"]
         loaded = load_model_config(str(root / config) if config.startswith("tests/") else config)
         spec = parse_config(loaded.raw, source=loaded.location)
-        dtype = {"float32": "fp32"}.get(str(s.get("dtype")), None)
+        dtype = {"float32": "fp32"}.get(str(s.get("dtype")))
         if dtype:
             spec = spec.model_copy(update={"model_dtype": dtype})
         weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype")).bytes
@@ -83,7 +83,11 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
             max_batched_tokens=s.get("max_num_batched_tokens"),
             max_num_seqs=s.get("max_num_seqs"),
         )
-        extra = {"gpu": profile.driver_name or profile.name} if takes_gpu else {}
+        extra: dict[str, Any] = {}
+        if takes_device:
+            from kvsize.engines.context import Device
+
+            extra["device"] = Device.from_profile(profile)
         version = rules_version(log.engine_version) if entry["engine"] == "vllm" else "current"
         budget = kv_budget(
             entry["engine"], version, spec, memory_bytes=profile.memory_bytes, weights_bytes=-(-weights // (tp * pp)),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from kvsize.engines.context import Device, UsageContext
 from kvsize.spec import ArchSpec
 
 GIB = 1024**3
@@ -58,10 +59,11 @@ def sm_count(gpu: str | None) -> int:
     return next((n for key, n in SM_COUNTS if key in name), DEFAULT_SM_COUNT)
 
 
-def has_nvls(gpu: str | None) -> bool:
-    """Whether the card's NVSwitch fabric gives NCCL NVLink SHARP (Hopper and later SXM systems)."""
-    name = (gpu or "").lower()
-    return gpu is None or any(key in name for key in NVLS_CARDS)
+def has_nvls(device: Device | None) -> bool:
+    """Whether the card's NVSwitch fabric gives NCCL NVLink SHARP (Hopper and later SXM systems); a card of no
+    known name is taken to have it (the larger overhead)."""
+    name = (device.name if device is not None else "").lower()
+    return not name or any(key in name for key in NVLS_CARDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,31 +140,31 @@ def vllm_activation_bytes(
     return max(sampler, forward) + moe
 
 
-def _profile_peak(spec: ArchSpec, memory_bytes: int, s: BudgetSettings, tp: int = 1, gpu: str | None = None) -> int:
+def _profile_peak(
+    spec: ArchSpec,
+    memory_bytes: int,
+    s: BudgetSettings,
+    version: str = "0.33",
+    device: Device | None = None,
+    tp: int = 1,
+) -> int:
     """The warm-up run's activation peak: given, or vLLM's profile-run model at the server's batch defaults
-    (TensorRT-LLM's warm-up runs the same kind of max-batch forward)."""
+    for the device (kvsize.engines.vllm_scheduler; TensorRT-LLM's warm-up runs the same kind of max-batch
+    forward, so it takes vLLM 0.33's defaults)."""
     if s.activation_bytes is not None:
         return s.activation_bytes
-    default_tokens, default_seqs = vllm_batch_defaults(memory_bytes, gpu)
+    from kvsize.engines.vllm import VllmEngine
+    from kvsize.engines.vllm_scheduler import batch_defaults
+
+    release = version if version in VllmEngine.versions else VllmEngine.versions[0]
+    default_tokens, default_seqs = batch_defaults(release, device or Device(memory_bytes), UsageContext.API_SERVER)
     return vllm_activation_bytes(
         spec,
         max_batched_tokens=s.max_batched_tokens or default_tokens,
         max_num_seqs=s.max_num_seqs or default_seqs,
         tp=tp,
-        gpu=gpu,
+        gpu=device.name if device is not None else None,
     )
-
-
-def vllm_batch_defaults(memory_bytes: int, gpu: str | None = None) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of the API server (EngineArgs.get_batch_defaults, vLLM 0.19 and
-    0.33): 16384/1024 on >= 160 GiB cards (0.33), 8192/1024 on >= 70 GiB cards that are not an A100, 2048/256
-    otherwise: the A100 is excluded by name (`"a100" not in device_name`)."""
-    is_a100 = "a100" in (gpu or "").lower()
-    if memory_bytes >= 160 * GIB:
-        return 16_384, 1024
-    if memory_bytes >= 70 * GIB and not is_a100:
-        return 8192, 1024
-    return 2048, 256
 
 
 def kv_budget(
@@ -175,10 +177,11 @@ def kv_budget(
     tp: int = 1,
     pp: int = 1,
     settings: BudgetSettings = DEFAULT_SETTINGS,
-    gpu: str | None = None,
+    device: Device | None = None,
 ) -> KvBudget:
-    """The KV memory per GPU under `engine`'s rule. `weights_bytes` is the weights on this GPU; `gpu` names the
-    card (profile or driver name) for its batch defaults, SM count and NVLS."""
+    """The KV memory per GPU under `engine`'s rule. `weights_bytes` is the weights on this GPU; `device` names
+    the card for vLLM's scheduler tiers, its SM count and its interconnect (None: a card of `memory_bytes`
+    with no name)."""
     s = settings
     if s.kv_memory_bytes is not None:
         return KvBudget(
@@ -199,11 +202,11 @@ def kv_budget(
         engine = "given reserve"  # a stated reserve replaces every engine's model
     if engine == "vllm":
         util = s.gpu_util if s.gpu_util is not None else (0.90 if version in ("0.19", "0.11") else 0.92)
-        activation = _profile_peak(spec, memory_bytes, s, tp, gpu)
+        activation = _profile_peak(spec, memory_bytes, s, version, device, tp)
         non_torch = (
             s.non_torch_bytes
             if s.non_torch_bytes is not None
-            else (NON_TORCH_NVLS if tp > 1 and has_nvls(gpu) else NON_TORCH_TP1)
+            else (NON_TORCH_NVLS if tp > 1 and has_nvls(device) else NON_TORCH_TP1)
         )
         graphs = (
             s.cuda_graph_bytes
@@ -218,13 +221,14 @@ def kv_budget(
         )
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
-        # (KVCacheConfigurator._profile_available_bytes); default fraction: (memory - reserved) / memory with
-        # reserved >= 10 GiB on cards over 60 GiB (memory_hook.handle_gpu_memory_settings).
-        reserved = max(10 * GIB, 512 * 1024**2 + 12 * GIB // 8) if memory_bytes > 60 * GIB else 5 * GIB // 2
-        util = s.gpu_util if s.gpu_util is not None else round((memory_bytes - reserved) / memory_bytes, 3)
+        # (KVCacheConfigurator._profile_available_bytes); default fraction: SGLang 0.5.23's reserve formula
+        # (kvsize/engines/sglang.py spec_mem_fraction_static, from arg_groups/memory_hook.py).
+        from kvsize.engines.sglang import spec_mem_fraction_static
+
+        util = s.gpu_util if s.gpu_util is not None else spec_mem_fraction_static(spec, memory_bytes, tp=tp, pp=pp)
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (
-            NON_TORCH_NVLS if multi and has_nvls(gpu) else 0
+            NON_TORCH_NVLS if multi and has_nvls(device) else 0
         )
         requested = math.ceil(visible * util)
         rule = (
@@ -235,11 +239,11 @@ def kv_budget(
         # (total - peak + temporary KV) x free_gpu_memory_fraction 0.9 (_torch/pyexecutor/_util.py
         # KvCacheCreator._cal_max_memory): the fraction applies to what the warm-up run left free.
         util = s.gpu_util if s.gpu_util is not None else 0.9
-        activation = _profile_peak(spec, memory_bytes, s, tp, gpu)
+        activation = _profile_peak(spec, memory_bytes, s, device=device, tp=tp)
         non_torch = (
             s.non_torch_bytes
             if s.non_torch_bytes is not None
-            else (NON_TORCH_NVLS if multi and has_nvls(gpu) else NON_TORCH_TP1)
+            else (NON_TORCH_NVLS if multi and has_nvls(device) else NON_TORCH_TP1)
         )
         graphs = s.cuda_graph_bytes or 0
         free = visible - weights_bytes - activation - non_torch - graphs

@@ -26,6 +26,7 @@ from typing import Any
 from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
 from kvsize.engine_log import GIB, MIB, EngineLog
+from kvsize.engines.context import Device
 from kvsize.errors import UsageError
 from kvsize.spec import ArchSpec
 
@@ -104,8 +105,8 @@ class Deployment:
     spec: ArchSpec | None = None
     memory_bytes: int | None = None
     """The card's memory (a GPU profile's memory_bytes); None: the total the log printed."""
-    gpu: str | None = None
-    """The card's name, for its batch defaults, SM count and interconnect."""
+    device: Device | None = None
+    """The card, for vLLM's batch defaults, its SM count and its interconnect."""
     weights_bytes: int | None = None
     """The whole model's weights, as kvsize finds them (split over tp x pp here)."""
     tp: int | None = None
@@ -212,7 +213,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         )
         budget = kv_budget(
             "vllm", version, dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=sc.tp, pp=sc.pp,
-            settings=settings, gpu=dep.gpu,
+            settings=settings, device=dep.device,
         )
         if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
             out.figures.append(Figure("available KV memory (smallest stage)", f["available_kv_min_gib"],
@@ -256,7 +257,7 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         fraction = dep.gpu_util or s.get("mem_fraction_static")
         budget = kv_budget(
             "sglang", "current", dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=tp, pp=pp,
-            settings=BudgetSettings(gpu_util=float(fraction) if fraction else None), gpu=dep.gpu,
+            settings=BudgetSettings(gpu_util=float(fraction) if fraction else None), device=dep.device,
         )
         out.figures.append(Figure("KV memory (K + V)", kv_gib, budget.kv_budget_bytes / GIB, "GiB", "the card"))
     if kv_gib and dep.spec is not None and "pool_tokens" in f:

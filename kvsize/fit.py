@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget, vllm_batch_defaults
+from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.sglang import SglangEngine
@@ -182,21 +182,21 @@ def pool_figures(
 
 
 def running_request_cap(
-    engine: Engine, memory_bytes: int, gpu_name: str, settings: BudgetSettings, *, pool_tokens: int | None
+    engine: Engine, spec: ArchSpec, *, ctx: int, tp: int, pp: int, settings: BudgetSettings, pool_tokens: int | None
 ) -> int | None:
     """How many requests the engine runs at once at most, whatever the KV memory holds.
 
-    vLLM: max_num_seqs (v1/core/sched/scheduler.py stops admitting at len(self.running) == max_num_seqs),
-    given or get_batch_defaults' (1024 on >= 70 GiB cards other than the A100, else 256).
-    SGLang: max_running_requests when given (--max-num-seqs); its default depends on the pool
-    (managers/scheduler.py) and is left to eng-others' SGLang model."""
-    if isinstance(engine, VllmEngine):
-        if settings.max_num_seqs is not None:
-            return settings.max_num_seqs
-        return vllm_batch_defaults(memory_bytes, gpu_name)[1]
-    if isinstance(engine, SglangEngine):
+    vLLM: max_num_seqs (v1/core/sched/scheduler.py stops admitting at len(self.running) == max_num_seqs): given,
+    else the scheduler's default for the card and release (Engine.max_running_requests, vllm_scheduler.py).
+    SGLang: max_running_requests given (--max-num-seqs), else its default from the pool
+    (engines/sglang.py default_max_running_requests, KVCacheConfigurator.resolve_max_num_reqs)."""
+    if settings.max_num_seqs is not None and isinstance(engine, (VllmEngine, SglangEngine)):
         return settings.max_num_seqs
-    return None
+    if isinstance(engine, SglangEngine):
+        from kvsize.engines.sglang import default_max_running_requests
+
+        return default_max_running_requests(pool_tokens, ctx) if pool_tokens else None
+    return engine.max_running_requests(spec, ctx, tp, pp)
 
 
 def plan_fit(
@@ -233,7 +233,7 @@ def plan_fit(
         tp=tp,
         pp=pp,
         settings=settings,
-        gpu=gpu_name,
+        device=engine.context.device,
     )
     whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request
@@ -241,7 +241,7 @@ def plan_fit(
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     hw = hardware or Hardware()
     held = usable // per_request if per_request else 0
-    cap = running_request_cap(engine, memory_bytes, gpu_name, settings, pool_tokens=tokens)
+    cap = running_request_cap(engine, spec, ctx=ctx, tp=tp, pp=pp, settings=settings, pool_tokens=tokens)
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,

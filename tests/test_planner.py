@@ -119,8 +119,10 @@ def test_offload_tier_by_hand() -> None:
 def test_weights_dtype_reprices_parameters() -> None:
     (s,) = run(ctx=8192, weights_dtype="int4").scenarios
     assert s.gpu is not None and s.gpu.weights_estimated
-    # 8,030,261,248 published parameters x (4 + (16 + 4) / 128) bits / 8 = AWQ-style int4 with group-128 scales.
-    assert s.gpu.weights_bytes == -(-8_030_261_248 * (4 * 128 + 20) // (128 * 8))
+    # 8,030,261,248 published parameters: AWQ-style int4 with group-128 scales, (4 + (16 + 4) / 128) bits, except
+    # embeddings and lm_head (2 x 128,256 x 4096 = 1,050,673,152), which quantized checkpoints keep in bf16.
+    kept = 2 * 128_256 * 4096
+    assert s.gpu.weights_bytes == -(-((8_030_261_248 - kept) * (4 * 128 + 20) + kept * 16 * 128) // (128 * 8))
 
 
 def test_tp_splits_weights_and_heads() -> None:

@@ -158,6 +158,7 @@ def log_command(
     with user_errors(debug):
         from kvsize.calibration import Deployment, calibration_from_log, check_log
         from kvsize.engine_log import parse_log
+        from kvsize.engines.context import Device
         from kvsize.errors import UsageError
         from kvsize.units import parse_count, parse_fraction, parse_size
 
@@ -189,7 +190,7 @@ def log_command(
         dep = Deployment(
             spec=spec,
             memory_bytes=profile.memory_bytes if profile is not None else None,
-            gpu=(profile.driver_name or profile.name) if profile is not None else None,
+            device=Device.from_profile(profile) if profile is not None else None,
             weights_bytes=weights,
             tp=parse_count(tp, "tensor-parallel size") if tp else None,
             pp=parse_count(pp, "pipeline-parallel size") if pp else None,
