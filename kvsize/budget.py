@@ -3,10 +3,9 @@
 Each part is a stated number with its source and can be overridden; `--kv-memory` skips the model and takes
 the KV memory per GPU as given (vLLM's --kv-cache-memory-bytes).
 
-Calibration: the activation and non-torch defaults reproduce vLLM 0.19 start-up logs on H100 80GB
-(llm-d-incubation/llm-d-planner accuracy sweep, tests/data/engine_logs.json): activation peak 1.89 GiB
-(Llama-3.1-8B), 3.62 (gemma-2-2b), 3.89 (gemma-3-4b), 2.21 (Qwen2.5-7B), 2.87 (gpt-oss-20b), 3.19
-(Llama-4-Scout); non-torch 0.25 GiB at tp 1, 2.07-2.17 GiB at tp >= 2 (NCCL buffers).
+The activation peak is counted tensor by tensor from vLLM 0.19's profile run (vllm_activation_bytes); the
+non-torch memory is a stated figure per interconnect (NVLS_CARDS). tests/test_log_corpus.py measures the
+budget against the published start-up logs in tests/data/logs (README: "Budget accuracy").
 """
 
 from __future__ import annotations
@@ -25,16 +24,46 @@ GIB = 1024**3
 # but 79.19 GiB to torch / vLLM ("total_gpu_memory (79.19GiB)"); GPUS.md gives 0.45-0.75 GiB by driver.
 CUDA_CONTEXT_BYTES = 494_927_872  # 79.65 GiB - 79.19 GiB = 0.461 GiB
 
-# vLLM's profile run: a forward of max_num_batched_tokens tokens, then a dummy sampler run over max_num_seqs
-# rows of fp32 logits. Least-squares fit to the six 0.19 logs above (within 0.1 GiB on five of them):
-ACTIVATION_BYTES_PER_LOGIT = 14.58  # per (sequence x vocab entry): fp32 logits and ~2.6 temporaries
-ACTIVATION_BYTES_PER_HIDDEN = 3.40  # per (batched token x hidden unit): bf16 hidden states plus residual
-NON_TORCH_TP1 = 268_435_456  # 0.25 GiB: cuBLAS workspaces and allocator slack seen at tp 1
-NON_TORCH_TP = 2_233_382_912  # 2.08 GiB: NCCL buffers at tp >= 2 (2.06-2.17 GiB in the logs)
+# vLLM's profile run (v1/worker/gpu_model_runner.py profile_run, 0.19): a forward of max_num_batched_tokens
+# tokens, then _dummy_sampler_run over max_num_seqs rows with top-k and top-p set. Bytes per logit element
+# (rows x vocab, the whole vocabulary on every rank: LogitsProcessor all-gathers on CUDA):
+#   model-dtype logits (compute_logits) + fp32 copy (Sampler.forward: logits.to(float32); temperature is
+#   divided in place) + fp32 probs (TopKTopPSampler.forward_native: softmax) + fp32 exponential noise
+#   (random_sample: torch.empty_like(probs)) = dtype + 12 bytes.
+SAMPLER_FP32_BYTES_PER_LOGIT = 12
+# ...plus the Triton top-k/top-p kernel's cached buffer of num_SMs x vocab fp32 (sample/ops/topk_topp_triton.py
+# apply_top_k_top_p_triton: min(next_power_of_2(programs), num_sm) rows, programs = min(num_sm, rows)).
+# Streaming multiprocessors per card (NVIDIA architecture whitepapers), matched against the card's name.
+SM_COUNTS = (
+    ("h100 pcie", 114), ("h100 nvl", 132), ("h100", 132), ("h200", 132), ("gh200", 132), ("h20", 78),
+    ("gb200", 148), ("b200", 148), ("b300", 148), ("a100", 108), ("a10g", 80), ("a10", 72), ("l40", 142),
+    ("l4", 58), ("rtx pro 6000", 188), ("rtx-pro-6000", 188), ("6000 ada", 142), ("rtx a6000", 84), ("a6000", 84),
+    ("5090", 170), ("4090", 128), ("3090", 82), ("t4", 40), ("v100", 80),
+)
+DEFAULT_SM_COUNT = 132
+# Hopper and Blackwell NVSwitch systems: NCCL's NVLink SHARP (NVLS) buffers and vLLM's custom all-reduce take
+# ~2.08 GiB per rank at tp >= 2 (2.06-2.21 GiB in the vLLM 0.19 H100 logs); cards without NVLS (A100, PCIe, L40S,
+# consumer cards) keep the tp-1 figure. The tp-1 figure is cuBLAS workspaces and allocator slack.
+NVLS_CARDS = ("h100 sxm", "h100 80gb hbm3", "h100-sxm", "h200", "gh200", "h20", "b200", "b300", "gb200")
+NON_TORCH_TP1 = 268_435_456  # 0.25 GiB
+NON_TORCH_NVLS = 2_233_382_912  # 2.08 GiB
+NON_TORCH_TP = NON_TORCH_NVLS  # kept for callers of the old name
 # vLLM >= 0.20 subtracts an estimate of CUDA-graph memory (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1):
 # the 0.19 logs print estimates of 0.52-0.84 GiB at tp 1 and 1.09 GiB at tp >= 2.
 CUDA_GRAPH_TP1 = 805_306_368  # 0.75 GiB
 CUDA_GRAPH_TP = 1_170_378_752  # 1.09 GiB
+
+
+def sm_count(gpu: str | None) -> int:
+    name = (gpu or "").lower()
+    return next((n for key, n in SM_COUNTS if key in name), DEFAULT_SM_COUNT)
+
+
+def has_nvls(device: Device | None) -> bool:
+    """Whether the card's NVSwitch fabric gives NCCL NVLink SHARP (Hopper and later SXM systems); a card of no
+    known name is taken to have it (the larger overhead)."""
+    name = (device.name if device is not None else "").lower()
+    return not name or any(key in name for key in NVLS_CARDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,18 +105,48 @@ class KvBudget(BaseModel):
     rule: str
 
 
-def vllm_activation_bytes(spec: ArchSpec, *, max_batched_tokens: int, max_num_seqs: int) -> int:
-    """vLLM profile-run peak: max_num_seqs rows of fp32 logits with temporaries, plus max_batched_tokens
-    hidden states (an empirical fit, see the module docstring)."""
+def _dtype_bytes(spec: ArchSpec) -> int:
+    return 4 if spec.model_dtype in ("fp32", "float32") else 2
+
+
+def vllm_activation_bytes(
+    spec: ArchSpec, *, max_batched_tokens: int, max_num_seqs: int, tp: int = 1, gpu: str | None = None
+) -> int:
+    """vLLM's profile-run peak ("torch peak memory increase"), tensor by tensor (0.19 source):
+
+    - sampler: max_num_seqs x vocab x (dtype + 12) bytes (see SAMPLER_FP32_BYTES_PER_LOGIT) plus the
+      Triton top-k/top-p buffer num_SMs x vocab x 4, while the forward's max_batched_tokens x hidden hidden
+      states are still held;
+    - forward (dense MLP, the larger layer peak): max_batched_tokens x (2 x hidden + 3 x intermediate / tp)
+      x dtype: residual, normed input, gate_up output (2 x intermediate) and the activation's output;
+    - MoE: the fused-MoE workspace, kept between calls (model_executor/layers/fused_moe/fused_moe.py
+      intermediate_cache1..3): tokens x top_k x (3 x expert width / tp + hidden) x dtype.
+    The peak is max(sampler, forward) + the MoE workspace."""
     vocab = spec.vocab_size or 32_000
     hidden = spec.hidden_size or 4096
-    return int(
-        max_num_seqs * vocab * ACTIVATION_BYTES_PER_LOGIT + max_batched_tokens * hidden * ACTIVATION_BYTES_PER_HIDDEN
+    dtype = _dtype_bytes(spec)
+    sampler = (
+        max_num_seqs * vocab * (dtype + SAMPLER_FP32_BYTES_PER_LOGIT)
+        + sm_count(gpu) * vocab * 4
+        + max_batched_tokens * hidden * dtype
     )
+    dense_width = 0 if spec.experts_per_token and spec.intermediate_size == spec.moe_intermediate_size else (
+        spec.intermediate_size or 0
+    )
+    forward = max_batched_tokens * (2 * hidden + 3 * dense_width // tp) * dtype
+    moe = 0
+    if spec.experts_per_token and spec.moe_intermediate_size:
+        moe = max_batched_tokens * spec.experts_per_token * (3 * spec.moe_intermediate_size // tp + hidden) * dtype
+    return max(sampler, forward) + moe
 
 
 def _profile_peak(
-    spec: ArchSpec, memory_bytes: int, s: BudgetSettings, version: str = "0.33", device: Device | None = None
+    spec: ArchSpec,
+    memory_bytes: int,
+    s: BudgetSettings,
+    version: str = "0.33",
+    device: Device | None = None,
+    tp: int = 1,
 ) -> int:
     """The warm-up run's activation peak: given, or vLLM's profile-run model at the server's batch defaults
     for the device (kvsize.engines.vllm_scheduler; TensorRT-LLM's warm-up runs the same kind of max-batch
@@ -100,7 +159,11 @@ def _profile_peak(
     release = version if version in VllmEngine.versions else VllmEngine.versions[0]
     default_tokens, default_seqs = batch_defaults(release, device or Device(memory_bytes), UsageContext.API_SERVER)
     return vllm_activation_bytes(
-        spec, max_batched_tokens=s.max_batched_tokens or default_tokens, max_num_seqs=s.max_num_seqs or default_seqs
+        spec,
+        max_batched_tokens=s.max_batched_tokens or default_tokens,
+        max_num_seqs=s.max_num_seqs or default_seqs,
+        tp=tp,
+        gpu=device.name if device is not None else None,
     )
 
 
@@ -117,7 +180,8 @@ def kv_budget(
     device: Device | None = None,
 ) -> KvBudget:
     """The KV memory per GPU under `engine`'s rule. `weights_bytes` is the weights on this GPU; `device` names
-    the card for vLLM's scheduler tiers (None: a card of `memory_bytes` with no name)."""
+    the card for vLLM's scheduler tiers, its SM count and its interconnect (None: a card of `memory_bytes`
+    with no name)."""
     s = settings
     if s.kv_memory_bytes is not None:
         return KvBudget(
@@ -138,8 +202,12 @@ def kv_budget(
         engine = "given reserve"  # a stated reserve replaces every engine's model
     if engine == "vllm":
         util = s.gpu_util if s.gpu_util is not None else (0.90 if version in ("0.19", "0.11") else 0.92)
-        activation = _profile_peak(spec, memory_bytes, s, version, device)
-        non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if tp > 1 else NON_TORCH_TP1)
+        activation = _profile_peak(spec, memory_bytes, s, version, device, tp)
+        non_torch = (
+            s.non_torch_bytes
+            if s.non_torch_bytes is not None
+            else (NON_TORCH_NVLS if tp > 1 and has_nvls(device) else NON_TORCH_TP1)
+        )
         graphs = (
             s.cuda_graph_bytes
             if s.cuda_graph_bytes is not None
@@ -171,7 +239,9 @@ def kv_budget(
             )
         )
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
-        non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else 0)
+        non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (
+            NON_TORCH_NVLS if multi and has_nvls(device) else 0
+        )
         requested = math.ceil(visible * util)
         rule = (
             f"SGLang: mem_fraction_static {util} x free memory before loading - weights "
@@ -181,8 +251,12 @@ def kv_budget(
         # (total - peak + temporary KV) x free_gpu_memory_fraction 0.9 (_torch/pyexecutor/_util.py
         # KvCacheCreator._cal_max_memory): the fraction applies to what the warm-up run left free.
         util = s.gpu_util if s.gpu_util is not None else 0.9
-        activation = _profile_peak(spec, memory_bytes, s, device=device)
-        non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else NON_TORCH_TP1)
+        activation = _profile_peak(spec, memory_bytes, s, device=device, tp=tp)
+        non_torch = (
+            s.non_torch_bytes
+            if s.non_torch_bytes is not None
+            else (NON_TORCH_NVLS if multi and has_nvls(device) else NON_TORCH_TP1)
+        )
         graphs = s.cuda_graph_bytes or 0
         free = visible - weights_bytes - activation - non_torch - graphs
         return KvBudget(

@@ -324,6 +324,8 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
             hidden_size=fields.integer(*_HIDDEN_KEYS),
             intermediate_size=_scalar_int(fields, "intermediate_size", "ffn_hidden_size", "n_inner"),
             vocab_size=fields.integer("vocab_size", "padded_vocab_size", maximum=1 << 30),
+            experts_per_token=_moe_top_k(data),
+            moe_intermediate_size=_moe_width(data),
             model_dtype=(dtype or KvDtype.BF16).value,
             notes=tuple(dict.fromkeys(notes)),
             **_identity(raw, data, source),
@@ -377,6 +379,27 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
         notes=(*notes, *(() if dtype else ("config names no dtype: assumed fp32 weights",))),
         is_encoder_decoder=True,
     )
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _moe_top_k(data: Mapping[str, Any]) -> int | None:
+    """Experts per token of a MoE config (num_experts_per_tok, moe_topk, top_k), None for dense models."""
+    experts = next((_positive_int(data.get(k)) for k in ("num_local_experts", "num_experts", "n_routed_experts",
+                                                         "moe_num_experts") if _positive_int(data.get(k))), None)
+    if experts is None or experts <= 1:
+        return None
+    return next((_positive_int(data.get(k)) for k in ("num_experts_per_tok", "moe_topk", "top_k",
+                                                      "num_experts_per_token") if _positive_int(data.get(k))), None)
+
+
+def _moe_width(data: Mapping[str, Any]) -> int | None:
+    """One expert's MLP width: moe_intermediate_size, else intermediate_size (Mixtral, Llama 4 experts)."""
+    if _moe_top_k(data) is None:
+        return None
+    return _positive_int(data.get("moe_intermediate_size")) or _positive_int(data.get("intermediate_size"))
 
 
 def _identity(raw: Mapping[str, Any], data: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -72,7 +72,12 @@ class GpuFit(BaseModel):
     fits: bool
     """Whether `batch` requests of `ctx` tokens fit in the KV budget."""
     max_concurrency: int
-    """Requests of `ctx` tokens the budget holds at once (block rounding included)."""
+    """Requests of `ctx` tokens the engine runs at once: what the budget holds (block rounding included), never
+    more than the engine's running-request cap."""
+    concurrency_cap: int | None = None
+    """The engine's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests); None: no cap."""
+    cap_binds: bool = False
+    """True when the cap, not the KV memory, limits max_concurrency."""
     max_context: int | None
     """Longest context each of `batch` requests can have; None when windows cap every layer (no limit), or
     when not asked for (`kvsize plan`)."""
@@ -176,6 +181,24 @@ def pool_figures(
     return None, None
 
 
+def running_request_cap(
+    engine: Engine, spec: ArchSpec, *, ctx: int, tp: int, pp: int, settings: BudgetSettings, pool_tokens: int | None
+) -> int | None:
+    """How many requests the engine runs at once at most, whatever the KV memory holds.
+
+    vLLM: max_num_seqs (v1/core/sched/scheduler.py stops admitting at len(self.running) == max_num_seqs): given,
+    else the scheduler's default for the card and release (Engine.max_running_requests, vllm_scheduler.py).
+    SGLang: max_running_requests given (--max-num-seqs), else its default from the pool
+    (engines/sglang.py default_max_running_requests, KVCacheConfigurator.resolve_max_num_reqs)."""
+    if settings.max_num_seqs is not None and isinstance(engine, (VllmEngine, SglangEngine)):
+        return settings.max_num_seqs
+    if isinstance(engine, SglangEngine):
+        from kvsize.engines.sglang import default_max_running_requests
+
+        return default_max_running_requests(pool_tokens, ctx) if pool_tokens else None
+    return engine.max_running_requests(spec, ctx, tp, pp)
+
+
 def plan_fit(
     engine: Engine,
     spec: ArchSpec,
@@ -217,6 +240,8 @@ def plan_fit(
     usable = max(budget.kv_budget_bytes, 0)
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     hw = hardware or Hardware()
+    held = usable // per_request if per_request else 0
+    cap = running_request_cap(engine, spec, ctx=ctx, tp=tp, pp=pp, settings=settings, pool_tokens=tokens)
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -228,7 +253,9 @@ def plan_fit(
         budget=budget,
         kv_budget_bytes=budget.kv_budget_bytes,
         fits=budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes,
-        max_concurrency=usable // per_request if per_request else 0,
+        max_concurrency=min(held, cap) if cap is not None else held,
+        concurrency_cap=cap,
+        cap_binds=cap is not None and cap < held,
         max_context=(
             max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
         ),

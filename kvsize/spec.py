@@ -134,6 +134,11 @@ class ArchSpec(_Frozen):
     intermediate_size: int | None = Field(default=None, gt=0)
     """Dense MLP width (MoE models: the shared/dense width where the config gives one)."""
     vocab_size: int | None = Field(default=None, gt=0)
+    experts_per_token: int | None = Field(default=None, gt=0)
+    """MoE models: experts each token is routed to (num_experts_per_tok / top_k), for the profile run's
+    fused-MoE workspace."""
+    moe_intermediate_size: int | None = Field(default=None, gt=0)
+    """MoE models: one expert's MLP width (moe_intermediate_size, or intermediate_size for Mixtral-style configs)."""
     notes: tuple[str, ...] = ()
     """Assumptions and interpretations made while parsing (shown in the table and the JSON)."""
     is_encoder_decoder: bool = False

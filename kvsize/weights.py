@@ -266,11 +266,15 @@ def weights_from_config(
         bits, why, experts_only = weight_bits(weights_dtype), f"{weights_dtype} (--weights-dtype)", False
     else:
         bits, why, experts_only = _quantized_bits(loaded.raw) or (base, model_dtype, False)
+    # Quantized checkpoints (FP8, INT8, INT4, ...) keep the embeddings and lm_head in the model dtype: vLLM's
+    # Fp8Config / compressed-tensors quantize Linear layers only (VocabParallelEmbedding and ParallelLMHead take
+    # quant_config=None unless the checkpoint names them, model_executor/layers/vocab_parallel_embedding.py).
+    kept = counted.breakdown.get("embeddings", 0) + counted.breakdown.get("lm_head", 0) if bits < base else 0
     if experts_only:
         experts = counted.breakdown.get("experts", 0)
         total_bits = experts * bits + (params - experts) * base
     else:
-        total_bits = params * bits
+        total_bits = (params - kept) * bits + kept * base
     size = math.ceil(total_bits / 8)
     return WeightsSize(
         size, f"estimate: {params:,} parameters {origin} at {why} ({float(bits):g} bits)", estimated=True

@@ -72,4 +72,20 @@ def test_estimate_from_config_is_labelled(tmp_path: Path) -> None:
 
 def test_fp8_checkpoint_estimate(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**SMALL, "quantization_config": {"quant_method": "fp8"}}))
-    assert find_weights(load_model_config(str(tmp_path))).bytes == SMALL_PARAMS
+    # FP8 checkpoints keep embeddings and lm_head (2 x 1000 x 64) in bf16: 2 bytes each, the rest 1 byte.
+    assert find_weights(load_model_config(str(tmp_path))).bytes == SMALL_PARAMS + 2 * 1000 * 64
+
+
+def test_fp8_weights_dtype_keeps_embeddings_16_bit(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    weights = find_weights(load_model_config(str(tmp_path)), weights_dtype="fp8")
+    assert weights.bytes == SMALL_PARAMS + 2 * 1000 * 64
+
+
+def test_gptq_per_channel_group_size(tmp_path: Path) -> None:
+    # group_size -1 (per-channel scales): 4 bits per quantized weight, never negative; embeddings and lm_head
+    # stay bf16: (SMALL_PARAMS - 128,000) x 4 bits + 128,000 x 2 bytes.
+    quant = {"quant_method": "gptq", "bits": 4, "group_size": -1}
+    (tmp_path / "config.json").write_text(json.dumps({**SMALL, "quantization_config": quant}))
+    weights = find_weights(load_model_config(str(tmp_path)))
+    assert weights.bytes == (SMALL_PARAMS - 2 * 1000 * 64) // 2 + 2 * 1000 * 64 * 2

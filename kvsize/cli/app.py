@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from kvsize.cli import check, listing, plan, size, verify
+from kvsize.cli.log import LOG_EPILOG, log_command
 from kvsize.cli.options import stderr_line
 from kvsize.errors import ExitCode
 
@@ -89,6 +90,7 @@ app.command("plan", epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instru
     plan.plan
 )
 app.command("verify", epilog=verify.VERIFY_EPILOG)(verify.verify_command)
+app.command("log", epilog=LOG_EPILOG)(log_command)
 
 
 def main() -> None:

@@ -1,0 +1,133 @@
+"""The budget's error on the published start-up logs of tests/data/logs, per engine and GPU.
+
+For each vLLM / SGLang log whose model config and card kvsize knows, the KV memory the engine logged as
+available is compared with kvsize's budget from the card alone (GPU profile, the log's utilisation and batch
+settings, tp/pp, kvsize's own weights). Run it against any kvsize tree to compare releases:
+
+    PYTHONPATH=. python benchmarks/budget_corpus.py            # this tree
+    PYTHONPATH=/path/to/other/tree python benchmarks/budget_corpus.py --logs-from .
+
+Only kvsize.budget, kvsize.weights, kvsize.config, kvsize.resolve and kvsize.profiles of the tree on the path
+are used; the log parser is always this tree's (loaded by file path), so older trees can be measured too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent.parent
+GIB = 1024**3
+
+
+def load_parser(root: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kvsize_engine_log_corpus", root / "kvsize" / "engine_log.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def rules_version(version: str | None) -> str:
+    parts = (version or "0.19").lstrip("v").split(".")
+    try:
+        minor = int(parts[1])
+    except (IndexError, ValueError):
+        return "0.19"
+    return "0.33" if minor >= 20 else ("0.19" if minor >= 12 else "0.11")
+
+
+def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
+    """One row per log with a predictable budget: id, engine, gpu, logged and predicted KV memory (GiB)."""
+    from kvsize.budget import BudgetSettings, kv_budget
+    from kvsize.config import parse_config
+    from kvsize.profiles import resolve_gpu
+    from kvsize.resolve import load_model_config
+    from kvsize.weights import find_weights
+
+    parser = load_parser(root)
+    takes_device = "device" in inspect.signature(kv_budget).parameters
+    rows = []
+    for entry in json.loads((root / "tests/data/logs/manifest.json").read_text()):
+        if entry["engine"] not in ("vllm", "sglang") or not entry.get("config") or not entry.get("gpu"):
+            continue
+        log = parser.parse_log((root / "tests/data/logs" / f"{entry['id']}.log").read_text())
+        f, s = log.figures, log.settings
+        if entry["engine"] == "vllm":
+            logged = f.get("available_kv_min_gib") or f.get("available_kv_gib")
+            util = s.get("gpu_memory_utilization") or entry.get("gpu_memory_utilization")
+        else:
+            logged = (f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0)) or None
+            util = s.get("mem_fraction_static")
+        if not logged or not util:
+            continue
+        config = entry["config"]
+        loaded = load_model_config(str(root / config) if config.startswith("tests/") else config)
+        spec = parse_config(loaded.raw, source=loaded.location)
+        dtype = {"float32": "fp32"}.get(str(s.get("dtype")))
+        if dtype:
+            spec = spec.model_copy(update={"model_dtype": dtype})
+        weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype")).bytes
+        tp, pp = entry["tp"], entry["pp"]
+        profile = resolve_gpu(entry["gpu"])
+        settings = BudgetSettings(
+            gpu_util=float(util),
+            max_batched_tokens=s.get("max_num_batched_tokens"),
+            max_num_seqs=s.get("max_num_seqs"),
+        )
+        extra: dict[str, Any] = {}
+        if takes_device:
+            from kvsize.engines.context import Device
+
+            extra["device"] = Device.from_profile(profile)
+        version = rules_version(log.engine_version) if entry["engine"] == "vllm" else "current"
+        budget = kv_budget(
+            entry["engine"], version, spec, memory_bytes=profile.memory_bytes, weights_bytes=-(-weights // (tp * pp)),
+            tp=tp, pp=pp, settings=settings, **extra,
+        )
+        predicted = budget.kv_budget_bytes / GIB
+        rows.append({
+            "id": entry["id"], "engine": entry["engine"], "gpu": entry["gpu"], "tp": tp, "pp": pp,
+            "logged_gib": float(logged), "predicted_gib": round(predicted, 3),
+            "error_pct": 100 * (predicted - float(logged)) / float(logged),
+        })
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> list[tuple[str, str, int, float, float]]:
+    """(engine, gpu or 'all', logs, median |error| %, worst |error| %)."""
+    out = []
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["engine"], r["gpu"]), []).append(abs(r["error_pct"]))
+        groups.setdefault((r["engine"], "all"), []).append(abs(r["error_pct"]))
+    for (engine, gpu), errors in sorted(groups.items()):
+        out.append((engine, gpu, len(errors), statistics.median(errors), max(errors)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--logs-from", type=Path, default=HERE, help="the tree holding tests/data/logs")
+    ap.add_argument("--rows", action="store_true", help="print every log's row too")
+    args = ap.parse_args()
+    rows = budget_cases(args.logs_from.resolve())
+    if args.rows:
+        for r in rows:
+            print(f"{r['id']:52s} {r['gpu']:24s} tp{r['tp']} pp{r['pp']} logged {r['logged_gib']:7.2f} "
+                  f"kvsize {r['predicted_gib']:7.2f} GiB  {r['error_pct']:+7.2f}%")
+    print(f"{'engine':8s} {'gpu':24s} {'logs':>4s} {'median':>8s} {'worst':>8s}")
+    for engine, gpu, n, median, worst in summary(rows):
+        print(f"{engine:8s} {gpu:24s} {n:4d} {median:7.2f}% {worst:7.2f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,443 @@
+"""An engine log against kvsize's model, figure by figure, and measured overheads kept for later runs. Pure.
+
+`check_log` rebuilds the scenario a start-up log ran (kvsize.engine_log) and predicts each figure the log
+printed, each from the figures before it, so that one error does not hide another:
+
+- available KV memory: the budget from the card alone (kvsize.budget.kv_budget with the log's utilisation,
+  batch settings and tp/pp, and kvsize's own weights);
+- weights per rank: kvsize's weights (published size, safetensors, or a parameter count) split over tp x pp;
+- pool tokens / blocks / maximum concurrency: the engine's paging arithmetic applied to the KV memory the log
+  says was available;
+- llama.cpp: each cache's cells (n_ctx; SWA caches min(n_ctx, pad(n_swa x n_seq_max + n_ubatch, 256)),
+  src/llama-kv-cache-iswa.cpp) and size (cells x layers x n_head_kv x (n_embd_head_k + n_embd_head_v) x
+  type size), from the hyper-parameters the log prints; no config needed.
+
+A calibration records what one start-up measured (activation peak, non-torch memory, CUDA graphs, weights per
+rank) for a model on a card, so that later sizing of the same deployment uses the measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
+from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
+from kvsize.engine_log import GIB, MIB, EngineLog
+from kvsize.engines.context import Device
+from kvsize.errors import UsageError
+from kvsize.spec import ArchSpec
+
+GGML_TYPE_BYTES: dict[str, tuple[int, int]] = {
+    # (block elements, block bytes): ggml.c type traits
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),
+    "q5_1": (32, 24),
+    "q5_0": (32, 22),
+    "q4_1": (32, 20),
+    "q4_0": (32, 18),
+    "iq4_nl": (32, 18),
+}
+LLAMACPP_SWA_PAD = 256  # llama_kv_cache_iswa: GGML_PAD(n_swa x n_seq_max + n_ubatch, n_pad), n_pad 256
+DEFAULT_TOLERANCE_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number the log printed, next to kvsize's prediction."""
+
+    name: str
+    logged: float
+    predicted: float
+    unit: str
+    basis: str = ""
+    """What the prediction was given (e.g. "the logged KV memory")."""
+
+    @property
+    def error_pct(self) -> float:
+        if self.logged == 0:
+            return 0.0 if self.predicted == 0 else math.inf
+        return 100.0 * (self.predicted - self.logged) / self.logged
+
+    def within(self, tolerance_pct: float) -> bool:
+        return abs(self.error_pct) <= tolerance_pct
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "logged": self.logged,
+            "predicted": self.predicted,
+            "error_pct": round(self.error_pct, 4),
+            "unit": self.unit,
+        }
+
+
+@dataclass
+class LogCheck:
+    engine: str
+    engine_version: str | None
+    model: str | None
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def passed(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> bool:
+        return all(f.within(tolerance_pct) for f in self.figures)
+
+    def as_dict(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "model": self.model,
+            "figures": [f.as_dict() for f in self.figures],
+            "pass": self.passed(tolerance_pct),
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What `check_log` needs besides the log: the model's spec, the card, the weights and any overrides."""
+
+    spec: ArchSpec | None = None
+    memory_bytes: int | None = None
+    """The card's memory (a GPU profile's memory_bytes); None: the total the log printed."""
+    device: Device | None = None
+    """The card, for vLLM's batch defaults, its SM count and its interconnect."""
+    weights_bytes: int | None = None
+    """The whole model's weights, as kvsize finds them (split over tp x pp here)."""
+    tp: int | None = None
+    pp: int | None = None
+    max_model_len: int | None = None
+    gpu_util: float | None = None
+    kv_dtype: str | None = None
+    calibration: Calibration | None = None
+
+
+# --- versions ---------------------------------------------------------------------------------------------
+
+
+def vllm_rules_version(version: str | None) -> str:
+    """The kvsize vLLM rule set (0.33, 0.19, 0.11) for a logged release: 0.20 and later follow 0.33, 0.12-0.19
+    follow 0.19, older releases 0.11."""
+    if not version:
+        return "0.19"
+    parts = version.lstrip("v").split(".")
+    try:
+        minor = int(parts[1]) if parts[0] == "0" else 99
+    except (IndexError, ValueError):
+        return "0.19"
+    if minor >= 20:
+        return "0.33"
+    return "0.19" if minor >= 12 else "0.11"
+
+
+def _kv_dtype(name: object, spec: ArchSpec | None) -> KvDtype:
+    text = str(name or AUTO).strip().lower()
+    if text == AUTO:
+        return KvDtype(spec.model_dtype) if spec is not None else KvDtype.BF16
+    found = parse_kv_dtype(text)
+    if found is None:
+        raise UsageError(f"unknown KV cache dtype '{text}' in the log", hint="Pass --kv-dtype.")
+    return found
+
+
+# --- the scenario -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    tp: int
+    pp: int
+    max_model_len: int | None
+    gpu_util: float | None
+    kv_dtype: KvDtype
+    block_size: int | None
+    max_num_batched_tokens: int | None
+    max_num_seqs: int | None
+
+
+def vllm_scenario(log: EngineLog, dep: Deployment) -> Scenario:
+    s = log.settings
+    return Scenario(
+        tp=dep.tp or int(s.get("tensor_parallel_size") or 1),
+        pp=dep.pp or int(s.get("pipeline_parallel_size") or 1),
+        max_model_len=dep.max_model_len or (int(s["max_model_len"]) if s.get("max_model_len") else None),
+        gpu_util=dep.gpu_util or (float(s["gpu_memory_utilization"]) if s.get("gpu_memory_utilization") else None),
+        kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), dep.spec),
+        block_size=int(s["block_size"]) if s.get("block_size") else None,
+        max_num_batched_tokens=int(s["max_num_batched_tokens"]) if s.get("max_num_batched_tokens") else None,
+        max_num_seqs=int(s["max_num_seqs"]) if s.get("max_num_seqs") else None,
+    )
+
+
+def card_memory(log: EngineLog, dep: Deployment) -> int | None:
+    """The card's memory: the GPU given, else the total the log printed (CUDA-visible, so the CUDA context is
+    added back: kv_budget takes it off again)."""
+    if dep.memory_bytes is not None:
+        return dep.memory_bytes
+    total = log.figures.get("total_memory_gib")
+    return round(total * GIB) + CUDA_CONTEXT_BYTES if total else None
+
+
+# --- per engine -------------------------------------------------------------------------------------------
+
+
+def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
+    from kvsize.engines.vllm import VllmEngine
+
+    f = log.figures
+    sc = vllm_scenario(log, dep)
+    gpus = sc.tp * sc.pp
+    version = vllm_rules_version(log.engine_version)
+    cal = dep.calibration
+    weights_rank = None
+    if cal is not None and cal.weights_per_rank_bytes is not None:
+        weights_rank = cal.weights_per_rank_bytes
+    elif dep.weights_bytes is not None:
+        weights_rank = -(-dep.weights_bytes // gpus)
+    if "weights_gib" in f and weights_rank is not None:
+        out.figures.append(Figure("weights per rank", f["weights_gib"], weights_rank / GIB, "GiB", "kvsize's weights"))
+    memory = card_memory(log, dep)
+    if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
+        settings = BudgetSettings(
+            gpu_util=sc.gpu_util,
+            max_batched_tokens=sc.max_num_batched_tokens,
+            max_num_seqs=sc.max_num_seqs,
+            activation_bytes=cal.activation_bytes if cal else None,
+            non_torch_bytes=cal.non_torch_bytes if cal else None,
+            cuda_graph_bytes=cal.cuda_graph_bytes if cal else None,
+        )
+        budget = kv_budget(
+            "vllm", version, dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=sc.tp, pp=sc.pp,
+            settings=settings, device=dep.device,
+        )
+        if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
+            out.figures.append(Figure("available KV memory (smallest stage)", f["available_kv_min_gib"],
+                                      budget.kv_budget_bytes / GIB, "GiB", "the card"))
+        else:
+            out.figures.append(
+                Figure("available KV memory", f["available_kv_gib"], budget.kv_budget_bytes / GIB, "GiB", "the card")
+            )
+    elif "available_kv_gib" in f:
+        out.notes.append("available KV memory not predicted: give --gpu and --config (or a registry model)")
+    if "available_kv_gib" not in f or dep.spec is None or sc.max_model_len is None:
+        if dep.spec is None:
+            out.notes.append("pool not predicted: kvsize needs the model's config (--config)")
+        return
+    engine = VllmEngine(version, block_size=sc.block_size, max_num_batched_tokens=sc.max_num_batched_tokens)
+    pool = engine.pool(
+        dep.spec, available_bytes=round(f["available_kv_gib"] * GIB), max_model_len=sc.max_model_len,
+        kv_dtype=sc.kv_dtype, tp=sc.tp, pp=sc.pp,
+    )
+    basis = "the logged KV memory"
+    if "pool_tokens" in f:
+        out.figures.append(Figure("pool tokens", f["pool_tokens"], pool.kv_pool_tokens, "tokens", basis))
+    if "gpu_blocks" in f:
+        out.figures.append(Figure("GPU blocks", f["gpu_blocks"], pool.num_blocks, "blocks", basis))
+    if "max_concurrency_x" in f:
+        out.figures.append(Figure("max concurrency", f["max_concurrency_x"], round(pool.concurrency, 2), "x", basis))
+
+
+def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
+    from kvsize.engines.sglang import SglangEngine
+
+    f, s = log.figures, log.settings
+    tp = dep.tp or int(s.get("tp_size") or 1)
+    pp = dep.pp or int(s.get("pp_size") or 1)
+    weights_rank = -(-dep.weights_bytes // (tp * pp)) if dep.weights_bytes is not None else None
+    if "weights_gb" in f and weights_rank is not None:
+        out.figures.append(Figure("weights per rank", f["weights_gb"], weights_rank / GIB, "GiB", "kvsize's weights"))
+    kv_gib = f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0) or f.get("kv_size_gb", 0.0)
+    memory = card_memory(log, dep)
+    if kv_gib and dep.spec is not None and memory is not None and weights_rank is not None:
+        fraction = dep.gpu_util or s.get("mem_fraction_static")
+        budget = kv_budget(
+            "sglang", "current", dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=tp, pp=pp,
+            settings=BudgetSettings(gpu_util=float(fraction) if fraction else None), device=dep.device,
+        )
+        out.figures.append(Figure("KV memory (K + V)", kv_gib, budget.kv_budget_bytes / GIB, "GiB", "the card"))
+    if kv_gib and dep.spec is not None and "pool_tokens" in f:
+        engine = SglangEngine(block_size=int(s["page_size"]) if s.get("page_size") else None)
+        pool = engine.pool(dep.spec, available_bytes=round(kv_gib * GIB),
+                           kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), dep.spec), tp=tp, pp=pp)
+        out.figures.append(Figure("pool tokens", f["pool_tokens"], pool.max_total_num_tokens, "tokens",
+                                  "the logged K + V size"))
+    elif dep.spec is None:
+        out.notes.append("pool not predicted: kvsize needs the model's config (--config)")
+
+
+def _check_trtllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
+    from kvsize.engines.trtllm import TrtllmEngine
+
+    f = log.figures
+    if dep.spec is None or "pool_tokens" not in f:
+        out.notes.append("nothing predicted: kvsize needs the model's config (--config) and the logged token count")
+        return
+    tokens = int(f["pool_tokens"])
+    dtype = _kv_dtype(dep.kv_dtype, dep.spec)
+    est = TrtllmEngine().estimate(dep.spec, ctx=tokens, batch=1, kv_dtype=dtype, tp=dep.tp or 1, pp=dep.pp or 1)
+    per_token = est.kv_bytes_per_token
+    if "kv_allocated_bytes" in f:
+        out.figures.append(Figure("KV bytes for the logged tokens", f["kv_allocated_bytes"], per_token * tokens, "B",
+                                  "the logged token count"))
+    if "kv_allocated_gib" in f:
+        out.figures.append(Figure("KV memory for the logged tokens", f["kv_allocated_gib"], per_token * tokens / GIB,
+                                  "GiB", "the logged token count"))
+
+
+def _ggml_bytes(type_name: str, elements: int) -> int:
+    blk, size = GGML_TYPE_BYTES.get(type_name.lower(), (1, 2))
+    return elements // blk * size
+
+
+def _check_llamacpp(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
+    h, s = log.hparams, log.settings
+    need = ("n_head_kv", "n_embd_head_k", "n_embd_head_v", "n_layer")
+    if not log.caches or any(k not in h for k in need) or "n_ctx" not in s:
+        out.notes.append("nothing predicted: the log lacks print_info hyper-parameters, n_ctx or the cache lines")
+        return
+    n_ctx, seqs, ubatch = s["n_ctx"], s.get("n_seq_max", 1), s.get("n_ubatch", 512)
+    total_logged = total_pred = 0.0
+    for cache in log.caches:
+        if cache.swa:
+            cells = min(n_ctx, -(-(h.get("n_swa", 0) * seqs + ubatch) // LLAMACPP_SWA_PAD) * LLAMACPP_SWA_PAD)
+            label = "SWA cache"
+            layers = cache.layers  # the SWA / non-SWA split of the layers is read from the log
+        elif cache.swa is False:
+            cells, label, layers = n_ctx, "non-SWA cache", cache.layers
+        else:
+            cells, label, layers = n_ctx, "KV cache", h["n_layer"]
+        per_cell = h["n_head_kv"] * (
+            _ggml_bytes(cache.k_type, h["n_embd_head_k"]) + _ggml_bytes(cache.v_type, h["n_embd_head_v"])
+        )
+        size_mib = cells * layers * per_cell / MIB
+        out.figures.append(Figure(f"{label} cells", cache.cells, cells, "cells", "n_ctx, n_swa, n_seq_max"))
+        out.figures.append(Figure(f"{label} size", cache.size_mib, round(size_mib, 2), "MiB", "the hyper-parameters"))
+        total_logged += cache.size_mib
+        total_pred += size_mib
+    if len(log.caches) > 1:
+        out.figures.append(Figure("KV size", total_logged, round(total_pred, 2), "MiB", "the hyper-parameters"))
+
+
+_CHECKS = {"vllm": _check_vllm, "sglang": _check_sglang, "trtllm": _check_trtllm, "llamacpp": _check_llamacpp}
+
+
+def check_log(log: EngineLog, dep: Deployment) -> LogCheck:
+    """Each figure the log printed that kvsize can predict, logged vs predicted."""
+    out = LogCheck(engine=log.engine, engine_version=log.engine_version, model=log.model)
+    _CHECKS[log.engine](log, dep, out)
+    return out
+
+
+# --- calibration files ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Overheads one start-up measured, per GPU; None where the log did not say."""
+
+    model: str | None = None
+    gpu: str | None = None
+    engine: str = "vllm"
+    engine_version: str | None = None
+    tp: int = 1
+    pp: int = 1
+    activation_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    cuda_graph_bytes: int | None = None
+    weights_per_rank_bytes: int | None = None
+    source: str | None = None
+
+    def budget_settings(self, base: BudgetSettings) -> BudgetSettings:
+        """`base` with the measured overheads filled in where `base` leaves them to the model."""
+        return BudgetSettings(
+            gpu_util=base.gpu_util,
+            max_batched_tokens=base.max_batched_tokens,
+            max_num_seqs=base.max_num_seqs,
+            activation_bytes=base.activation_bytes if base.activation_bytes is not None else self.activation_bytes,
+            non_torch_bytes=base.non_torch_bytes if base.non_torch_bytes is not None else self.non_torch_bytes,
+            cuda_graph_bytes=base.cuda_graph_bytes if base.cuda_graph_bytes is not None else self.cuda_graph_bytes,
+            kv_memory_bytes=base.kv_memory_bytes,
+            reserve_bytes=base.reserve_bytes,
+        )
+
+    def whole_weights_bytes(self) -> int | None:
+        """The whole model's weights that split over tp x pp gives the measured bytes per rank."""
+        return self.weights_per_rank_bytes * self.tp * self.pp if self.weights_per_rank_bytes is not None else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kvsize_calibration": 1,
+            "model": self.model,
+            "gpu": self.gpu,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "tp": self.tp,
+            "pp": self.pp,
+            "activation_bytes": self.activation_bytes,
+            "non_torch_bytes": self.non_torch_bytes,
+            "cuda_graph_bytes": self.cuda_graph_bytes,
+            "weights_per_rank_bytes": self.weights_per_rank_bytes,
+            "source": self.source,
+        }
+
+
+_CAL_INT_KEYS = ("activation_bytes", "non_torch_bytes", "cuda_graph_bytes", "weights_per_rank_bytes")
+
+
+def calibration_from_log(log: EngineLog, *, gpu: str | None, source: str | None = None) -> Calibration | None:
+    """The overheads a vLLM log measured; None when it printed none of them."""
+    if log.engine != "vllm":
+        return None
+    f, s = log.figures, log.settings
+
+    def gib(name: str) -> int | None:
+        return round(f[name] * GIB) if name in f else None
+
+    # vLLM 0.20+ subtracts the CUDA-graph estimate; older releases only print it.
+    graphs = gib("cuda_graph_estimate_gib") if vllm_rules_version(log.engine_version) == "0.33" else 0
+    cal = Calibration(
+        model=log.model,
+        gpu=gpu,
+        engine="vllm",
+        engine_version=log.engine_version,
+        tp=int(s.get("tensor_parallel_size") or 1),
+        pp=int(s.get("pipeline_parallel_size") or 1),
+        activation_bytes=gib("activation_peak_gib"),
+        non_torch_bytes=gib("non_torch_gib"),
+        cuda_graph_bytes=graphs,
+        weights_per_rank_bytes=gib("weights_gib"),
+        source=source,
+    )
+    if all(getattr(cal, k) is None for k in _CAL_INT_KEYS):
+        return None
+    return cal
+
+
+def calibration_from_mapping(data: object, *, source: str) -> Calibration:
+    """A calibration file's contents (YAML or JSON, already parsed) checked and typed."""
+    if not isinstance(data, Mapping) or data.get("kvsize_calibration") != 1:
+        raise UsageError(
+            f"{source}: not a kvsize calibration file",
+            hint="Write one with `kvsize log FILE --save-calibration CAL.yaml`.",
+        )
+    values: dict[str, Any] = {}
+    for key in _CAL_INT_KEYS:
+        value = data.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise UsageError(f"{source}: {key} must be a whole number of bytes >= 0, got {value!r}")
+        values[key] = value
+    for key in ("tp", "pp"):
+        value = data.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"{source}: {key} must be a positive whole number, got {value!r}")
+        values[key] = value
+    for key in ("model", "gpu", "engine_version", "source"):
+        value = data.get(key)
+        values[key] = str(value) if value is not None else None
+    values["engine"] = str(data.get("engine") or "vllm")
+    return Calibration(**values)
