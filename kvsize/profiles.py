@@ -11,7 +11,7 @@ import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
@@ -38,6 +38,8 @@ NonNegNumber = Annotated[StrictInt, Field(ge=0)] | Annotated[StrictFloat, Field(
 PosNumber = Annotated[StrictInt, Field(gt=0)] | Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 ByteCount = Annotated[StrictInt, Field(gt=0)]
+Segment = Literal["datacenter", "workstation", "desktop", "laptop", "edge"]
+SEGMENTS: tuple[Segment, ...] = ("datacenter", "workstation", "desktop", "laptop", "edge")
 
 # Fields a profile may mark as not confirmed by a primary source (`uncertain_fields`).
 UNCERTAIN_FIELD_NAMES = frozenset(
@@ -97,6 +99,9 @@ class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstring
     """Human-readable product name (`H100 SXM5 80GB`)."""
     vendor: Text | None
     """Vendor (`NVIDIA`, `AMD`, `Intel (Habana)`, `Google`, `Apple`); null for a custom card."""
+    segment: Segment = "datacenter"
+    """Where the device serves: `datacenter` (ranked by `kvsize plan` by default), `workstation`, `desktop`,
+    `laptop` or `edge` (added by `kvsize plan --all-gpus`)."""
     aliases: tuple[Name, ...]
     """Other lower-case names users type for this device (`h100`); unique across all profiles."""
     driver_name: str | None

@@ -51,4 +51,5 @@ def test_command_help_stays_light() -> None:
                                   ["gpus"], ["models"]])
 def test_registry_runs_never_touch_the_hub_or_torch(args: list[str]) -> None:
     result = probe(*args)
-    assert result["code"] == 0 and result["heavy"] == []
+    # DeepSeek-V3's weights do not fit one H200: the answer is "no", exit 1 (cli/size.py).
+    assert result["code"] in (0, 1) and result["heavy"] == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,7 @@ import typer
 from kvsize.cli.options import (
     DebugOpt,
     JsonOpt,
+    make_console,
     stderr_line,
     user_errors,
 )
@@ -48,11 +48,9 @@ def check(path: CapacityArg, json_output: JsonOpt = False, junit: JunitOpt = Non
         payload = {"deployments": [r.model_dump(mode="json", by_alias=True) for r in results]}
         typer.echo(json.dumps(payload, indent=2))
     else:
-        from rich.console import Console
-
         from kvsize.report import render_check
 
-        render_check(Console(highlight=False, width=None if sys.stdout.isatty() else 140), results)
+        render_check(make_console(), results)
     if not all(r.passed for r in results):
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typer
+
 from kvsize.cli.options import (
     BatchedTokensOpt,
     BatchOpt,
@@ -13,6 +15,7 @@ from kvsize.cli.options import (
     EncoderLenOpt,
     EngineOpt,
     EngineVersionOpt,
+    ExplainOpt,
     GpuMemOpt,
     GpuOpt,
     GpuUtilOpt,
@@ -38,6 +41,7 @@ from kvsize.cli.options import (
     split_list,
     user_errors,
 )
+from kvsize.errors import ExitCode
 
 
 def size(
@@ -64,6 +68,7 @@ def size(
     encoder_len: EncoderLenOpt = None,
     revision: RevisionOpt = None,
     json_output: JsonOpt = False,
+    explain: ExplainOpt = False,
     debug: DebugOpt = False,
     verify: VerifyOpt = False,
     device: DeviceOpt = None,
@@ -72,7 +77,11 @@ def size(
     report: ReportOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
 ) -> None:
-    """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
+    """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
+
+    With --gpu or --gpu-mem it also says whether each scenario fits on one card of the deployment, and what
+    would make it fit; the exit code is then 1 when any scenario does not fit (weights or KV), as `kvsize check`.
+    """
     if verify or device or layers or tolerance is not None or report or trust_remote_code:
         from kvsize.cli.verify import size_verify
 
@@ -129,10 +138,17 @@ def size(
                 kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
             ),
             offload=offload_settings(cpu_mem, link_bandwidth),
+            with_advice=True,
         )
         if plot:
             from kvsize.config import parse_config
             from kvsize.plot import write_plot
 
             write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
-    emit(lambda console: render_estimate(console, result), lambda: result.model_dump_json(indent=2), json_output)
+    emit(
+        lambda console: render_estimate(console, result, explain=explain),
+        lambda: result.model_dump_json(indent=2),
+        json_output,
+    )
+    if any(s.gpu is not None and not s.gpu.fits for s in result.scenarios):
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))  # the answer is "no": printed above, then exit 1
