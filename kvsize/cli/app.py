@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from kvsize.cli import check, listing, plan, size, verify
 from kvsize.cli.options import stderr_line
@@ -40,15 +40,47 @@ class DefaultToSizeGroup(TyperGroup):
             # click's UsageError / BadParameter (typer vendors click, so recognise them by their interface).
             if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
                 message = " ".join(exc.format_message().split()).rstrip(".")
-                stderr_line(f"Error: {message}. See 'kvsize --help'.")
+                where = getattr(getattr(exc, "ctx", None), "command_path", None) or "kvsize"
+                stderr_line(f"Error: {message}. See '{where} --help'.")
                 sys.exit(int(ExitCode.BAD_INPUT))
             raise
         sys.exit(code if isinstance(code, int) else 0)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """`kvsize --help` leads with the main job: the sizing command's options, then the other commands."""
+        size = self.commands.get(SIZE_COMMAND)
+        if size is not None:
+            with size.make_context("kvsize", ["--help"], parent=None, resilient_parsing=True) as sub:
+                size.format_help(sub, formatter)
+        super().format_help(ctx, formatter)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_without_type(super().get_help_option(ctx))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = [SIZE_COMMAND, *args]
         return super().parse_args(ctx, args)
+
+
+def _flag_without_type(option: Any) -> Any:
+    """--help is a flag: show no `<bool>` beside it."""
+    if option is not None and option.metavar is None:
+        option.metavar = ""
+    return option
+
+
+class Command(TyperCommand):
+    """A command whose help shows no `<bool>` / `<str>` type placeholders (options carry metavars instead)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_without_type(super().get_help_option(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.params:
+            if isinstance(param, TyperArgument):  # the argument's name is its metavar: MODEL, not MODEL <str>
+                setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
+        super().format_help(ctx, formatter)
 
 
 app = typer.Typer(
@@ -74,21 +106,24 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""),
     ] = False,
 ) -> None:
     """How much GPU memory an LLM's KV cache takes, and whether a deployment fits."""
 
 
-app.command(SIZE_COMMAND, epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100")(size.size)
-app.command("gpus")(listing.gpus)
-app.command("models")(listing.models)
-app.command("check", epilog="Example: kvsize check capacity.yaml --junit kvsize.xml")(check.check)
-app.command("schema")(check.schema)
-app.command("plan", epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64")(
-    plan.plan
+app.command(SIZE_COMMAND, cls=Command, epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100")(
+    size.size
 )
-app.command("verify", epilog=verify.VERIFY_EPILOG)(verify.verify_command)
+app.command("gpus", cls=Command)(listing.gpus)
+app.command("models", cls=Command)(listing.models)
+app.command("check", cls=Command, epilog="Example: kvsize check capacity.yaml --junit kvsize.xml")(check.check)
+app.command("schema", cls=Command)(check.schema)
+app.command(
+    "plan", cls=Command, epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64"
+)(plan.plan)
+app.command("verify", cls=Command, epilog=verify.VERIFY_EPILOG)(verify.verify_command)
 
 
 def main() -> None:

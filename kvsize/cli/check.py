@@ -18,16 +18,17 @@ from kvsize.cli.options import (
 from kvsize.errors import ExitCode
 
 CapacityArg = Annotated[
-    Path, typer.Argument(help="YAML file of deployments (see 'kvsize schema').", show_default=False)
+    Path, typer.Argument(help="YAML file of deployments (see 'kvsize schema').", show_default=False, metavar="FILE")
 ]
 JunitOpt = Annotated[
-    Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False)
+    Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False, metavar="FILE")
 ]
 
 
 def check(path: CapacityArg, json_output: JsonOpt = False, junit: JunitOpt = None, debug: DebugOpt = False) -> None:
-    """Check that every deployment in a capacity file still fits: exit 0 when all pass, 1 when any fails,
-    2 for a bad file. Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations."""
+    """Check that every deployment in a capacity file still fits: exit 0 all pass, 1 any fails, 2 a bad file.
+
+    Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations on the deployment's line."""
     with user_errors(debug):
         from kvsize.capacity_file import check_file, github_annotations, junit_xml
 

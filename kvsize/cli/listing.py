@@ -9,7 +9,8 @@ from kvsize.cli.options import DebugOpt, JsonOpt, emit, user_errors
 
 def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
     """List the GPU profiles --gpu accepts, with memory, bandwidth, low-precision support and class.
-    --json prints one object: {"gpus": [profile, ...]}."""
+
+    --json prints one object whose "gpus" lists every profile."""
     with user_errors(debug):
         from kvsize.profiles import load_profiles
 
@@ -30,7 +31,8 @@ def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
 
 def models(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
     """List the built-in models: their configs ship with kvsize, so they work offline and without a token.
-    --json prints one object: {"models": [{"hub_id", "summary"}, ...]}."""
+
+    --json prints one object whose "models" lists each hub_id with a summary."""
     with user_errors(debug):
         from kvsize.config import parse_config
         from kvsize.registry import load_registry_config, registry_entries

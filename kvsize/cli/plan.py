@@ -72,8 +72,9 @@ def plan(
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Rank data-centre GPU profiles by the GPUs needed (tp x data-parallel replicas) to serve --concurrency
-    requests of --ctx tokens each, then by cost per hour where the profile lists a price."""
+    """Rank data-centre GPUs by how many (tp x replicas) serve --concurrency requests of --ctx tokens, then by cost.
+
+    --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans."""
     with user_errors(debug):
         from kvsize.api import resolve_kv_dtypes
         from kvsize.config import parse_config

@@ -39,6 +39,7 @@ from kvsize.cli.options import (
     emit,
     render_estimate,
     split_list,
+    stderr_line,
     user_errors,
 )
 from kvsize.errors import ExitCode
@@ -46,6 +47,7 @@ from kvsize.errors import ExitCode
 
 def size(
     model: ModelArg,
+    revision: RevisionOpt = None,
     ctx: CtxOpt = None,
     batch: BatchOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
@@ -66,7 +68,6 @@ def size(
     link_bandwidth: LinkOpt = None,
     plot: PlotOpt = None,
     encoder_len: EncoderLenOpt = None,
-    revision: RevisionOpt = None,
     json_output: JsonOpt = False,
     explain: ExplainOpt = False,
     debug: DebugOpt = False,
@@ -79,11 +80,36 @@ def size(
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
 
-    With --gpu or --gpu-mem it also says whether each scenario fits on one card of the deployment, and what
-    would make it fit; the exit code is then 1 when any scenario does not fit (weights or KV), as `kvsize check`.
+    With --gpu: does each scenario fit one card, and what would make it fit; exit 1 when one does not fit.
     """
     if verify or device or layers or tolerance is not None or report or trust_remote_code:
         from kvsize.cli.verify import size_verify
+
+        if verify:  # say what is compared instead of silently dropping the sizing flags
+            unused = [
+                flag
+                for flag, value in (
+                    ("--gpu", gpu),
+                    ("--gpu-mem", gpu_mem),
+                    ("--gpu-util", gpu_util),
+                    ("--kv-memory", kv_memory),
+                    ("--reserve", reserve),
+                    ("--weights-mem", weights_mem),
+                    ("--weights-dtype", weights_dtype),
+                    ("--cpu-mem", cpu_mem),
+                    ("--plot", plot),
+                )
+                if value is not None
+            ]
+            if tp != "1" or pp != "1":
+                unused.append("--tp/--pp")
+            engine_name = engine.strip().lower()
+            stderr_line(
+                "note: --verify compares the cache transformers holds with kvsize's --engine hf prediction"
+                + (f"; the {engine_name} rule is not what is measured" if engine_name != "hf" else "")
+                + (f"; {', '.join(unused)} do not apply to it" if unused else "")
+                + "."
+            )
 
         size_verify(
             model,
