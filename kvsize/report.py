@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kvsize.api import Estimate, Scenario
-from kvsize.capacity_file import CheckResult
-from kvsize.fit import GpuFit
-from kvsize.gpu_ranking import GpuPlan
-from kvsize.profiles import GpuProfile
-from kvsize.registry import RegistryEntry
 from kvsize.units import format_bytes, format_tokens
+
+if TYPE_CHECKING:  # types only: importing them builds pydantic models a given command does not need
+    from kvsize.api import Estimate, Scenario
+    from kvsize.capacity_file import CheckResult
+    from kvsize.fit import GpuFit
+    from kvsize.gpu_ranking import GpuPlan
+    from kvsize.profiles import GpuProfile
+    from kvsize.registry import RegistryEntry
 
 BAR_WIDTH = 50
 MIN_BAR_WIDTH = 20

@@ -60,6 +60,7 @@ class DefaultToSizeGroup(TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = [SIZE_COMMAND, *args]
+        _light_coercion(self.get_params(ctx))
         return super().parse_args(ctx, args)
 
 
@@ -70,8 +71,42 @@ def _flag_without_type(option: Any) -> Any:
     return option
 
 
+def _light_coercion(params: Sequence[Any]) -> None:
+    """Skip typer's per-option pydantic TypeAdapter (about 1 ms each, some 30 options per run) where it adds
+    nothing: an option left at None needs no coercion, and a plain `str` option only needs str(value). Any
+    other value still gets typer's own coercion. Relies on typer >= 0.29's lazily built `_runtime_param`; on
+    another layout it changes nothing."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+    except ImportError:  # pragma: no cover - another typer layout: keep its coercion
+        return
+
+    class _Light(RuntimeParam):
+        descriptor: Any
+
+        def __init__(self, descriptor: Any) -> None:
+            object.__setattr__(self, "annotation", descriptor.annotation)
+            object.__setattr__(self, "parameter_info", descriptor.parameter_info)
+            object.__setattr__(self, "descriptor", descriptor)
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            info = self.parameter_info
+            if self.annotation is str and isinstance(value, str) and info.parser is None and info.callback is None:
+                return value
+            return build_runtime_param(self.descriptor).coerce(value, param=param, ctx=ctx)
+
+    for param in params:
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is not None and getattr(param, "_runtime_param", False) is None:
+            param._runtime_param = _Light(descriptor)
+
+
 class Command(TyperCommand):
     """A command whose help shows no `<bool>` / `<str>` type placeholders (options carry metavars instead)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _light_coercion(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _flag_without_type(super().get_help_option(ctx))
