@@ -1,58 +1,77 @@
-"""Start-up time of the kvsize CLI beside the bare cost of its CLI framework.
+"""Start-up time of the kvsize CLI beside the bare cost of its CLI stack, measured side by side.
 
     python benchmarks/startup.py [--runs 15]
 
-Each command runs in a fresh interpreter; the table gives the median and the minimum wall time.
+Each command runs in a fresh interpreter, the commands interleaved run by run so that a busy machine slows
+them alike. The table gives the median CPU time (user + system of the child) and wall time, and the ratio of
+each median CPU time to that of the bare stack import `import typer, rich, pydantic, yaml` (the goal for a
+registry sizing run, with and without --gpu: within 1.5x of it).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
 
-BARE_TYPER_APP = """
-import typer
-app = typer.Typer(add_completion=False)
-@app.command()
-def main(model: str) -> None:
-    pass
-app()
-"""
+BARE_STACK = "import typer, rich, pydantic, yaml"
+# What a run really uses of that stack: rich's console and tables, pydantic's BaseModel, typer's command.
+USED_STACK = "import typer.main, rich.console, rich.table, yaml; from pydantic import BaseModel"
 
 COMMANDS = {
     "python -c pass (interpreter only)": [sys.executable, "-c", "pass"],
-    "import typer (framework only)": [sys.executable, "-c", "import typer"],
-    "bare typer app --help": [sys.executable, "-c", BARE_TYPER_APP, "--help"],
+    f"{BARE_STACK} (bare CLI stack)": [sys.executable, "-c", BARE_STACK],
+    "the stack as a run uses it (rich.console, rich.table, BaseModel)": [sys.executable, "-c", USED_STACK],
     "kvsize --version": [sys.executable, "-m", "kvsize", "--version"],
     "kvsize --help": [sys.executable, "-m", "kvsize", "--help"],
     "kvsize meta-llama/Llama-3.1-8B --ctx 128k --json": [
         sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "128k", "--json"],
+    "kvsize meta-llama/Llama-3.1-8B --ctx 128k": [
+        sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "128k"],
     "kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100": [
         sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "128k", "--gpu", "h100"],
-}
+}  # fmt: skip
+BASELINE = f"{BARE_STACK} (bare CLI stack)"
 
 
-def time_command(argv: list[str], runs: int) -> list[float]:
-    timings = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        timings.append(time.perf_counter() - start)
-    return timings
+def run_once(argv: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run in a fresh interpreter."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(
+        argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "80"}
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    print(f"| command | median ms | min ms |  ({args.runs} runs, Python {sys.version.split()[0]})")
-    print("|---|---:|---:|")
-    for label, argv in COMMANDS.items():
-        timings = time_command(argv, args.runs)
-        print(f"| `{label}` | {statistics.median(timings) * 1000:.0f} | {min(timings) * 1000:.0f} |")
+    cpu: dict[str, list[float]] = {label: [] for label in COMMANDS}
+    wall: dict[str, list[float]] = {label: [] for label in COMMANDS}
+    for _ in range(args.runs):
+        for label, argv in COMMANDS.items():
+            c, w = run_once(argv)
+            cpu[label].append(c)
+            wall[label].append(w)
+    base = statistics.median(cpu[BASELINE])
+    print(f"({args.runs} runs each, interleaved; Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    print()
+    print("| command | median CPU ms | median wall ms | CPU / bare stack |")
+    print("|---|---:|---:|---:|")
+    for label in COMMANDS:
+        median_cpu = statistics.median(cpu[label])
+        print(
+            f"| `{label}` | {median_cpu * 1000:.0f} | {statistics.median(wall[label]) * 1000:.0f} "
+            f"| {median_cpu / base:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -206,6 +206,7 @@ class EstimateOptions(TypedDict, total=False):
     weights_dtype: str | None
     offload: tuple[int, int | None] | None
     with_max_context: bool
+    with_advice: bool
 
 
 def estimate(
@@ -248,7 +249,10 @@ def estimate_loaded(
     weights_dtype: str | None = None,
     offload: tuple[int, int | None] | None = None,
     with_max_context: bool = True,
+    with_advice: bool = False,
 ) -> Estimate:
+    """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
+    has little headroom, the single changes that would help (kvsize/advice.py), each sized again."""
     _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget)
     spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
@@ -310,6 +314,20 @@ def estimate_loaded(
             continue
         scenarios.extend(produced)
         notes.extend(rules.estimate_notes(spec))
+    if with_advice and card is not None:
+        rerun_options: dict[str, Any] = {
+            "engine_version": engine_version,
+            "pp": pp,
+            "gpu": gpu,
+            "gpu_mem": gpu_mem,
+            "reserve_bytes": reserve_bytes,
+            "weights_bytes": weights_bytes,
+            "encoder_len": encoder_len,
+            "engine_options": engine_options,
+            "budget": budget,
+            "weights_dtype": weights_dtype,
+        }
+        scenarios = [_advised(loaded, spec, s, rerun_options) for s in scenarios]
     return Estimate(
         model=loaded.model,
         source=loaded.source_label,
@@ -357,6 +375,53 @@ def _scenario(
     return Scenario(**est.model_dump(), gpu=fit)
 
 
+def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[str, Any]) -> Scenario:
+    """The scenario with `gpu.suggestions` filled in when it needs advice."""
+    from kvsize.advice import AdviceFacts, needs_advice, suggest
+
+    if s.gpu is None or not needs_advice(s, s.gpu):
+        return s
+    base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": s.kv_dtype.value, "engine": s.engine, "tp": s.tp}
+
+    def rerun(changes: Mapping[str, Any]) -> tuple[Scenario, GpuFit] | None:
+        merged = {**base, **changes}
+        if "gpu" in changes:
+            merged["gpu_mem"] = None
+        if isinstance(merged.get("ctx"), int):
+            merged["ctx"] = [merged["ctx"]]
+        try:
+            again = estimate_loaded(loaded, **merged, with_max_context=False).scenarios[0]
+        except KvsizeError:
+            return None
+        return (again, again.gpu) if again.gpu is not None else None
+
+    facts = AdviceFacts(
+        num_attention_heads=spec.num_attention_heads,
+        kv_heads=tuple(layer.attention.num_kv_heads for layer in spec.layers if layer.attention),
+        model_dtype=spec.model_dtype,
+        weights_given=options.get("weights_bytes") is not None,
+        larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
+    )
+    return s.model_copy(update={"gpu": s.gpu.model_copy(update={"suggestions": suggest(s, s.gpu, facts, rerun)})})
+
+
+def _larger_cards(gpu: str | None) -> tuple[tuple[str, str], ...]:
+    """Profiles of the same vendor and class with more memory than `gpu`, smallest first."""
+    from kvsize.profiles import load_profiles, resolve_gpu
+    from kvsize.units import format_bytes
+
+    if gpu is None:
+        return ()
+    this = resolve_gpu(gpu)
+    larger = sorted(
+        (p for p in load_profiles().values() if p.vendor == this.vendor and p.segment == this.segment),
+        key=lambda p: (p.memory_bytes, p.id),
+    )
+    return tuple(
+        (p.id, f"{p.name}, {format_bytes(p.memory_bytes)}") for p in larger if p.memory_bytes > this.memory_bytes
+    )
+
+
 @dataclass(frozen=True)
 class _Card:
     name: str
@@ -379,6 +444,7 @@ def engine_context(device: Device | None, engine_options: Mapping[str, Any] | No
 
 def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
     from kvsize.profiles import resolve_gpu
+    from kvsize.units import format_bytes
 
     profile = resolve_gpu(gpu) if gpu is not None else None
     if gpu_mem is not None and gpu_mem <= 0:
@@ -387,7 +453,7 @@ def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
         return _Card("custom", gpu_mem, device=Device(gpu_mem)) if gpu_mem is not None else None
     tflops = profile.dense_tflops.get("bf16") if profile.dense_tflops else None
     return _Card(
-        f"{profile.id} with {gpu_mem} B" if gpu_mem is not None else profile.id,
+        f"{profile.id} with {format_bytes(gpu_mem)}" if gpu_mem is not None else profile.id,
         gpu_mem if gpu_mem is not None else profile.memory_bytes,
         profile.memory_bandwidth_bytes_per_s,
         float(tflops) * 1e12 if isinstance(tflops, (int, float)) else None,

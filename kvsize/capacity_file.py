@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from kvsize.deployment import (
     Count,
@@ -23,7 +23,7 @@ from kvsize.deployment import (
     Tokens,
     field_error,
 )
-from kvsize.errors import ConfigError
+from kvsize.errors import ConfigError, KvsizeError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
@@ -70,6 +70,11 @@ class CapacityFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     deployments: list[Deployment] = Field(min_length=1)
+    _lines: tuple[int | None, ...] = PrivateAttr(default=())
+    """1-based line of each deployment in the file it was read from."""
+
+    def line_of(self, index: int) -> int | None:
+        return self._lines[index] if index < len(self._lines) else None
 
 
 class CheckResult(BaseModel):
@@ -97,6 +102,8 @@ class CheckResult(BaseModel):
     kv_pool_tokens: int | None = None
     concurrency: float | None = None
     max_context: int | None = None
+    line: int | None = None
+    """The deployment's line in the capacity file."""
 
 
 # --- reading the file ------------------------------------------------------------------------------------
@@ -226,7 +233,9 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
             f"{source}: must be a mapping with a 'deployments' list", hint="See 'kvsize schema' for the format."
         )
     try:
-        return CapacityFile.model_validate(data)
+        capacity = CapacityFile.model_validate(data)
+        capacity._lines = tuple(_line_of(root, ["deployments", i]) for i in range(len(capacity.deployments)))
+        return capacity
     except ValidationError as exc:
         err = exc.errors()[0]
         loc, message = field_error(exc)
@@ -372,13 +381,47 @@ def _judge(
 
 
 def _summary(req: Requirement, concurrency: int) -> str:
-    return f"ok: {concurrency} requests of {req.ctx} tokens fit"
+    return f"ok: {concurrency} request{'s' if concurrency != 1 else ''} of {req.ctx} tokens fit"
 
 
 def check_file(path: Path) -> list[CheckResult]:
+    """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
+    checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line."""
     capacity = load_capacity(path)
     base = path.parent
-    return [check_deployment(d, base=base) for d in capacity.deployments]
+    results = []
+    for index, d in enumerate(capacity.deployments):
+        line = capacity.line_of(index)
+        where = f"{path}: line {line}: deployment '{d.name}'" if line else f"{path}: deployment '{d.name}'"
+        try:
+            _loaded(_resolve_model(d.model, base), d.revision)
+        except KvsizeError as exc:
+            results.append(_unloadable(d, line, f"model '{d.model}' cannot be loaded: {exc}"))
+            continue
+        try:
+            results.append(check_deployment(d, base=base).model_copy(update={"line": line}))
+        except KvsizeError as exc:
+            raise type(exc)(f"{where}: {exc}", hint=exc.hint) from None
+    return results
+
+
+def _unloadable(d: Deployment, line: int | None, reason: str) -> CheckResult:
+    ctx = int(d.require.ctx)
+    return CheckResult(
+        name=d.name,
+        model=d.model,
+        passed=False,
+        reason=reason,
+        gpu=d.gpu or (str(d.gpu_mem) if d.gpu_mem else None),
+        engine=d.engine,
+        tp=d.tp,
+        pp=d.pp,
+        replicas=0,
+        ctx=ctx,
+        batch=d.require.batch,
+        kv_dtype=d.kv_dtype,
+        line=line,
+    )
 
 
 # --- reporting -------------------------------------------------------------------------------------------
@@ -414,8 +457,8 @@ def github_annotations(results: Sequence[CheckResult], *, file: str) -> list[str
     from kvsize.text import workflow_message, workflow_property
 
     return [
-        f"::error file={workflow_property(file)},title={workflow_property(f'kvsize capacity: {r.name}')}"
-        f"::{workflow_message(r.reason)}"
+        f"::error file={workflow_property(file)}{f',line={r.line}' if r.line else ''}"
+        f",title={workflow_property(f'kvsize capacity: {r.name}')}::{workflow_message(r.reason)}"
         for r in results
         if not r.passed
     ]

@@ -51,6 +51,21 @@ class OffloadTier(_Frozen):
     """Moving one request's cache over the link once."""
 
 
+class Suggestion(_Frozen):
+    """One change that would make a scenario fit (or give it headroom), with the figures it would give."""
+
+    change: str
+    """Flags a user can paste: `--kv-dtype fp8`, `--tp 2`, `--gpu h200`, `--ctx 65536`."""
+    fits: bool
+    max_concurrency: int
+    """Requests of the scenario's (or the changed) ctx that fit per replica after the change."""
+    kv_budget_bytes: int
+    kv_cache_bytes_per_gpu: int
+    """The scenario's KV on the most loaded GPU after the change."""
+    why: str
+    """What the change does, in words."""
+
+
 class GpuFit(BaseModel):
     """One scenario on one GPU of the deployment."""
 
@@ -88,6 +103,13 @@ class GpuFit(BaseModel):
     """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
     speed: SpeedBound | None = None
     offload: OffloadTier | None = None
+    concurrency_cap: int | None = None
+    """The engine's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests); None: no cap
+    modelled."""
+    cap_binds: bool = False
+    """True when the cap, not the KV budget, limits the requests served at once."""
+    suggestions: tuple[Suggestion, ...] = ()
+    """Changes that would make the scenario fit or give it headroom (the sizing command only)."""
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,12 @@ def plan_gpus(
     gpus: Sequence[str] | None = None,
 ) -> list[GpuPlan]:
     """For each GPU profile, the fewest GPUs (over tp in 1, 2, 4, 8 and data-parallel replicas) serving
-    `concurrency` requests of `ctx` tokens; ranked by GPUs, then by cost."""
+    `concurrency` requests of `ctx` tokens; ranked by GPUs, then by cost. Default: the data-centre profiles."""
     from kvsize.api import estimate_loaded
     from kvsize.profiles import load_profiles
 
     profiles = load_profiles()
-    names = list(gpus) if gpus else sorted(profiles)
+    names = list(gpus) if gpus else sorted(p.id for p in profiles.values() if p.segment == "datacenter")
     plans = []
     for name in names:
         profile = profiles.get(name)
@@ -67,9 +67,10 @@ def plan_gpus(
                 continue
             fit = result.scenarios[0].gpu
             assert fit is not None
-            if fit.max_concurrency < 1:
+            served = min(fit.max_concurrency, fit.concurrency_cap or fit.max_concurrency)  # the engine's cap binds
+            if served < 1:
                 continue
-            replicas = ceil(concurrency / fit.max_concurrency)
+            replicas = ceil(concurrency / served)
             total = replicas * tp
             if best is None or total < (best.gpus or 0):
                 prices = [
@@ -82,9 +83,9 @@ def plan_gpus(
                     gpus=total,
                     tp=tp,
                     replicas=replicas,
-                    concurrency_per_replica=fit.max_concurrency,
+                    concurrency_per_replica=served,
                     usd_per_hour=round(min(prices) * total, 2) if prices else None,
-                    reason=f"{replicas} x tp{tp}, {fit.max_concurrency} requests each",
+                    reason=f"{replicas} x tp{tp}, {served} request{'s' if served != 1 else ''} each",
                 )
         plans.append(
             best

@@ -11,7 +11,7 @@ import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
@@ -38,6 +38,8 @@ NonNegNumber = Annotated[StrictInt, Field(ge=0)] | Annotated[StrictFloat, Field(
 PosNumber = Annotated[StrictInt, Field(gt=0)] | Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 ByteCount = Annotated[StrictInt, Field(gt=0)]
+Segment = Literal["datacenter", "workstation", "desktop", "laptop", "edge"]
+SEGMENTS: tuple[Segment, ...] = ("datacenter", "workstation", "desktop", "laptop", "edge")
 
 # Fields a profile may mark as not confirmed by a primary source (`uncertain_fields`).
 UNCERTAIN_FIELD_NAMES = frozenset(
@@ -97,6 +99,9 @@ class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstring
     """Human-readable product name (`H100 SXM5 80GB`)."""
     vendor: Text | None
     """Vendor (`NVIDIA`, `AMD`, `Intel (Habana)`, `Google`, `Apple`); null for a custom card."""
+    segment: Segment = "datacenter"
+    """Where the device serves: `datacenter` (ranked by `kvsize plan` by default), `workstation`, `desktop`,
+    `laptop` or `edge` (added by `kvsize plan --all-gpus`)."""
     aliases: tuple[Name, ...]
     """Other lower-case names users type for this device (`h100`); unique across all profiles."""
     driver_name: str | None
@@ -213,9 +218,13 @@ def parse_profile(data: object, *, source: str) -> GpuProfile:
         raise ConfigError(f"{source}: invalid GPU profile: {_describe_error(exc)}") from None
 
 
+# libyaml's loader when PyYAML was built with it: parsing 40 profiles in pure Python costs ~70 ms of start-up.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_file(path: Path) -> GpuProfile:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         mark = getattr(exc, "problem_mark", None)
@@ -284,9 +293,38 @@ def _suggest(key: str, names: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(found))[:5]
 
 
+_ID_LINE = re.compile(r"^id:\s*(\S+)\s*$", re.MULTILINE)
+_ALIASES_LINE = re.compile(r"^aliases:\s*\[([^\]]*)\]\s*$", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=1)
+def _name_index() -> dict[str, Path]:
+    """id and aliases -> file of the built-in profiles, read from their `id:` and `aliases: [...]` lines only."""
+    index: dict[str, Path] = {}
+    for path in sorted(profiles_dir().glob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        found = _ID_LINE.search(text)
+        aliases = _ALIASES_LINE.search(text)
+        names = [found.group(1)] if found else []
+        names += [a.strip() for a in aliases.group(1).split(",")] if aliases else []
+        for alias in names:
+            index.setdefault(alias, path)
+    return index
+
+
 def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
-    """The profile whose id or alias is `name`, ignoring case and treating spaces/underscores as hyphens."""
+    """The profile whose id or alias is `name`, ignoring case and treating spaces/underscores as hyphens.
+
+    Without `profiles`, a known name loads only its own file (fast start); anything else loads them all."""
     if profiles is None:
+        path = _name_index().get(_normalize(name)) if _load_default.cache_info().currsize == 0 else None
+        if path is not None:
+            profile = _load_file(path)
+            if profile.id == path.stem and (_normalize(name) == profile.id or _normalize(name) in profile.aliases):
+                return profile
         profiles = load_profiles()
     names: dict[str, str] = {}
     for profile in profiles.values():

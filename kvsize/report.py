@@ -1,56 +1,165 @@
-"""Results -> rich tables and bars, or JSON. Receives a Console; keeps no globals."""
+"""Results -> rich tables and bars, or JSON. Receives a Console; keeps no globals.
+
+Layout rule: an id, a number or a verdict is never cut with "…". Tables that do not fit the console are split
+into stacked tables that repeat their key columns (lower-priority columns move down); only names may wrap.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kvsize.api import Estimate, Scenario
-from kvsize.capacity_file import CheckResult
-from kvsize.gpu_ranking import GpuPlan
-from kvsize.profiles import GpuProfile
-from kvsize.registry import RegistryEntry
 from kvsize.text import markup as escape  # rich markup escaped and control characters made visible
 from kvsize.units import format_bytes, format_tokens
 
+if TYPE_CHECKING:  # types only: importing them builds pydantic models a given command does not need
+    from kvsize.api import Estimate, Scenario
+    from kvsize.capacity_file import CheckResult
+    from kvsize.fit import GpuFit
+    from kvsize.gpu_ranking import GpuPlan
+    from kvsize.profiles import GpuProfile
+    from kvsize.registry import RegistryEntry
+
 BAR_WIDTH = 50
+MIN_BAR_WIDTH = 20
 MAX_BARS = 8
+WRAP_MIN_WIDTH = 20  # a wrapping column (names, reasons) is packed as if this wide; rich wraps it to fit
+
+# One character per part of the memory bar, so the bar reads without colour (NO_COLOR=1) too.
+BAR_PARTS: dict[str, tuple[str, str, str]] = {
+    # key: (character, style, legend label)
+    "weights": ("█", "blue", "weights"),
+    "kv": ("▓", "green", "KV cache"),
+    "free": ("░", "dim", "free"),
+    "reserve": ("▒", "yellow", "reserve"),
+    "over": ("×", "red", "KV over budget"),
+}
+
+# Engines whose budget starts from CUDA-visible memory, i.e. the card less the CUDA context
+# (kvsize/budget.py CUDA_CONTEXT_BYTES).
+_CUDA_CONTEXT_ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def estimate_json(result: Estimate) -> str:
     return result.model_dump_json(indent=2)
 
 
-def render_estimate(console: Console, result: Estimate) -> None:
+def plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+# --- tables that never cut a cell ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    justify: str = "right"
+    key: bool = False
+    """Repeated in every stacked part (the row's identity)."""
+    wrap: bool = False
+    """May wrap (names, reasons): the last resort, after stacking."""
+
+
+def _cell(value: str | Text) -> Text:
+    return value if isinstance(value, Text) else Text.from_markup(value)
+
+
+def stacked_tables(
+    title: str, columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int
+) -> list[RenderableType]:
+    """One table when it fits `width`; else parts that repeat the key columns, the others in their order."""
+    cells = [[_cell(c) for c in row] for row in rows]
+    widths = []
+    for i, col in enumerate(columns):
+        natural = max([Text(col.header).cell_len, *(row[i].cell_len for row in cells)])
+        widths.append(min(natural, WRAP_MIN_WIDTH) if col.wrap else natural)
+
+    def span(indices: Sequence[int]) -> int:  # show_edge=False: one space each side, one separator between
+        return sum(widths[i] + 2 for i in indices) + len(indices) - 1
+
+    keys = [i for i, c in enumerate(columns) if c.key]
+    parts: list[list[int]] = []
+    current = list(keys)
+    for i, _ in enumerate(columns):
+        if i in keys:
+            continue
+        if span(sorted([*current, i])) <= width or current == keys:
+            current.append(i)
+        else:
+            parts.append(current)
+            current = [*keys, i]
+    parts.append(current)
+    tables: list[RenderableType] = [Text(title, style="italic")]  # a line of its own: wraps at the console
+    for part in parts:
+        table = Table(show_edge=False, expand=False)
+        order = sorted(part)
+        for i in order:
+            col = columns[i]
+            table.add_column(
+                col.header,
+                justify="left" if col.justify == "left" else "right",
+                no_wrap=not col.wrap,
+                overflow="fold",
+            )
+        for row in cells:
+            table.add_row(*(row[i] for i in order))
+        tables.append(table)
+    return tables
+
+
+def _width(console: Console) -> int:
+    return max(console.width, 40)
+
+
+# --- the sizing command ----------------------------------------------------------------------------------
+
+
+def render_estimate(console: Console, result: Estimate, *, explain: bool = False) -> None:
     arch = result.architecture
+    width = _width(console)
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     heads = f", {arch.num_attention_heads} query heads" if arch.num_attention_heads else ""
     console.print(
         f"{escape(arch.model_type)}: {escape(arch.attention)}, {arch.num_layers} layers{heads}, "
-        f"max context {arch.max_context if arch.max_context else 'not stated'}, config dtype {escape(arch.model_dtype)}"
+        f"max context {f'{arch.max_context:,}' if arch.max_context else 'not stated'}, "
+        f"config dtype {escape(arch.model_dtype)}"
     )
-    console.print(_layers_table(result))
-    rules = {f"{s.engine} {s.engine_version}": s.rule for s in result.scenarios}
-    for engine, rule in rules.items():
-        console.print(f"[dim]{escape(engine)}: {escape(rule)}[/]")
-    if len(rules) > 1:
-        console.print(_engines_table(result.scenarios))
-    else:
-        console.print(_scenarios_table(result.scenarios))
+    for table in _layers_tables(result, width):
+        console.print(table)
+    rules = {(s.engine, s.engine_version): s.rule for s in result.scenarios}
+    if explain:
+        for rule in rules.values():  # each rule starts with its engine and version
+            console.print(f"[dim]rule: {escape(rule)}[/]")
+    elif rules:
+        named = ", ".join(f"{engine} {version}" for engine, version in rules)
+        console.print(f"[dim]rule: {escape(named)} (--explain prints it)[/]")
+    multi_engine = len({engine for engine, _ in rules}) > 1
+    for table in _scenario_tables(result, width, multi_engine):
+        console.print(table)
     gpu_rows = [s for s in result.scenarios if s.gpu is not None]
     if gpu_rows:
-        console.print(_gpu_panel(gpu_rows))
+        console.print(_gpu_panel(gpu_rows, width, explain=explain, multi_engine=multi_engine))
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
 
-def _layers_table(result: Estimate) -> Table:
-    table = Table(title="Attention by layer", title_justify="left", show_edge=False)
-    for column in ("layers", "kind", "kv heads", "head dim K/V", "window", "elem/token", "state elem"):
-        table.add_column(column, justify="left" if column == "kind" else "right", no_wrap=True)
+def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
+    columns = [
+        Column("layers", key=True),
+        Column("kind", "left", key=True),
+        Column("kv heads"),
+        Column("head dim K/V"),
+        Column("window"),
+        Column("elem/token"),
+        Column("state elem"),
+    ]
+    rows = []
     for g in result.architecture.layers:
         if g.kv_lora_rank is not None:
             dims = f"latent {g.kv_lora_rank}+{g.qk_rope_head_dim}"
@@ -61,244 +170,391 @@ def _layers_table(result: Estimate) -> Table:
         window = str(g.window) if g.window else (f"{g.encoder_tokens} enc" if g.encoder_tokens else "-")
         if g.shares_kv_with is not None:
             window = f"uses layer {g.shares_kv_with}"
-        table.add_row(
-            str(g.count),
-            g.kind,
-            str(g.num_kv_heads) if g.num_kv_heads is not None else "-",
-            dims,
-            window,
-            f"{g.elements_per_token:,}" if g.elements_per_token else "-",
-            f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-",
+        rows.append(
+            [
+                str(g.count),
+                escape(g.kind),
+                str(g.num_kv_heads) if g.num_kv_heads is not None else "-",
+                dims,
+                window,
+                f"{g.elements_per_token:,}" if g.elements_per_token else "-",
+                f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-",
+            ]
         )
-    return table
+    return stacked_tables("Attention by layer", columns, rows, width)
 
 
-def _engines_table(scenarios: Sequence[Scenario]) -> Table:
-    """--engine all: one row per scenario, one column per engine, so the cost of the choice shows."""
-    engines = list(dict.fromkeys(s.engine for s in scenarios))
-    multi_gpu = any(s.tp * s.pp > 1 for s in scenarios)
-    table = Table(
-        title="KV cache by engine" + (" (per GPU of the most loaded rank)" if multi_gpu else ""),
-        title_justify="left",
-        show_edge=False,
-    )
-    for column in ("ctx", "batch", "dtype", *engines):
-        table.add_column(column, justify="right", no_wrap=True)
-    rows: dict[tuple[int, int, str], dict[str, Scenario]] = {}
-    for s in scenarios:
-        rows.setdefault((s.ctx, s.batch, s.kv_dtype.value), {})[s.engine] = s
-    for (ctx, batch, dtype), by_engine in rows.items():
-        cells = []
-        for engine in engines:
-            found = by_engine.get(engine)
-            if found is None:
-                cells.append("-")
-                continue
-            size = found.kv_cache_bytes_per_gpu if multi_gpu else found.kv_cache_bytes
-            fit = "" if found.gpu is None else (" [green]fits[/]" if found.gpu.fits else " [red]no[/]")
-            cells.append(format_bytes(size) + fit)
-        table.add_row(f"{ctx:,}", str(batch), dtype, *cells)
-    return table
+def served_concurrency(gpu: GpuFit) -> int:
+    """Requests of ctx served at once: the KV budget's count, never above the engine's cap."""
+    if gpu.concurrency_cap is not None:
+        return min(gpu.max_concurrency, gpu.concurrency_cap)
+    return gpu.max_concurrency
 
 
-def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
+def shown_max_context(gpu: GpuFit, model_max: int | None) -> str:
+    """The longest context per request, never past the model's own maximum."""
+    if gpu.max_context is None:
+        return "no limit" if model_max is None else f"{model_max:,}"
+    return f"{min(gpu.max_context, model_max):,}" if model_max else f"{gpu.max_context:,}"
+
+
+def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[RenderableType]:
+    scenarios = result.scenarios
     with_gpu = any(s.gpu is not None for s in scenarios)
     multi_gpu = any(s.tp * s.pp > 1 for s in scenarios)
-    title = "KV cache (max reqs: requests of ctx tokens that fit; max ctx: per request at batch)" if with_gpu else ""
-    table = Table(
-        title=title or "KV cache",
-        title_justify="left",
-        show_edge=False,
-    )
-    columns = ["ctx", "batch", "dtype", "per token", "per request", "total"]
+    # One engine: its pool has its own line under the table; side by side, a column.
+    with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
+    batched = any(s.batch > 1 for s in scenarios)
+    columns = [Column("engine", "left", key=True)] if multi_engine else []
+    columns += [Column("ctx", key=True), Column("batch", key=True), Column("dtype", key=True)]
+    columns += [Column("per token"), Column("per request")]
+    if batched:
+        columns.append(Column("total"))
     if multi_gpu:
-        columns.append("per GPU")
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
+        columns.append(Column("per GPU"))
     if with_gpu:
-        for column in ("fits", "max reqs", "max ctx"):
-            table.add_column(column, justify="right", no_wrap=True)
+        columns += [Column("fits"), Column("max reqs"), Column("max ctx")]
+        if with_pool:
+            columns.append(Column("pool tokens"))
+    model_max = result.architecture.max_context
+    rows = []
     for s in scenarios:
-        row = [
-            f"{s.ctx:,}",
-            str(s.batch),
-            s.kv_dtype.value,
-            f"{s.kv_bytes_per_token:,} B",
-            format_bytes(s.bytes_per_request),
-            format_bytes(s.kv_cache_bytes),
-        ]
+        row = [s.engine] if multi_engine else []
+        row += [f"{s.ctx:,}", str(s.batch), s.kv_dtype.value, f"{s.kv_bytes_per_token:,} B"]
+        row.append(format_bytes(s.bytes_per_request))
+        if batched:
+            row.append(format_bytes(s.kv_cache_bytes))
         if multi_gpu:
             row.append(format_bytes(s.kv_cache_bytes_per_gpu))
         if s.gpu is not None:
-            max_ctx = "no limit" if s.gpu.max_context is None else f"{s.gpu.max_context:,}"
-            row += ["[green]yes[/]" if s.gpu.fits else "[red]no[/]", f"{s.gpu.max_concurrency:,}", max_ctx]
+            g = s.gpu
+            reqs = f"{served_concurrency(g):,}" + (" cap" if g.cap_binds else "")
+            row += ["[green]yes[/]" if g.fits else "[red]no[/]", reqs, shown_max_context(g, model_max)]
+            if with_pool:
+                row.append("-" if g.kv_pool_tokens is None else f"{g.kv_pool_tokens:,}")
         elif with_gpu:
-            row += ["", "", ""]
-        table.add_row(*row)
-    return table
+            row += ["-", "-", "-"] + (["-"] if with_pool else [])
+        rows.append(row)
+    title = "KV cache" + (" (per GPU of the most loaded rank)" if multi_gpu and with_gpu else "")
+    tables = stacked_tables(title, columns, rows, width)
+    return tables
 
 
-def _gpu_panel(scenarios: Sequence[Scenario]) -> Group:
-    first = scenarios[0].gpu
-    assert first is not None
-    weights_label = "estimated " if first.weights_estimated else ""
-    b = first.budget
-    parts = ", ".join(
-        f"{label} {format_bytes(value)}"
+def _scenario_legend(with_pool: bool) -> str:
+    text = (
+        "max reqs: requests of ctx tokens that fit at once; max ctx: longest context per request at that batch "
+        "(at most the model's maximum)"
+    )
+    return text + ("; pool tokens: the engine's whole KV pool, in tokens" if with_pool else "")
+
+
+def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
+    """The reserve (card - weights - KV budget) part by part; the parts add up to the reserve exactly."""
+    from kvsize.budget import CUDA_CONTEXT_BYTES
+
+    b = gpu.budget
+    parts: list[tuple[str, int]] = []
+    if b.engine in _CUDA_CONTEXT_ENGINES and b.kv_budget_bytes != 0 and b.requested_bytes < b.memory_bytes:
+        parts.append(("CUDA context", CUDA_CONTEXT_BYTES))
+    parts += [
+        (label, value)
         for label, value in (
             ("activation peak", b.activation_bytes),
             ("non-torch", b.non_torch_bytes),
             ("CUDA graphs", b.cuda_graph_bytes),
         )
         if value
-    )
-    lines: list[Text | Table | str] = [
-        Text.from_markup(
-            f"[bold]{escape(first.name)}[/] per GPU: {format_bytes(first.memory_bytes)} = weights "
-            f"{format_bytes(first.weights_bytes)} ({weights_label}{escape(first.weights_source)}) + reserve "
-            f"{format_bytes(first.reserve_bytes)}{f' ({parts})' if parts else ''} + KV budget "
-            f"{format_bytes(first.kv_budget_bytes)}"
-        ),
-        Text.from_markup(f"[dim]budget: {escape(b.rule)}[/]"),
     ]
-    if first.kv_pool_tokens is not None and first.concurrency is not None:
-        s0 = scenarios[0]
-        lines.append(
-            f"engine pool: {first.kv_pool_tokens:,} tokens of KV; concurrency for {s0.ctx:,} tokens per request: "
-            f"{first.concurrency:.2f}x"
+    rest = gpu.reserve_bytes - sum(v for _, v in parts)
+    if b.engine in ("vllm", "sglang") and b.utilization is not None:
+        label = f"outside the {b.utilization:g} share"
+    elif b.engine == "trtllm" and b.utilization is not None:
+        label = f"outside the {b.utilization:g} fraction of free memory"
+    elif b.rule.startswith("given"):
+        label = "not given to the KV cache"
+    else:
+        label = "kept back"
+    if rest:
+        parts.append((label, rest))
+    return parts
+
+
+def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, multi_engine: bool) -> Group:
+    first = scenarios[0].gpu
+    assert first is not None
+    lines: list[RenderableType] = []
+    with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
+    lines.append(Text.from_markup(f"[dim]{escape(_scenario_legend(with_pool))}[/]"))
+    group = scenarios[0].tp * scenarios[0].pp
+    per = f"per GPU (1 of {group})" if group > 1 else "per GPU"
+    lines.append(
+        Text.from_markup(
+            f"[bold]{escape(first.name)}[/] {per}: {format_bytes(first.memory_bytes)} = weights "
+            f"{format_bytes(first.weights_bytes)} + reserve {format_bytes(first.reserve_bytes)} + KV budget "
+            f"{format_bytes(first.kv_budget_bytes)}" + (f" ({escape(scenarios[0].engine)})" if multi_engine else "")
         )
-    if first.speed is not None:
+    )
+    parts = " + ".join(f"{label} {format_bytes(value)}" for label, value in reserve_parts(first))
+    if parts:
+        lines.append(Text(f"  reserve {format_bytes(first.reserve_bytes)} = {parts}"))
+    if explain:
+        lines.append(Text.from_markup(f"[dim]  budget: {escape(first.budget.rule)}[/]"))
+    if multi_engine:
+        budgets: dict[str, int] = {}
+        for s in scenarios:
+            if s.gpu is not None:
+                budgets.setdefault(s.engine, s.gpu.kv_budget_bytes)
+        listed = ", ".join(f"{engine} {format_bytes(value)}" for engine, value in budgets.items())
+        lines.append(Text(f"  KV budget per GPU by engine: {listed}"))
+    estimate_label = "" if "estimate" in first.weights_source else " (an estimate)" if first.weights_estimated else ""
+    lines.append(Text(f"  weights: {first.weights_source}{estimate_label}"))
+    s0 = scenarios[0]
+    if first.kv_pool_tokens is not None and first.concurrency is not None and not multi_engine:
+        lines.append(
+            Text(
+                f"engine pool (tokens of KV): {first.kv_pool_tokens:,}; concurrency for {s0.ctx:,} tokens per "
+                f"request: {first.concurrency:.2f}x"
+            )
+        )
+    for s in scenarios:
+        g = s.gpu
+        if g is not None and g.concurrency_cap is not None and g.cap_binds:
+            lines.append(
+                Text(
+                    f"concurrency cap binds: the engine runs at most {plural(g.concurrency_cap, 'request')} at "
+                    f"once, fewer than the {g.max_concurrency:,} the KV budget holds at {s.ctx:,} tokens"
+                )
+            )
+            break
+    if first.speed is not None and not multi_engine:
         sp = first.speed
         prefill = f", prefill >= {sp.prefill_seconds_min:.3g} s" if sp.prefill_seconds_min is not None else ""
         lines.append(
-            f"speed bound at {scenarios[0].batch} x {scenarios[0].ctx:,}: decode <= "
-            f"{sp.decode_tokens_per_s_per_request_max:,.0f} tok/s per request, "
-            f"<= {sp.decode_tokens_per_s_max:,.0f} tok/s in all{prefill} (roofline upper bounds)"
+            Text(
+                f"speed bound at {s0.batch} x {s0.ctx:,}: decode <= "
+                f"{sp.decode_tokens_per_s_per_request_max:,.0f} tok/s per request, "
+                f"<= {sp.decode_tokens_per_s_max:,.0f} tok/s in all{prefill} (roofline upper bounds)"
+            )
         )
     if first.offload is not None:
         off = first.offload
         lines.append(
-            f"offload tier {format_bytes(off.memory_bytes)}: +{off.extra_tokens:,} tokens "
-            f"({off.extra_requests:,} requests of {scenarios[0].ctx:,}); moving one request takes "
-            f"{off.transfer_seconds_per_request:.3g} s at {off.link_bytes_per_s / 1e9:g} GB/s"
+            Text(
+                f"offload tier {format_bytes(off.memory_bytes)}: +{off.extra_tokens:,} tokens "
+                f"({plural(off.extra_requests, 'request')} of {s0.ctx:,}); moving one request takes "
+                f"{off.transfer_seconds_per_request:.3g} s at {off.link_bytes_per_s / 1e9:g} GB/s"
+            )
         )
-    bars = Table.grid(padding=(0, 1))
-    bars.add_column(justify="right")
-    bars.add_column()
-    bars.add_column()
-    shown = list(scenarios)[:MAX_BARS]
-    for s in shown:
-        assert s.gpu is not None
-        label = f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
-        bars.add_row(label, memory_bar(s), "[green]fits[/]" if s.gpu.fits else "[red]does not fit[/]")
-    lines.append(bars)
-    if len(scenarios) > len(shown):
-        lines.append(f"(bars for the first {len(shown)} of {len(scenarios)} scenarios)")
+    lines.append(_bars(scenarios, width, multi_engine))
     if first.kv_budget_bytes < 0:
         lines.append(
             Text.from_markup(
-                "[red]The weights alone do not fit on this card[/]: pick a larger card, give a multi-GPU total "
-                "with --gpu-mem, or use a quantized checkpoint."
+                "[red]The weights alone do not fit on this card[/]: pick a larger card, more GPUs (--tp), or a "
+                "quantized checkpoint (--weights-dtype)."
             )
         )
-    lines.append(
-        Text.from_markup(
-            "[blue]█[/] weights  [green]█[/] KV cache  [dim]░[/] free  [yellow]█[/] reserve  [red]█[/] KV over budget"
-        )
-    )
+    lines += _advice_lines(scenarios)
     return Group(*lines)
 
 
-def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> Text:
-    """weights | KV | reserve | free, scaled to the card; KV beyond the budget is drawn in red past it."""
+def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> RenderableType:
+    shown = list(scenarios)[:MAX_BARS]
+    labels = [
+        (f"{s.engine} " if multi_engine else "") + f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
+        for s in shown
+    ]
+    verdicts = ["fits" if s.gpu is not None and s.gpu.fits else "does not fit" for s in shown]
+    label_w = max(Text(label).cell_len for label in labels)
+    verdict_w = max(len(v) for v in verdicts)
+    # The bar may run a fifth past the card (KV over budget) plus a '+'.
+    room = width - label_w - verdict_w - 2
+    bar_w = max(MIN_BAR_WIDTH, min(BAR_WIDTH, room * 5 // 6 - 1))
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    present: set[str] = set()
+    for s, label, verdict in zip(shown, labels, verdicts, strict=True):
+        bar, parts = memory_bar(s, bar_w)
+        present |= parts
+        grid.add_row(label, bar, f"[green]{verdict}[/]" if verdict == "fits" else f"[red]{verdict}[/]")
+    group = shown[0].tp * shown[0].pp
+    items: list[RenderableType] = []
+    if group > 1:
+        items.append(Text(f"memory of one GPU (of tp {shown[0].tp} x pp {shown[0].pp}):"))
+    items.append(grid)
+    if len(scenarios) > len(shown):
+        items.append(Text(f"(bars for the first {len(shown)} of {len(scenarios)} scenarios)"))
+    legend = Text()
+    for key, (char, style, label) in BAR_PARTS.items():
+        if key in present:
+            if legend:
+                legend.append("  ")
+            legend.append(char, style=style)
+            legend.append(f" {label}")
+    items.append(legend)
+    return Group(*items)
+
+
+def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> tuple[Text, set[str]]:
+    """One GPU: weights | KV | free | reserve, scaled to the card; KV beyond the budget runs past its edge.
+
+    Returns the bar and the parts it draws (for the legend)."""
     gpu = s.gpu
     assert gpu is not None
     total = gpu.memory_bytes
+    kv = s.kv_cache_bytes_per_gpu  # the most loaded GPU, the one the budget is for
 
     def cells(n: int) -> int:
         return max(0, round(width * n / total))
 
     weights = min(cells(gpu.weights_bytes), width)
     budget = max(gpu.kv_budget_bytes, 0)
-    kv_in = cells(min(s.kv_cache_bytes, budget))
-    reserve = cells(gpu.reserve_bytes)
+    kv_in = cells(min(kv, budget))
+    reserve = min(cells(gpu.reserve_bytes), width - weights)
     free = max(width - weights - kv_in - reserve, 0)
     bar = Text()
-    bar.append("█" * weights, style="blue")
-    bar.append("█" * kv_in, style="green")
-    bar.append("░" * free, style="dim")
-    bar.append("█" * reserve, style="yellow")
-    over = s.kv_cache_bytes - budget
-    if over > 0:  # past the card's edge: a short red run, and '+' when it is longer than a fifth of the card
+    present: set[str] = set()
+    for key, count in (("weights", weights), ("kv", kv_in), ("free", free), ("reserve", reserve)):
+        if count:
+            char, style, _ = BAR_PARTS[key]
+            bar.append(char * count, style=style)
+            present.add(key)
+    over = kv - budget
+    if over > 0:  # past the card's edge: a short run, and '+' when it is longer than a fifth of the card
         run = max(cells(over), 1)
-        bar.append("█" * min(run, width // 5) + ("+" if run > width // 5 else ""), style="red")
-    return bar
+        char, style, _ = BAR_PARTS["over"]
+        bar.append(char * min(run, width // 5) + ("+" if run > width // 5 else ""), style=style)
+        present.add("over")
+    return bar, present
+
+
+def _advice_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
+    lines: list[RenderableType] = []
+    for s in scenarios:
+        g = s.gpu
+        if g is None or not g.suggestions:
+            continue
+        head = "To make it fit" if not g.fits else "For more headroom"
+        label = f"{s.engine} " if len({x.engine for x in scenarios}) > 1 else ""
+        lines.append(Text.from_markup(f"[bold]{head}[/] ({escape(label)}{format_tokens(s.ctx)} x{s.batch}):"))
+        for sug in g.suggestions:
+            verdict = "[green]fits[/]" if sug.fits else "[red]still does not fit[/]"
+            lines.append(
+                Text.from_markup(
+                    f"  [bold]{escape(sug.change)}[/]: {verdict}, {plural(sug.max_concurrency, 'request')} "
+                    f"at once, KV budget {format_bytes(sug.kv_budget_bytes)} ({escape(sug.why)})"
+                )
+            )
+        break  # the first scenario that needs it; the JSON has every scenario's
+    return lines
+
+
+# --- listings --------------------------------------------------------------------------------------------
 
 
 def render_gpus(console: Console, profiles: Iterable[GpuProfile]) -> None:
-    table = Table(title="GPU profiles", title_justify="left", show_edge=False)
-    for column in ("id", "name", "memory", "bandwidth", "bf16 TFLOP/s", "fp8", "fp4", "aliases"):
-        table.add_column(column, justify="right" if column in ("memory", "bandwidth", "bf16 TFLOP/s") else "left")
+    columns = [
+        Column("id", "left", key=True),
+        Column("memory"),
+        Column("bandwidth"),
+        Column("bf16 TFLOP/s"),
+        Column("fp8", "left"),
+        Column("fp4", "left"),
+        Column("class", "left"),
+        Column("name", "left", wrap=True),
+        Column("aliases", "left", wrap=True),
+    ]
+    rows = []
     for p in profiles:
         bf16 = p.dense_tflops.get("bf16") if p.dense_tflops else None
         bandwidth = f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s" if p.memory_bandwidth_bytes_per_s else "-"
-        table.add_row(
-            p.id,
-            escape(p.name),
-            format_bytes(p.memory_bytes),
-            bandwidth,
-            "-" if bf16 is None else f"{bf16:g}",
-            "yes" if p.fp8_native else "-",
-            "yes" if p.fp4_native else "-",
-            ", ".join(p.aliases),
+        rows.append(
+            [
+                p.id,
+                format_bytes(p.memory_bytes),
+                bandwidth,
+                "-" if bf16 is None else f"{bf16:g}",
+                "yes" if p.fp8_native else "-",
+                "yes" if p.fp4_native else "-",
+                p.segment,
+                escape(p.name),
+                ", ".join(p.aliases) or "-",
+            ]
         )
-    console.print(table)
+    for table in stacked_tables("GPU profiles", columns, rows, _width(console)):
+        console.print(table)
 
 
 def render_models(console: Console, entries: Iterable[tuple[RegistryEntry, str]]) -> None:
-    table = Table(title="Built-in models (work offline)", title_justify="left", show_edge=False)
-    table.add_column("hub id")
-    table.add_column("architecture")
-    for entry, summary in entries:
-        table.add_row(entry.hub_id, summary)
-    console.print(table)
+    columns = [Column("hub id", "left", key=True), Column("architecture", "left", wrap=True)]
+    rows = [[escape(entry.hub_id), escape(summary)] for entry, summary in entries]
+    for table in stacked_tables("Built-in models (work offline)", columns, rows, _width(console)):
+        console.print(table)
+
+
+# --- check and plan --------------------------------------------------------------------------------------
 
 
 def render_check(console: Console, results: Sequence[CheckResult]) -> None:
-    table = Table(title="Capacity check", title_justify="left", show_edge=False)
-    for column in ("deployment", "model", "gpu", "ctx x batch", "max reqs", "KV budget/GPU", "result"):
-        table.add_column(column, no_wrap=column != "result")
+    columns = [
+        Column("deployment", "left", key=True, wrap=True),
+        Column("result", "left", key=True),
+        Column("gpu", "left"),
+        Column("ctx x batch"),
+        Column("max reqs"),
+        Column("KV budget/GPU"),
+        Column("model", "left", wrap=True),
+    ]
+    rows = []
     for r in results:
         budget = "-" if r.kv_budget_bytes is None else format_bytes(r.kv_budget_bytes)
-        verdict = f"[green]pass[/] {escape(r.reason)}" if r.passed else f"[red]FAIL[/] {escape(r.reason)}"
-        table.add_row(
-            escape(r.name),
-            escape(r.model),
-            escape(r.gpu or "-"),
-            f"{r.ctx:,} x {r.batch}",
-            "-" if r.max_concurrency is None else f"{r.max_concurrency:,}",
-            budget,
-            verdict,
+        rows.append(
+            [
+                escape(r.name),
+                "[green]pass[/]" if r.passed else "[red]FAIL[/]",
+                escape(r.gpu or "-"),
+                f"{r.ctx:,} x {r.batch}",
+                "-" if r.max_concurrency is None else f"{r.max_concurrency:,}",
+                budget,
+                escape(r.model),
+            ]
         )
-    console.print(table)
+    for table in stacked_tables("Capacity check", columns, rows, _width(console)):
+        console.print(table)
+    for r in results:
+        verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
+        console.print(Text.from_markup(f"{verdict} {escape(r.name)}: {escape(r.reason)}"))
     failed = sum(not r.passed for r in results)
-    console.print(f"{len(results)} deployments: {len(results) - failed} pass, {failed} fail")
+    console.print(f"{plural(len(results), 'deployment')}: {len(results) - failed} pass, {failed} fail")
 
 
-def render_plan(console: Console, plans: Sequence[GpuPlan]) -> None:
-    table = Table(
-        title="GPUs needed (tp x replicas), cheapest layout per GPU kind", title_justify="left", show_edge=False
-    )
-    for column in ("gpu", "GPUs", "tp", "replicas", "reqs/replica", "USD/hour", "layout"):
-        table.add_column(column, justify="left" if column in ("gpu", "layout") else "right", no_wrap=True)
-    for p in plans:
-        table.add_row(
+def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> None:
+    columns = [
+        Column("gpu", "left", key=True),
+        Column("GPUs", key=True),
+        Column("tp"),
+        Column("replicas"),
+        Column("reqs/replica"),
+        Column("USD/hour"),
+    ]
+    served = [p for p in plans if p.gpus is not None]
+    rows = [
+        [
             p.gpu,
-            "-" if p.gpus is None else str(p.gpus),
+            str(p.gpus),
             "-" if p.tp is None else str(p.tp),
             "-" if p.replicas is None else str(p.replicas),
             "-" if p.concurrency_per_replica is None else f"{p.concurrency_per_replica:,}",
             "-" if p.usd_per_hour is None else f"{p.usd_per_hour:,.2f}",
-            escape(p.reason),
-        )
-    console.print(table)
+        ]
+        for p in served
+    ]
+    for table in stacked_tables(title, columns, rows, _width(console)):
+        console.print(table)
+    unserved: dict[str, list[str]] = {}
+    for p in plans:
+        if p.gpus is None:
+            unserved.setdefault(p.reason, []).append(p.gpu)
+    for reason, names in unserved.items():
+        console.print(Text.from_markup(f"[red]cannot serve it[/] on {escape(', '.join(names))}: {escape(reason)}"))

@@ -94,8 +94,9 @@ def test_junit_and_github_annotations(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 1
     xml = report.read_text()
     assert 'tests="1" failures="1"' in xml and "<failure message=" in xml and 'name="d"' in xml
-    # ':' in a property value is escaped as %3A (actions/runner ActionCommand.cs); the runner shows ':' again.
-    assert result.stderr.startswith(f"::error file={path},title=kvsize capacity%3A d::max concurrency")
+    # line=2: the deployment's first line; ':' in a property value is escaped as %3A (actions/runner
+    # ActionCommand.cs), and the runner shows ':' again.
+    assert result.stderr.startswith(f"::error file={path},line=2,title=kvsize capacity%3A d::max concurrency")
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -153,7 +154,10 @@ def test_plan_ranks_by_gpus_then_cost() -> None:
     result = runner.invoke(app, ["plan", LLAMA, "--ctx", "8k", "--concurrency", str(3 * (BUDGET // PER_8K)),
                                  "--gpus", "h100,h200,l4", "--json"])
     assert result.exit_code == 0, result.stderr
-    plans = json.loads(result.stdout)
+    data = json.loads(result.stdout)
+    assert (data["model"], data["ctx"], data["concurrency"], data["engine"], data["kv_dtype"]) == (
+        LLAMA, 8192, 3 * (BUDGET // PER_8K), "vllm", "bf16")
+    plans = data["plans"]
     h100 = next(p for p in plans if p["gpu"] == "h100-sxm")
     assert (h100["gpus"], h100["tp"], h100["replicas"]) == (3, 1, 3)
     assert [p["gpus"] for p in plans] == sorted(p["gpus"] for p in plans)

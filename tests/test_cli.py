@@ -43,9 +43,9 @@ def invoke(*args: str) -> Result:
     return runner.invoke(app, list(args))
 
 
-def run_json(*args: str) -> dict[str, Any]:
+def run_json(*args: str, code: int = 0) -> dict[str, Any]:
     result = invoke(*args, "--json")
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == code, result.stderr
     assert result.stderr == ""
     data: dict[str, Any] = json.loads(result.stdout)
     return data
@@ -100,7 +100,7 @@ def test_table_output_shows_the_figures() -> None:
 def test_gpus_json_lists_all_profiles() -> None:
     result = invoke("gpus", "--json")
     assert result.exit_code == 0
-    profiles = json.loads(result.stdout)
+    profiles = json.loads(result.stdout)["gpus"]  # one object, as the help says
     assert len(profiles) == 40
     by_id = {p["id"]: p for p in profiles}
     assert by_id["h100-sxm"]["memory_bytes"] == H100_MEMORY
@@ -110,7 +110,7 @@ def test_gpus_json_lists_all_profiles() -> None:
 def test_models_json_lists_the_registry() -> None:
     result = invoke("models", "--json")
     assert result.exit_code == 0
-    models = json.loads(result.stdout)
+    models = json.loads(result.stdout)["models"]  # one object, as the help says
     assert len(models) == 67
     ids = [m["hub_id"] for m in models]
     assert LLAMA_8B in ids
@@ -153,7 +153,8 @@ def test_json_shape() -> None:
     assert set(scenario["gpu"]) == {"name", "memory_bytes", "weights_bytes", "weights_source",
                                     "weights_estimated", "reserve_bytes", "reserve_rule", "kv_budget_bytes",
                                     "fits", "max_concurrency", "max_context", "budget", "kv_pool_tokens",
-                                    "concurrency", "speed", "offload", "concurrency_cap", "cap_binds"}
+                                    "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
+                                    "suggestions"}
     for key in ("memory_bytes", "weights_bytes", "reserve_bytes", "kv_budget_bytes", "max_concurrency",
                 "kv_pool_tokens"):
         assert type(scenario["gpu"][key]) is int
@@ -231,8 +232,9 @@ def test_custom_card_default_reserve() -> None:
 
 
 def test_weights_beyond_the_card_do_not_fit() -> None:
+    # Exit 1: with --gpu, a scenario that does not fit is the answer "no" (as `kvsize check`).
     gpu = run_json(LLAMA_8B, "--gpu", "h100", "--weights-mem", "100GiB", "--ctx", "8k", "--engine",
-                   "formula")["scenarios"][0]["gpu"]
+                   "formula", code=1)["scenarios"][0]["gpu"]
     # 85520809984 - 107374182400 - 6841664799 = -28695037215: negative budget, nothing fits.
     assert gpu["kv_budget_bytes"] == -28695037215
     assert (gpu["fits"], gpu["max_concurrency"]) == (False, 0)
@@ -240,14 +242,14 @@ def test_weights_beyond_the_card_do_not_fit() -> None:
 
 def test_batch_that_does_not_fit() -> None:
     args = (LLAMA_8B, "--gpu", "h100", "--weights-mem", "16060522496", "--ctx", "128k", "--batch", "4")
-    gpu = run_json(*args, "--engine", "formula")["scenarios"][0]["gpu"]
+    gpu = run_json(*args, "--engine", "formula", code=1)["scenarios"][0]["gpu"]
     # 4 x 16 GiB = 68719476736 B > budget 62618622689; 62618622689 // 17179869184 = 3 requests.
     assert (gpu["fits"], gpu["max_concurrency"]) == (False, 3)
     # each of 4 requests: 62618622689 // (4 x 131072) = 119435 tokens.
     assert gpu["max_context"] == 119435
     # vLLM allocates whole 16-token blocks: the longest context is 119435 rounded down to 16 = 119424.
     same_budget = ("--reserve", "6841664799")  # the formula's default reserve, stated
-    assert run_json(*args, *same_budget, "--engine", "vllm")["scenarios"][0]["gpu"]["max_context"] == 119424
+    assert run_json(*args, *same_budget, "--engine", "vllm", code=1)["scenarios"][0]["gpu"]["max_context"] == 119424
 
 
 # --- grids ---------------------------------------------------------------------------------------------

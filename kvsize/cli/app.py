@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from kvsize.cli import check, listing, plan, size, verify
 from kvsize.cli.log import LOG_EPILOG, log_command
@@ -41,15 +41,82 @@ class DefaultToSizeGroup(TyperGroup):
             # click's UsageError / BadParameter (typer vendors click, so recognise them by their interface).
             if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
                 message = " ".join(exc.format_message().split()).rstrip(".")
-                stderr_line(f"Error: {message}. See 'kvsize --help'.")
+                where = getattr(getattr(exc, "ctx", None), "command_path", None) or "kvsize"
+                stderr_line(f"Error: {message}. See '{where} --help'.")
                 sys.exit(int(ExitCode.BAD_INPUT))
             raise
         sys.exit(code if isinstance(code, int) else 0)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """`kvsize --help` leads with the main job: the sizing command's options, then the other commands."""
+        size = self.commands.get(SIZE_COMMAND)
+        if size is not None:
+            with size.make_context("kvsize", ["--help"], parent=None, resilient_parsing=True) as sub:
+                size.format_help(sub, formatter)
+        super().format_help(ctx, formatter)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_without_type(super().get_help_option(ctx))
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = [SIZE_COMMAND, *args]
+        _light_coercion(self.get_params(ctx))
         return super().parse_args(ctx, args)
+
+
+def _flag_without_type(option: Any) -> Any:
+    """--help is a flag: show no `<bool>` beside it."""
+    if option is not None and option.metavar is None:
+        option.metavar = ""
+    return option
+
+
+def _light_coercion(params: Sequence[Any]) -> None:
+    """Skip typer's per-option pydantic TypeAdapter (about 1 ms each, some 30 options per run) where it adds
+    nothing: an option left at None needs no coercion, and a plain `str` option only needs str(value). Any
+    other value still gets typer's own coercion. Relies on typer >= 0.29's lazily built `_runtime_param`; on
+    another layout it changes nothing."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+    except ImportError:  # pragma: no cover - another typer layout: keep its coercion
+        return
+
+    class _Light(RuntimeParam):
+        descriptor: Any
+
+        def __init__(self, descriptor: Any) -> None:
+            object.__setattr__(self, "annotation", descriptor.annotation)
+            object.__setattr__(self, "parameter_info", descriptor.parameter_info)
+            object.__setattr__(self, "descriptor", descriptor)
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            info = self.parameter_info
+            if self.annotation is str and isinstance(value, str) and info.parser is None and info.callback is None:
+                return value
+            return build_runtime_param(self.descriptor).coerce(value, param=param, ctx=ctx)
+
+    for param in params:
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is not None and getattr(param, "_runtime_param", False) is None:
+            param._runtime_param = _Light(descriptor)
+
+
+class Command(TyperCommand):
+    """A command whose help shows no `<bool>` / `<str>` type placeholders (options carry metavars instead)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _light_coercion(self.get_params(ctx))
+        return super().parse_args(ctx, args)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_without_type(super().get_help_option(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.params:
+            if isinstance(param, TyperArgument):  # the argument's name is its metavar: MODEL, not MODEL <str>
+                setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
+        super().format_help(ctx, formatter)
 
 
 app = typer.Typer(
@@ -75,22 +142,25 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""),
     ] = False,
 ) -> None:
     """How much GPU memory an LLM's KV cache takes, and whether a deployment fits."""
 
 
-app.command(SIZE_COMMAND, epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100")(size.size)
-app.command("gpus")(listing.gpus)
-app.command("models")(listing.models)
-app.command("check", epilog="Example: kvsize check capacity.yaml --junit kvsize.xml")(check.check)
-app.command("schema")(check.schema)
-app.command("plan", epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64")(
-    plan.plan
+app.command(SIZE_COMMAND, cls=Command, epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100")(
+    size.size
 )
-app.command("verify", epilog=verify.VERIFY_EPILOG)(verify.verify_command)
-app.command("log", epilog=LOG_EPILOG)(log_command)
+app.command("gpus", cls=Command)(listing.gpus)
+app.command("models", cls=Command)(listing.models)
+app.command("check", cls=Command, epilog="Example: kvsize check capacity.yaml --junit kvsize.xml")(check.check)
+app.command("schema", cls=Command)(check.schema)
+app.command(
+    "plan", cls=Command, epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64"
+)(plan.plan)
+app.command("verify", cls=Command, epilog=verify.VERIFY_EPILOG)(verify.verify_command)
+app.command("log", cls=Command, epilog=LOG_EPILOG)(log_command)
 
 
 def main() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,22 +11,24 @@ import typer
 from kvsize.cli.options import (
     DebugOpt,
     JsonOpt,
+    make_console,
     stderr_line,
     user_errors,
 )
 from kvsize.errors import ExitCode
 
 CapacityArg = Annotated[
-    Path, typer.Argument(help="YAML file of deployments (see 'kvsize schema').", show_default=False)
+    Path, typer.Argument(help="YAML file of deployments (see 'kvsize schema').", show_default=False, metavar="FILE")
 ]
 JunitOpt = Annotated[
-    Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False)
+    Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False, metavar="FILE")
 ]
 
 
 def check(path: CapacityArg, json_output: JsonOpt = False, junit: JunitOpt = None, debug: DebugOpt = False) -> None:
-    """Check that every deployment in a capacity file still fits: exit 0 when all pass, 1 when any fails,
-    2 for a bad file. Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations."""
+    """Check that every deployment in a capacity file still fits: exit 0 all pass, 1 any fails, 2 a bad file.
+
+    Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations on the deployment's line."""
     with user_errors(debug):
         from kvsize.capacity_file import check_file, github_annotations, junit_xml
 
@@ -48,11 +49,9 @@ def check(path: CapacityArg, json_output: JsonOpt = False, junit: JunitOpt = Non
         payload = {"deployments": [r.model_dump(mode="json", by_alias=True) for r in results]}
         typer.echo(json.dumps(payload, indent=2))
     else:
-        from rich.console import Console
-
         from kvsize.report import render_check
 
-        render_check(Console(highlight=False, width=None if sys.stdout.isatty() else 140), results)
+        render_check(make_console(), results)
     if not all(r.passed for r in results):
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
 

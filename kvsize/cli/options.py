@@ -17,7 +17,10 @@ import typer
 from kvsize.errors import KvsizeError
 
 ModelArg = Annotated[
-    str, typer.Argument(help="Hub id (org/name), or a path to a config.json or its folder.", show_default=False)
+    str,
+    typer.Argument(
+        help="Hub id (org/name), or a path to a config.json or its folder.", show_default=False, metavar="MODEL"
+    ),
 ]
 CtxOpt = Annotated[
     str | None,
@@ -27,9 +30,16 @@ CtxOpt = Annotated[
         help="Tokens per request: 131072, 128k (=131072), 1M; lists: 8k,32k,128k. "
         "Default: a small grid up to the model's maximum.",
         show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Scenario",
     ),
 ]
-BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Concurrent requests; lists allowed: 1,8,32.")]
+BatchOpt = Annotated[
+    str,
+    typer.Option(
+        "--batch", "-b", help="Concurrent requests; lists allowed: 1,8,32.", metavar="N", rich_help_panel="Scenario"
+    ),
+]
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
@@ -37,6 +47,8 @@ KvDtypeOpt = Annotated[
         "--kv-cache-dtype",
         help="KV storage: auto (from the config), fp32, fp16, bf16, fp8 (=fp8_e4m3), "
         "fp8_e5m2, int8, nvfp4 (=fp4), mxfp4, int4, q8_0, q4_0, ...; lists allowed.",
+        metavar="DTYPE",
+        rich_help_panel="Scenario",
     ),
 ]
 EngineOpt = Annotated[
@@ -45,6 +57,8 @@ EngineOpt = Annotated[
         "--engine",
         help="Whose allocation rule to apply: vllm, sglang, hf (transformers), trtllm, llamacpp, formula "
         "(engine-independent), or all (side by side).",
+        metavar="ENGINE",
+        rich_help_panel="Engine",
     ),
 ]
 EngineVersionOpt = Annotated[
@@ -53,14 +67,34 @@ EngineVersionOpt = Annotated[
         "--engine-version",
         help="Engine release whose rule to mirror (default: the newest modelled).",
         show_default=False,
+        metavar="VERSION",
+        rich_help_panel="Engine",
     ),
 ]
-TpOpt = Annotated[str, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per replica.")]
-PpOpt = Annotated[str, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel stages.")]
+TpOpt = Annotated[
+    str,
+    typer.Option(
+        "--tp",
+        "--tensor-parallel-size",
+        help="Tensor-parallel GPUs per replica.",
+        metavar="N",
+        rich_help_panel="Engine",
+    ),
+]
+PpOpt = Annotated[
+    str,
+    typer.Option(
+        "--pp", "--pipeline-parallel-size", help="Pipeline-parallel stages.", metavar="N", rich_help_panel="Engine"
+    ),
+]
 BlockSizeOpt = Annotated[
     str | None,
     typer.Option(
-        "--block-size", help="Tokens per KV block (paged engines; default: the engine's).", show_default=False
+        "--block-size",
+        help="Tokens per KV block (paged engines; default: the engine's).",
+        show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Engine",
     ),
 ]
 BatchedTokensOpt = Annotated[
@@ -70,6 +104,8 @@ BatchedTokensOpt = Annotated[
         "--max-batched-tokens",
         help="Tokens per scheduler step (vLLM sliding-window bound; default 8192).",
         show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Engine",
     ),
 ]
 KvUnifiedOpt = Annotated[
@@ -106,11 +142,22 @@ FlashAttnOpt = Annotated[
 GpuOpt = Annotated[
     str | None,
     typer.Option(
-        "--gpu", help="GPU profile id or alias (kvsize gpus): h100, h200, a100-80gb, mi300x, ...", show_default=False
+        "--gpu",
+        help="GPU profile id or alias (kvsize gpus): h100, h200, a100-80gb, mi300x, ...",
+        show_default=False,
+        metavar="NAME",
+        rich_help_panel="GPU and budget",
     ),
 ]
 GpuMemOpt = Annotated[
-    str | None, typer.Option("--gpu-mem", help="Memory of a custom card: 24GiB, 80GB, ...", show_default=False)
+    str | None,
+    typer.Option(
+        "--gpu-mem",
+        help="Memory of a custom card: 24GiB, 80GB, ...",
+        show_default=False,
+        metavar="SIZE",
+        rich_help_panel="GPU and budget",
+    ),
 ]
 ReserveOpt = Annotated[
     str | None,
@@ -119,12 +166,18 @@ ReserveOpt = Annotated[
         help="Memory kept out of the KV budget besides the weights. Default: 8% of the card, as vLLM's "
         "default gpu_memory_utilization 0.92 leaves.",
         show_default=False,
+        metavar="SIZE",
+        rich_help_panel="GPU and budget",
     ),
 ]
 WeightsOpt = Annotated[
     str | None,
     typer.Option(
-        "--weights-mem", help="Override the weights' size: 15GiB, ... (default: looked up)", show_default=False
+        "--weights-mem",
+        help="Override the weights' size: 15GiB, ... (default: looked up)",
+        show_default=False,
+        metavar="SIZE",
+        rich_help_panel="GPU and budget",
     ),
 ]
 GpuUtilOpt = Annotated[
@@ -136,6 +189,8 @@ GpuUtilOpt = Annotated[
         help="Share of the card the engine may use (vLLM default 0.92; SGLang from its reserve rule; TRT-LLM 0.9 "
         "of what is free after warm-up).",
         show_default=False,
+        metavar="FRACTION",
+        rich_help_panel="GPU and budget",
     ),
 ]
 KvMemoryOpt = Annotated[
@@ -145,6 +200,8 @@ KvMemoryOpt = Annotated[
         "--kv-cache-memory-bytes",
         help="KV memory per GPU, as given (skips the budget model): 6.5GiB, ...",
         show_default=False,
+        metavar="SIZE",
+        rich_help_panel="GPU and budget",
     ),
 ]
 WeightsDtypeOpt = Annotated[
@@ -153,11 +210,19 @@ WeightsDtypeOpt = Annotated[
         "--weights-dtype",
         help="Count the weights at this precision instead: bf16, fp8, int4 (AWQ/GPTQ), mxfp4, ...",
         show_default=False,
+        metavar="DTYPE",
+        rich_help_panel="GPU and budget",
     ),
 ]
 CpuMemOpt = Annotated[
     str | None,
-    typer.Option("--cpu-mem", help="CPU DRAM (or disk) offload tier size: 512GiB, ...", show_default=False),
+    typer.Option(
+        "--cpu-mem",
+        help="CPU DRAM (or disk) offload tier size: 512GiB, ...",
+        show_default=False,
+        metavar="SIZE",
+        rich_help_panel="Offload",
+    ),
 ]
 LinkOpt = Annotated[
     str | None,
@@ -165,19 +230,38 @@ LinkOpt = Annotated[
         "--link-bandwidth",
         help="GPU<->offload link in GB/s (default: the GPU's PCIe, 64 for Gen5 x16).",
         show_default=False,
+        metavar="GB/S",
+        rich_help_panel="Offload",
     ),
 ]
 PlotOpt = Annotated[
     str | None,
     typer.Option(
         "--plot",
-        help="Write a chart of KV memory and concurrency against context: file.png or .svg (needs kvsize[plot]).",
+        help="Write a chart of KV memory and concurrency against context: file.png or .svg (needs kvsize\\[plot]).",
         show_default=False,
+        metavar="FILE",
+        rich_help_panel="Output",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (bytes as integers) instead of tables.")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print one JSON object (bytes as integers) instead of tables.",
+        metavar="",
+        rich_help_panel="Output",
+    ),
+]
 RevisionOpt = Annotated[
-    str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).", show_default=False)
+    str | None,
+    typer.Option(
+        "--revision",
+        help="Hub revision (branch, tag or commit).",
+        show_default=False,
+        metavar="REV",
+        rich_help_panel="Model",
+    ),
 ]
 EncoderLenOpt = Annotated[
     str | None,
@@ -185,9 +269,25 @@ EncoderLenOpt = Annotated[
         "--encoder-len",
         help="Tokens each cross-attention layer attends to (default: one image).",
         show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Scenario",
     ),
 ]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the full traceback of errors (for bug reports).")]
+ExplainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Also print the engine's allocation rule and the budget's rule, with their sources.",
+        metavar="",
+        rich_help_panel="Output",
+    ),
+]
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        "--debug", help="Show the full traceback of errors (for bug reports).", metavar="", rich_help_panel="Output"
+    ),
+]
 # --- verification (kvsize/cli/verify.py; `kvsize verify` takes the same options) ---
 VerifyOpt = Annotated[
     bool,
@@ -195,12 +295,18 @@ VerifyOpt = Annotated[
         "--verify",
         help="Build the model with transformers, run it, and compare the cache it holds with --engine hf "
         "(same as 'kvsize verify'; needs the 'verify' extra).",
+        metavar="",
+        rich_help_panel="Verification",
     ),
 ]
 DeviceOpt = Annotated[
     str | None,
     typer.Option(
-        "--device", help="Verification device: cuda (default when a GPU is visible), cpu, meta.", show_default=False
+        "--device",
+        help="Verification device: cuda (default when a GPU is visible), cpu, meta.",
+        show_default=False,
+        metavar="DEVICE",
+        rich_help_panel="Verification",
     ),
 ]
 LayersOpt = Annotated[
@@ -210,6 +316,8 @@ LayersOpt = Annotated[
         min=1,
         help="Verification: build only the first N decoder layers; per-layer figures are scaled to the full model.",
         show_default=False,
+        metavar="N",
+        rich_help_panel="Verification",
     ),
 ]
 ToleranceOpt = Annotated[
@@ -219,16 +327,27 @@ ToleranceOpt = Annotated[
         help="Verification: allowed relative gap between the CUDA allocator's delta and the prediction "
         "(default 0.02). Logical bytes must match exactly.",
         show_default=False,
+        metavar="FRACTION",
+        rich_help_panel="Verification",
     ),
 ]
 ReportOpt = Annotated[
-    str | None, typer.Option("--report", help="Verification: also write a markdown report here.", show_default=False)
+    str | None,
+    typer.Option(
+        "--report",
+        help="Verification: also write a markdown report here.",
+        show_default=False,
+        metavar="FILE",
+        rich_help_panel="Verification",
+    ),
 ]
 TrustRemoteCodeOpt = Annotated[
     bool,
     typer.Option(
         "--trust-remote-code",
         help="Verification: run the custom code a config's auto_map names (only if you trust it).",
+        metavar="",
+        rich_help_panel="Verification",
     ),
 ]
 
@@ -263,10 +382,27 @@ def split_list(text: str) -> list[str]:
     return [part for part in (p.strip() for p in text.split(",")) if part] or [text]
 
 
-def render_estimate(console: Any, result: Any) -> None:
+def render_estimate(console: Any, result: Any, *, explain: bool = False) -> None:
     from kvsize.report import render_estimate
 
-    render_estimate(console, result)
+    render_estimate(console, result, explain=explain)
+
+
+PIPED_WIDTH = 120  # piped or captured output without COLUMNS: a fixed, wide layout, not rich's 80 fallback
+
+
+def console_width() -> int | None:
+    """The width to lay tables out for: the terminal's, else COLUMNS when set, else PIPED_WIDTH."""
+    if sys.stdout.isatty():
+        return None  # rich asks the terminal (and honours COLUMNS itself)
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+
+
+def make_console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False, width=console_width())
 
 
 def emit(render: Any, json_text: Any, json_output: bool) -> None:
@@ -275,7 +411,4 @@ def emit(render: Any, json_text: Any, json_output: bool) -> None:
 
         typer.echo(json_safe(json_text()))
         return
-    from rich.console import Console
-
-    # Piped or captured output gets a fixed, wide layout instead of rich's 80-column fallback.
-    render(Console(highlight=False, width=None if sys.stdout.isatty() else 120))
+    render(make_console())

@@ -2,16 +2,61 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
-from kvsize.cli.options import CtxOpt, DebugOpt, EngineOpt, JsonOpt, KvDtypeOpt, ModelArg, RevisionOpt, user_errors
+from kvsize.cli.options import (
+    CtxOpt,
+    DebugOpt,
+    JsonOpt,
+    ModelArg,
+    RevisionOpt,
+    emit,
+    user_errors,
+)
 
-ConcurrencyOpt = Annotated[str, typer.Option("--concurrency", help="Requests to serve at once.")]
+ConcurrencyOpt = Annotated[
+    str,
+    typer.Option("--concurrency", help="Requests to serve at once.", metavar="N", rich_help_panel="Scenario"),
+]
+PlanEngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Whose allocation and budget rule to apply: vllm, sglang, trtllm, hf, llamacpp or formula.",
+        metavar="ENGINE",
+        rich_help_panel="Engine",
+    ),
+]
+PlanKvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        help="KV storage (one): auto (from the config), bf16, fp16, fp8, fp8_e5m2, int8, nvfp4, ...",
+        metavar="DTYPE",
+        rich_help_panel="Scenario",
+    ),
+]
 GpusOpt = Annotated[
-    str | None, typer.Option("--gpus", help="Only these profiles (comma-separated ids or aliases).", show_default=False)
+    str | None,
+    typer.Option(
+        "--gpus",
+        help="Only these profiles (comma-separated ids or aliases, any class).",
+        show_default=False,
+        metavar="NAMES",
+        rich_help_panel="GPU and budget",
+    ),
+]
+AllGpusOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all-gpus",
+        help="Also rank workstation, desktop, laptop and edge devices (default: data-centre GPUs only).",
+        metavar="",
+        rich_help_panel="GPU and budget",
+    ),
 ]
 
 
@@ -19,41 +64,75 @@ def plan(
     model: ModelArg,
     ctx: CtxOpt = None,
     concurrency: ConcurrencyOpt = "1",
-    engine: EngineOpt = "vllm",
-    kv_dtype: KvDtypeOpt = "auto",
+    engine: PlanEngineOpt = "vllm",
+    kv_dtype: PlanKvDtypeOpt = "auto",
     gpus: GpusOpt = None,
+    all_gpus: AllGpusOpt = False,
     revision: RevisionOpt = None,
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Rank every GPU profile by the GPUs needed (tp x data-parallel replicas) to serve --concurrency requests
-    of --ctx tokens, then by cost per hour where the profile lists a price."""
+    """Rank data-centre GPUs by how many (tp x replicas) serve --concurrency requests of --ctx tokens, then by cost.
+
+    --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans."""
     with user_errors(debug):
+        from kvsize.api import resolve_kv_dtypes
+        from kvsize.config import parse_config
+        from kvsize.engines import get_engine
+        from kvsize.errors import UsageError
         from kvsize.gpu_ranking import plan_gpus
-        from kvsize.profiles import resolve_gpu
+        from kvsize.profiles import load_profiles, resolve_gpu
         from kvsize.resolve import load_model_config
         from kvsize.units import parse_count, parse_tokens
 
         if ctx is None:
-            from kvsize.errors import UsageError
-
             raise UsageError("kvsize plan needs --ctx", hint="For example --ctx 32k.")
-        chosen = [resolve_gpu(g.strip()).id for g in gpus.split(",") if g.strip()] if gpus else None
+        ctx_tokens = parse_tokens(ctx)
+        requests = parse_count(concurrency, "concurrency")
+        if "," in kv_dtype:
+            raise UsageError(f"kvsize plan takes one --kv-dtype, got '{kv_dtype}'", hint="For example --kv-dtype fp8.")
+        if engine.strip().lower() == "all" or "," in engine:
+            raise UsageError(f"kvsize plan takes one --engine, got '{engine}'", hint="For example --engine vllm.")
+        get_engine(engine.strip().lower())  # an unknown engine is bad input (exit 2), not a row of errors
+        loaded = load_model_config(model, revision=revision)
+        [dtype], _ = resolve_kv_dtypes([kv_dtype], loaded.raw, parse_config(loaded.raw, source=loaded.location))
+        if gpus:
+            chosen = [resolve_gpu(g.strip()).id for g in gpus.split(",") if g.strip()]
+        else:
+            profiles = load_profiles()
+            chosen = sorted(p.id for p in profiles.values() if all_gpus or p.segment == "datacenter")
         plans = plan_gpus(
-            load_model_config(model, revision=revision),
-            ctx=parse_tokens(ctx),
-            concurrency=parse_count(concurrency, "concurrency"),
-            engine=engine,
-            kv_dtype=kv_dtype,
+            loaded,
+            ctx=ctx_tokens,
+            concurrency=requests,
+            engine=engine.strip().lower(),
+            kv_dtype=dtype.value,
             gpus=chosen,
         )
-    if json_output:
+    engine_name = engine.strip().lower()
+    title = (
+        f"{loaded.model}: GPUs needed for {requests:,} request{'s' if requests != 1 else ''} of {ctx_tokens:,} tokens"
+        f" ({engine_name}, KV {dtype.value}); cheapest layout per GPU kind"
+    )
+
+    def render(console: object) -> None:
+        from kvsize.report import render_plan
+
+        render_plan(console, plans, title=title)  # type: ignore[arg-type]
+
+    def as_json() -> str:
         import json
 
-        typer.echo(json.dumps([p.model_dump(mode="json") for p in plans], indent=2))
-        return
-    from rich.console import Console
+        return json.dumps(
+            {
+                "model": loaded.model,
+                "ctx": ctx_tokens,
+                "concurrency": requests,
+                "engine": engine_name,
+                "kv_dtype": dtype.value,
+                "plans": [p.model_dump(mode="json") for p in plans],
+            },
+            indent=2,
+        )
 
-    from kvsize.report import render_plan
-
-    render_plan(Console(highlight=False, width=None if sys.stdout.isatty() else 140), plans)
+    emit(render, as_json, json_output)

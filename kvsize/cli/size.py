@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typer
+
 from kvsize.cli.options import (
     BatchedTokensOpt,
     BatchOpt,
@@ -13,6 +15,7 @@ from kvsize.cli.options import (
     EncoderLenOpt,
     EngineOpt,
     EngineVersionOpt,
+    ExplainOpt,
     FlashAttnOpt,
     GpuMemOpt,
     GpuOpt,
@@ -40,12 +43,15 @@ from kvsize.cli.options import (
     emit,
     render_estimate,
     split_list,
+    stderr_line,
     user_errors,
 )
+from kvsize.errors import ExitCode
 
 
 def size(
     model: ModelArg,
+    revision: RevisionOpt = None,
     ctx: CtxOpt = None,
     batch: BatchOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
@@ -70,8 +76,8 @@ def size(
     link_bandwidth: LinkOpt = None,
     plot: PlotOpt = None,
     encoder_len: EncoderLenOpt = None,
-    revision: RevisionOpt = None,
     json_output: JsonOpt = False,
+    explain: ExplainOpt = False,
     debug: DebugOpt = False,
     verify: VerifyOpt = False,
     device: DeviceOpt = None,
@@ -80,9 +86,38 @@ def size(
     report: ReportOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
 ) -> None:
-    """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
+    """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
+
+    With --gpu: does each scenario fit one card, and what would make it fit; exit 1 when one does not fit.
+    """
     if verify or device or layers or tolerance is not None or report or trust_remote_code:
         from kvsize.cli.verify import size_verify
+
+        if verify:  # say what is compared instead of silently dropping the sizing flags
+            unused = [
+                flag
+                for flag, value in (
+                    ("--gpu", gpu),
+                    ("--gpu-mem", gpu_mem),
+                    ("--gpu-util", gpu_util),
+                    ("--kv-memory", kv_memory),
+                    ("--reserve", reserve),
+                    ("--weights-mem", weights_mem),
+                    ("--weights-dtype", weights_dtype),
+                    ("--cpu-mem", cpu_mem),
+                    ("--plot", plot),
+                )
+                if value is not None
+            ]
+            if tp != "1" or pp != "1":
+                unused.append("--tp/--pp")
+            engine_name = engine.strip().lower()
+            stderr_line(
+                "note: --verify compares the cache transformers holds with kvsize's --engine hf prediction"
+                + (f"; the {engine_name} rule is not what is measured" if engine_name != "hf" else "")
+                + (f"; {', '.join(unused)} do not apply to it" if unused else "")
+                + "."
+            )
 
         size_verify(
             model,
@@ -135,10 +170,17 @@ def size(
             gpu=gpu,
             weights_dtype=weights_dtype,
             **settings.estimate_options(kv_unified=kv_unified or None, flash_attn=flash_attn),
+            with_advice=True,
         )
         if plot:
             from kvsize.config import parse_config
             from kvsize.plot import write_plot
 
             write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
-    emit(lambda console: render_estimate(console, result), lambda: result.model_dump_json(indent=2), json_output)
+    emit(
+        lambda console: render_estimate(console, result, explain=explain),
+        lambda: result.model_dump_json(indent=2),
+        json_output,
+    )
+    if any(s.gpu is not None and not s.gpu.fits for s in result.scenarios):
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))  # the answer is "no": printed above, then exit 1

@@ -6,7 +6,6 @@ the option types: torch, transformers, pydantic and rich load inside the command
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from kvsize.cli.options import (
     RevisionOpt,
     ToleranceOpt,
     TrustRemoteCodeOpt,
+    make_console,
     split_list,
     user_errors,
 )
@@ -41,21 +41,30 @@ VerifyCtxOpt = Annotated[
         help="Tokens in the cache at the end of each run: 4096, 4k, 32k; lists: 4k,32k. Default: 4k (cuda, meta), "
         "256 (cpu).",
         show_default=False,
+        metavar="TOKENS",
     ),
 ]
 DecodeStepsOpt = Annotated[
     int,
     typer.Option(
-        "--decode-steps", min=0, help="One-token decode steps after the prefill (the cache ends at ctx tokens)."
+        "--decode-steps",
+        min=0,
+        help="One-token decode steps after the prefill (the cache ends at ctx tokens).",
+        metavar="N",
     ),
 ]
 CacheImplOpt = Annotated[
-    str, typer.Option("--cache-implementation", help="transformers cache: dynamic (DynamicCache) or static.")
+    str,
+    typer.Option(
+        "--cache-implementation", help="transformers cache: dynamic (DynamicCache) or static.", metavar="CACHE"
+    ),
 ]
 COLUMNS = ("ctx", "batch", "dtype", "predicted", "measured", "diff", "allocator delta", "peak", "full model", "result")
 MaxCacheLenOpt = Annotated[
     int | None,
-    typer.Option("--max-cache-len", min=1, help="StaticCache length (default: ctx).", show_default=False),
+    typer.Option(
+        "--max-cache-len", min=1, help="StaticCache length (default: ctx).", show_default=False, metavar="TOKENS"
+    ),
 ]
 
 
@@ -85,8 +94,9 @@ def verify_command(
     report: ReportOpt = None,
     debug: DebugOpt = False,
 ) -> None:
-    """Build MODEL with transformers, run a prefill and a few decode steps, and compare the cache it really holds
-    with --engine hf, layer by layer (exit 1 on any difference). Needs the 'verify' extra."""
+    """Build MODEL with transformers, run it, and compare the cache it holds with --engine hf, layer by layer.
+
+    A prefill and a few decode steps; exit 1 on any difference. Needs the 'verify' extra."""
     run_verify(
         model,
         ctx=ctx,
@@ -255,13 +265,12 @@ def _rich_progress() -> Iterator[_RichSteps]:
 
 
 def _render(result: Any) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from kvsize.units import format_bytes
 
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = make_console()
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     console.print(
         f"device {escape(result.device)}, {result.weights} weights, {result.layers_built} of {result.layers_total} "
@@ -301,4 +310,10 @@ def _render(result: Any) -> None:
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     verdict = "[green]PASS[/]" if result.passed else "[red]FAIL[/]"
-    console.print(f"{verdict}: logical bytes must match exactly; allocator within {100 * result.tolerance:.2f}%")
+    with_allocator = any(s.allocator_delta_bytes is not None for s in result.scenarios)
+    allocator = (
+        f"; allocator within {100 * result.tolerance:.2f}%"
+        if with_allocator
+        else f" (no allocator figure on {escape(result.device)})"
+    )
+    console.print(f"{verdict}: logical bytes must match exactly{allocator}")

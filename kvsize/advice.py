@@ -1,0 +1,125 @@
+"""What would make a scenario fit, or give it headroom: one change at a time, each with its resulting figures.
+
+Pure: the caller passes `rerun`, which sizes the same scenario with some options changed (the sizing
+pipeline, `kvsize.api`), and the facts the candidates need. Each suggestion's `change` is flags a user can
+paste onto the same command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kvsize.fit import GpuFit, Suggestion
+from kvsize.sizing import KvEstimate
+
+HEADROOM_SHARE = 0.8
+"""A scenario whose KV takes more than this share of the KV budget gets advice even though it fits."""
+TP_STEPS = (2, 4, 8)  # one node's worth of tensor parallelism
+WIDE_DTYPES = ("fp32", "fp16", "bf16")
+WIDE_WEIGHTS = ("fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
+CTX_STEP = 1024  # a suggested shorter context is rounded down to whole k
+
+
+@dataclass(frozen=True)
+class AdviceFacts:
+    """What the candidates depend on, beside the scenario itself."""
+
+    num_attention_heads: int | None
+    kv_heads: tuple[int, ...]
+    """num_kv_heads of every attention layer group."""
+    model_dtype: str
+    weights_given: bool
+    """--weights-mem was given: a weights precision change cannot be computed."""
+    larger_cards: tuple[tuple[str, str], ...] = ()
+    """(profile id, words) of larger cards of the same vendor and class, smallest first."""
+
+
+Rerun = Callable[[Mapping[str, Any]], tuple[KvEstimate, GpuFit] | None]
+"""Size the scenario again with these option changes; None when the engine cannot serve that case."""
+
+
+def needs_advice(scenario: KvEstimate, gpu: GpuFit) -> bool:
+    if not gpu.fits:
+        return True
+    return gpu.kv_budget_bytes > 0 and scenario.kv_cache_bytes_per_gpu > HEADROOM_SHARE * gpu.kv_budget_bytes
+
+
+def _served(gpu: GpuFit) -> int:
+    return min(gpu.max_concurrency, gpu.concurrency_cap) if gpu.concurrency_cap is not None else gpu.max_concurrency
+
+
+def next_tp(tp: int, facts: AdviceFacts) -> int | None:
+    """The next tensor-parallel size that divides the query heads and splits or replicates every KV head count
+    evenly (vLLM's and SGLang's condition)."""
+    for candidate in TP_STEPS:
+        if candidate <= tp:
+            continue
+        if facts.num_attention_heads and facts.num_attention_heads % candidate:
+            continue
+        if all(h % candidate == 0 or candidate % h == 0 for h in facts.kv_heads if h):
+            return candidate
+    return None
+
+
+def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun) -> tuple[Suggestion, ...]:
+    """fp8 KV, the next tp, quantized weights, a shorter context, a larger card: those that change anything."""
+    found: list[Suggestion] = []
+
+    def attempt(change: str, options: Mapping[str, Any], why: str) -> Suggestion | None:
+        outcome = rerun(options)
+        if outcome is None:
+            return None
+        est, fit = outcome
+        suggestion = Suggestion(
+            change=change,
+            fits=fit.fits,
+            max_concurrency=_served(fit),
+            kv_budget_bytes=fit.kv_budget_bytes,
+            kv_cache_bytes_per_gpu=est.kv_cache_bytes_per_gpu,
+            why=why,
+        )
+        if suggestion.max_concurrency > _served(gpu) or (suggestion.fits and not gpu.fits):
+            found.append(suggestion)
+            return suggestion
+        return None
+
+    if scenario.kv_dtype.value in WIDE_DTYPES:
+        attempt("--kv-dtype fp8", {"kv_dtype": "fp8"}, "fp8 KV cache: 1 byte per element")
+    # The smallest larger tp that fits; if none does, the largest that helps.
+    tp, best_tp = next_tp(scenario.tp, facts), None
+    while tp is not None:
+        outcome = rerun({"tp": tp})
+        if outcome is not None and _served(outcome[1]) > _served(gpu):
+            best_tp = tp
+            if outcome[1].fits:
+                break
+        tp = next_tp(tp, facts)
+    if best_tp is not None:
+        attempt(f"--tp {best_tp}", {"tp": best_tp}, f"weights and KV heads split over {best_tp} GPUs per replica")
+    if not facts.weights_given and facts.model_dtype.lower() in WIDE_WEIGHTS:
+        fp8 = attempt("--weights-dtype fp8", {"weights_dtype": "fp8"}, "an fp8 checkpoint: 1 byte per weight")
+        if fp8 is None or not fp8.fits:
+            attempt("--weights-dtype int4", {"weights_dtype": "int4"}, "an int4 (AWQ/GPTQ) checkpoint")
+    shorter = gpu.max_context
+    if shorter is not None and 0 < shorter < scenario.ctx:
+        ctx = shorter // CTX_STEP * CTX_STEP if shorter >= CTX_STEP else shorter
+        attempt(
+            f"--ctx {ctx}",
+            {"ctx": ctx},
+            f"the longest context {scenario.batch} request{'s' if scenario.batch > 1 else ''} can have, in whole k",
+        )
+    # The smallest larger card of the same vendor that fits; if none does, the largest one.
+    for n, (card, words) in enumerate(facts.larger_cards):
+        outcome = rerun({"gpu": card})
+        last = n == len(facts.larger_cards) - 1
+        if outcome is not None and (outcome[1].fits or last):
+            attempt(f"--gpu {card}", {"gpu": card}, f"a larger card of the same vendor: {words}")
+            break
+    return tuple(found)
+
+
+def kv_head_counts(layers: Sequence[Any]) -> tuple[int, ...]:
+    """num_kv_heads of the layer summaries that have attention heads."""
+    return tuple(g.num_kv_heads for g in layers if getattr(g, "num_kv_heads", None))
