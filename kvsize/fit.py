@@ -103,11 +103,6 @@ class GpuFit(BaseModel):
     """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
     speed: SpeedBound | None = None
     offload: OffloadTier | None = None
-    concurrency_cap: int | None = None
-    """The engine's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests); None: no cap
-    modelled."""
-    cap_binds: bool = False
-    """True when the cap, not the KV budget, limits the requests served at once."""
     suggestions: tuple[Suggestion, ...] = ()
     """Changes that would make the scenario fit or give it headroom (the sizing command only)."""
 
