@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvsize.cli.options import (
+    AllocationOpt,
     BatchedTokensOpt,
     BatchOpt,
     BlockSizeOpt,
@@ -10,6 +11,8 @@ from kvsize.cli.options import (
     CtxOpt,
     DebugOpt,
     DeviceOpt,
+    DiskBandwidthOpt,
+    DiskOpt,
     EncoderLenOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -17,13 +20,18 @@ from kvsize.cli.options import (
     GpuOpt,
     GpuUtilOpt,
     JsonOpt,
+    KvBudgetTokensOpt,
     KvDtypeOpt,
     KvMemoryOpt,
     LayersOpt,
     LinkOpt,
     ModelArg,
+    OutputLenOpt,
     PlotOpt,
     PpOpt,
+    PrefixCachingOpt,
+    PrefixLenOpt,
+    PromptLenOpt,
     ReportOpt,
     ReserveOpt,
     RevisionOpt,
@@ -33,6 +41,7 @@ from kvsize.cli.options import (
     VerifyOpt,
     WeightsDtypeOpt,
     WeightsOpt,
+    WorkloadOpt,
     emit,
     render_estimate,
     split_list,
@@ -60,6 +69,15 @@ def size(
     weights_dtype: WeightsDtypeOpt = None,
     cpu_mem: CpuMemOpt = None,
     link_bandwidth: LinkOpt = None,
+    prefix_len: PrefixLenOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    workload: WorkloadOpt = None,
+    kv_budget_tokens: KvBudgetTokensOpt = None,
+    allocation: AllocationOpt = "paged",
+    disk: DiskOpt = None,
+    disk_bandwidth: DiskBandwidthOpt = None,
     plot: PlotOpt = None,
     encoder_len: EncoderLenOpt = None,
     revision: RevisionOpt = None,
@@ -95,7 +113,7 @@ def size(
         )
         return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded, offload_settings
+        from kvsize.api import estimate_loaded, offload_settings, serving_options
         from kvsize.budget import BudgetSettings
         from kvsize.resolve import load_model_config
         from kvsize.units import parse_count, parse_fraction, parse_size
@@ -129,6 +147,17 @@ def size(
                 kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
             ),
             offload=offload_settings(cpu_mem, link_bandwidth),
+            **serving_options(
+                prefix_len=prefix_len,
+                enable_prefix_caching=enable_prefix_caching,
+                prompt_len=prompt_len,
+                output_len=output_len,
+                workload=workload,
+                kv_budget_tokens=kv_budget_tokens,
+                allocation=allocation,
+                disk=disk,
+                disk_bandwidth=disk_bandwidth,
+            ),
         )
         if plot:
             from kvsize.config import parse_config
