@@ -389,7 +389,7 @@ def _scenario(
             with_max_context=with_max_context,
             estimate=est,
         )
-    if serving == NO_SERVING:
+    if serving == NO_SERVING and (fit is None or fit.offload is None):
         return Scenario(**est.model_dump(), gpu=fit)
     from kvsize.serving_plan import serving_figures
 

@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from math import ceil, comb
+from math import ceil
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +30,8 @@ Pattern = Literal["uniform", "clustered", "recent"]
 PATTERNS: tuple[Pattern, ...] = ("uniform", "clustered", "recent")
 MAX_SIMULATED_TOKENS = 1 << 24
 """Longest cache `kvsize evict` simulates token by token (clustered and recent patterns)."""
+MAX_EVICT_BLOCK = 1 << 16
+"""Largest block `kvsize evict` evaluates (engines page in 16 to a few thousand tokens)."""
 SIMULATION_TRIALS = 64
 """Seeded trials averaged for the simulated patterns."""
 
@@ -314,24 +316,22 @@ class EvictionResult(_Frozen):
     label: Label = "lossy"
 
 
-def _block_sizes(tokens: int, block: int) -> list[int]:
-    full, tail = divmod(tokens, block)
-    return [block] * full + ([tail] if tail else [])
-
-
 def expected_freed_uniform(tokens: int, evicted: int, block: int) -> Fraction:
     """E[blocks wholly evicted] when `evicted` of `tokens` are chosen uniformly without replacement:
-    sum over blocks of P(all b tokens chosen) = C(T - b, E - b) / C(T, E) (hypergeometric). Exact."""
+    sum over blocks of P(all b tokens chosen) = C(T - b, E - b) / C(T, E) (hypergeometric). Exact: the ratio is
+    computed as the product over i < b of (E - i) / (T - i), which equals it and avoids the huge binomials."""
     if not 0 <= evicted <= tokens:
         raise UsageError(f"cannot evict {evicted} of {tokens} tokens")
-    whole = comb(tokens, evicted)
-    counts: dict[int, int] = {}
-    for b in _block_sizes(tokens, block):
-        counts[b] = counts.get(b, 0) + 1
-    return sum(
-        (Fraction(n * comb(tokens - b, evicted - b), whole) for b, n in counts.items() if b <= evicted),
-        Fraction(0),
-    )
+    full, tail = divmod(tokens, block)
+    total = Fraction(0)
+    for b, n in ((block, full), (tail, 1 if tail else 0)):
+        if not n or b > evicted:
+            continue  # a block larger than the evicted set never empties
+        p = Fraction(1)
+        for i in range(b):
+            p *= Fraction(evicted - i, tokens - i)
+        total += n * p
+    return total
 
 
 def _freed(kept: Iterable[int], tokens: int, block: int) -> int:
@@ -357,6 +357,8 @@ def evict(tokens: int, keep: int, block_size: int, pattern: Pattern = "uniform",
     """Blocks a paged cache of `tokens` tokens frees when a policy keeps `keep` of them."""
     if tokens < 1 or block_size < 1:
         raise UsageError("--tokens and --block-size must be positive")
+    if block_size > MAX_EVICT_BLOCK:
+        raise UsageError(f"--block-size {block_size} is larger than kvsize evaluates ({MAX_EVICT_BLOCK} tokens)")
     if not 0 <= keep <= tokens:
         raise UsageError(f"--keep {keep} must lie between 0 and --tokens {tokens}")
     if pattern not in PATTERNS:
@@ -406,6 +408,9 @@ class Tier(_Frozen):
     """Bandwidth a restore from this tier runs at (the slowest link on its way to the GPU)."""
     restore_seconds_per_request: float
     """One request's cache back onto its GPU (each GPU restores its own share over its own link)."""
+    break_even_context: int | None = None
+    """Shortest context beyond which restoring from this tier beats recomputing the prefill (roofline);
+    1: restoring always wins; None: never, or no FLOP/s figure for the card."""
     label: Label = "bound"
 
 

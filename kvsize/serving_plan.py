@@ -189,15 +189,21 @@ def _offload(
         bytes_per_token=est.kv_bytes_per_token,
         request_bytes_per_gpu=per_gpu_request,
     )
-    update: dict[str, object] = {"tiers": found}
+    update: dict[str, object] = {"tiers": tuple(found)}
     if prefill is not None and hw.active_parameters and hw.bf16_flops:
+        active, flops = hw.active_parameters, hw.bf16_flops * est.tp
+
+        def even(speed: int) -> int | None:
+            return break_even_context(
+                bytes_per_token_per_gpu=-(-est.kv_bytes_per_token // gpus),
+                link_bytes_per_s=speed,
+                active_parameters=active,
+                num_layers=hw.num_layers,
+                attention_width=hw.attention_width,
+                flops_per_s=flops,
+            )
+
+        update["tiers"] = tuple(t.model_copy(update={"break_even_context": even(t.link_bytes_per_s)}) for t in found)
         update["recompute_seconds_per_request"] = prefill(ctx)
-        update["break_even_context"] = break_even_context(
-            bytes_per_token_per_gpu=-(-est.kv_bytes_per_token // gpus),
-            link_bytes_per_s=cpu_speed,
-            active_parameters=hw.active_parameters,
-            num_layers=hw.num_layers,
-            attention_width=hw.attention_width,
-            flops_per_s=hw.bf16_flops * est.tp,
-        )
+        update["break_even_context"] = even(cpu_speed)
     return off.model_copy(update=update)
