@@ -109,7 +109,11 @@ def prefix_share(
         shared_tokens_by_kind=by_kind,
         shared_bytes=tp * sum(stage_bytes),
         shared_bytes_per_gpu=max(stage_bytes, default=0),
-        rule=engine.prefix_sharing_rule() if on else f"{engine.title}: prefix sharing off; every request stores it",
+        rule=(
+            engine.prefix_sharing_rule()
+            if on or not engine.shares_prefixes
+            else f"{engine.title}: prefix caching turned off; every request stores the prefix"
+        ),
     )
 
 

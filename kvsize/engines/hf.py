@@ -365,6 +365,6 @@ class HfEngine(Engine):
 
     def prefix_sharing_rule(self) -> str:
         return (
-            "transformers keeps one cache per generate() call (DynamicCache / StaticCache): a common prefix is "
-            "stored by every request"
+            "transformers keeps one cache per generate() call (DynamicCache / StaticCache) and does not share a "
+            "common prefix: every request stores it"
         )
