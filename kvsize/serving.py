@@ -82,10 +82,8 @@ def prefix_share(
     llama.cpp slots and transformers: they never share)."""
     if prefix_len < 0:
         raise UsageError(f"--prefix-len must not be negative, got {prefix_len}")
-    if prefix_len > ctx:
-        raise UsageError(f"--prefix-len {prefix_len} exceeds the context {ctx}", hint="Give a shorter prefix.")
     on = engine.prefix_caching_enabled() if enabled is None else enabled and engine.shares_prefixes
-    hit = min(prefix_len, max(prompt_len - 1, 0)) if engine.recomputes_last_prompt_token else prefix_len
+    hit = min(prefix_len, ctx, max(prompt_len - 1, 0) if engine.recomputes_last_prompt_token else prompt_len)
     block = engine.block_size(spec, kv_dtype, tp) or 1
     by_kind: dict[str, int] = {}
     stage_bytes: list[int] = []

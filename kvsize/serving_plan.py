@@ -11,6 +11,7 @@ from functools import lru_cache
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.formula import FormulaEngine
+from kvsize.errors import UsageError
 from kvsize.fit import GpuFit, Hardware, OffloadTier
 from kvsize.serving import (
     NO_SERVING,
@@ -42,7 +43,7 @@ def _breakpoints(spec: ArchSpec, settings: ServingSettings) -> set[int]:
     for layer, _ in spec.layer_groups():
         for a in (layer.attention, layer.cross):
             if a is not None and a.window:
-                points.update({a.window, a.window + 1})
+                points.update({a.window - 1, a.window, a.window + 1, a.window + 2})
     if settings.kv_budget_tokens:
         points.update({settings.kv_budget_tokens, settings.kv_budget_tokens + 1})
     return points
@@ -76,6 +77,8 @@ def serving_figures(
     """(estimate with the shared prefix counted, fit with the serving figures, the prefix share)."""
     ctx, batch = est.ctx, est.batch
     share = None
+    if settings.prefix_len is not None and settings.prefix_len > ctx:
+        raise UsageError(f"--prefix-len {settings.prefix_len} exceeds the context {ctx}", hint="Give a shorter prefix.")
     if settings.prefix_len is not None:
         share = prefix_share(
             engine,
@@ -130,7 +133,7 @@ def serving_figures(
         size = _sizer(engine, spec, kv_dtype, tp, pp, settings)
         formula = FormulaEngine()
         real = _sizer(formula, spec, kv_dtype, tp, pp, settings)
-        block = engine.block_size(spec, kv_dtype, tp) or 1
+        block = engine.residency_granularity(spec, kv_dtype, tp)
         points = _breakpoints(spec, settings)
 
         def life(p: int, o: int) -> int:

@@ -341,3 +341,34 @@ def test_cli_serving_options(tmp_path: Path) -> None:
     assert json.loads(off.output)["scenarios"][0]["shared_bytes"] == 0
     table = runner.invoke(app, args)
     assert table.exit_code == 0 and "stored once" in table.output and "steady state" in table.output
+
+
+def test_llamacpp_slots_reserve_their_whole_context() -> None:
+    # llama.cpp allocates every -c cell at start-up: the steady state is the admission figure, and a request
+    # of 2,000 tokens in a 2,048-cell slot (gpad(2000) = 2048) holds 875,250 / (2048 x 500) of it as tokens.
+    s = estimate(LLAMA, kv_dtype="bf16", gpu="h100", engine="llamacpp", prompt_len=1500, output_len=500).scenarios[0]
+    assert s.gpu is not None and s.gpu.workload is not None
+    assert s.gpu.workload.allocation == "contiguous"
+    assert s.gpu.workload.mean_resident_bytes == s.bytes_per_request == 2048 * PER_TOKEN
+    assert s.gpu.workload.token_state_share_contiguous == pytest.approx(875_250 / (2048 * 500))
+
+
+def test_prefix_longer_than_the_context_is_refused() -> None:
+    with pytest.raises(UsageError):
+        estimate(LLAMA, ctx=4096, prefix_len=8192)
+
+
+def test_every_pcie_profile_states_its_host_link() -> None:
+    from kvsize.profiles import load_profiles
+
+    speeds = {"Gen3": 16, "Gen4": 32, "Gen5": 64, "Gen6": 128}  # x16 per direction, PCI-SIG
+    for profile in load_profiles().values():
+        link = profile.interconnect
+        assert link is not None
+        if link.host_link_kind == "pcie":
+            gen = next(g for g in speeds if g in (link.pcie or ""))
+            assert link.host_link_gb_s_per_direction == speeds[gen], profile.id
+        elif link.host_link_kind == "nvlink-c2c":
+            assert link.host_link_gb_s_per_direction == 450, profile.id  # 900 GB/s both ways
+        elif link.host_link_kind == "unified":
+            assert link.host_link_gb_s_per_direction is None, profile.id

@@ -239,6 +239,11 @@ class Engine(ABC):
     recomputes_last_prompt_token: ClassVar[bool] = True
     """Whether a prefix hit stops one token short of the prompt (the last token is recomputed for logits)."""
 
+    def residency_granularity(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        """Tokens over which a request's allocation stays constant as it grows (its block; 1 when it grows
+        token by token): steady-state sums evaluate the allocation once per such run."""
+        return self.block_size(spec, dtype, tp) or 1
+
     def prefix_caching_enabled(self) -> bool:
         """Whether sharing is on with this engine's settings (its default unless --no-enable-prefix-caching)."""
         return self.shares_prefixes and bool(getattr(self, "enable_prefix_caching", True))

@@ -397,6 +397,9 @@ class LlamaCppEngine(Engine):
 
     reserves_context_up_front = True  # llama_kv_cache allocates all -c cells when the context is created
 
+    def residency_granularity(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        return CELL_PAD  # cells come in runs of 256 (gpad)
+
     def prefix_sharing_rule(self) -> str:
         return (
             "llama.cpp server slots do not share a common prefix: each slot keeps its own cells (a slot reuses "
