@@ -19,7 +19,7 @@ from typing_extensions import Unpack
 from kvsize.budget import BudgetSettings
 from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
-from kvsize.engines import DEFAULT_ENGINE, ENGINES, Engine, get_engine
+from kvsize.engines import DEFAULT_ENGINE, ENGINES, Device, Engine, EngineContext, get_engine
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.fit import GpuFit, Hardware, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
@@ -285,7 +285,11 @@ def estimate_loaded(
     names = [engine] if isinstance(engine, str) else list(engine)
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
         names = list(ENGINES)
-    engines = [get_engine(n, None if len(names) > 1 else engine_version, **(engine_options or {})) for n in names]
+    card = _gpu_card(gpu, gpu_mem)
+    context = engine_context(card.device if card is not None else None, engine_options)
+    engines = [
+        get_engine(n, None if len(names) > 1 else engine_version, context, **(engine_options or {})) for n in names
+    ]
     ctx_list = _as_list(ctx)
     contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
     batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
@@ -298,7 +302,6 @@ def estimate_loaded(
             if c > spec.max_context
         ]
 
-    card = _gpu_card(gpu, gpu_mem)
     settings = budget or BudgetSettings()
     if reserve_bytes is not None:
         settings = replace(settings, reserve_bytes=reserve_bytes)
@@ -417,6 +420,18 @@ class _Card:
     bf16_flops: float | None = None
     host_link_bytes_per_s: int | None = None
     host_link_source: str | None = None
+    device: Device | None = None
+
+
+def engine_context(device: Device | None, engine_options: Mapping[str, Any] | None) -> EngineContext:
+    """The deployment the engines' rules are evaluated for: the card and the scheduler settings given."""
+    options = engine_options or {}
+    return EngineContext(
+        device=device,
+        max_num_batched_tokens=options.get("max_num_batched_tokens"),
+        max_num_seqs=options.get("max_num_seqs"),
+        enable_prefix_caching=options.get("enable_prefix_caching"),
+    )
 
 
 def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
@@ -426,7 +441,7 @@ def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
     if gpu_mem is not None and gpu_mem <= 0:
         raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}")
     if profile is None:
-        return _Card("custom", gpu_mem) if gpu_mem is not None else None
+        return _Card("custom", gpu_mem, device=Device(gpu_mem)) if gpu_mem is not None else None
     tflops = profile.dense_tflops.get("bf16") if profile.dense_tflops else None
     link, link_source = _host_link(profile)
     return _Card(
@@ -434,8 +449,9 @@ def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
         gpu_mem if gpu_mem is not None else profile.memory_bytes,
         profile.memory_bandwidth_bytes_per_s,
         float(tflops) * 1e12 if isinstance(tflops, (int, float)) else None,
-        link,
-        link_source,
+        host_link_bytes_per_s=link,
+        host_link_source=link_source,
+        device=Device.from_profile(profile, gpu_mem),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from kvsize.engines.context import Device, UsageContext
 from kvsize.spec import ArchSpec
 
 GIB = 1024**3
@@ -85,25 +86,22 @@ def vllm_activation_bytes(spec: ArchSpec, *, max_batched_tokens: int, max_num_se
     )
 
 
-def _profile_peak(spec: ArchSpec, memory_bytes: int, s: BudgetSettings) -> int:
+def _profile_peak(
+    spec: ArchSpec, memory_bytes: int, s: BudgetSettings, version: str = "0.33", device: Device | None = None
+) -> int:
     """The warm-up run's activation peak: given, or vLLM's profile-run model at the server's batch defaults
-    (TensorRT-LLM's warm-up runs the same kind of max-batch forward)."""
+    for the device (kvsize.engines.vllm_scheduler; TensorRT-LLM's warm-up runs the same kind of max-batch
+    forward, so it takes vLLM 0.33's defaults)."""
     if s.activation_bytes is not None:
         return s.activation_bytes
-    default_tokens, default_seqs = vllm_batch_defaults(memory_bytes)
+    from kvsize.engines.vllm import VllmEngine
+    from kvsize.engines.vllm_scheduler import batch_defaults
+
+    release = version if version in VllmEngine.versions else VllmEngine.versions[0]
+    default_tokens, default_seqs = batch_defaults(release, device or Device(memory_bytes), UsageContext.API_SERVER)
     return vllm_activation_bytes(
         spec, max_batched_tokens=s.max_batched_tokens or default_tokens, max_num_seqs=s.max_num_seqs or default_seqs
     )
-
-
-def vllm_batch_defaults(memory_bytes: int) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of the API server (EngineArgs.get_batch_defaults, vLLM 0.33):
-    16384/1024 on >= 160 GiB cards, 8192/1024 on >= 70 GiB, 2048/256 below."""
-    if memory_bytes >= 160 * GIB:
-        return 16_384, 1024
-    if memory_bytes >= 70 * GIB:
-        return 8192, 1024
-    return 2048, 256
 
 
 def kv_budget(
@@ -116,8 +114,10 @@ def kv_budget(
     tp: int = 1,
     pp: int = 1,
     settings: BudgetSettings = DEFAULT_SETTINGS,
+    device: Device | None = None,
 ) -> KvBudget:
-    """The KV memory per GPU under `engine`'s rule. `weights_bytes` is the weights on this GPU."""
+    """The KV memory per GPU under `engine`'s rule. `weights_bytes` is the weights on this GPU; `device` names
+    the card for vLLM's scheduler tiers (None: a card of `memory_bytes` with no name)."""
     s = settings
     if s.kv_memory_bytes is not None:
         return KvBudget(
@@ -138,7 +138,7 @@ def kv_budget(
         engine = "given reserve"  # a stated reserve replaces every engine's model
     if engine == "vllm":
         util = s.gpu_util if s.gpu_util is not None else (0.90 if version in ("0.19", "0.11") else 0.92)
-        activation = _profile_peak(spec, memory_bytes, s)
+        activation = _profile_peak(spec, memory_bytes, s, version, device)
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if tp > 1 else NON_TORCH_TP1)
         graphs = (
             s.cuda_graph_bytes
@@ -153,10 +153,11 @@ def kv_budget(
         )
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
-        # (KVCacheConfigurator._profile_available_bytes); default fraction: (memory - reserved) / memory with
-        # reserved >= 10 GiB on cards over 60 GiB (memory_hook.handle_gpu_memory_settings).
-        reserved = max(10 * GIB, 512 * 1024**2 + 12 * GIB // 8) if memory_bytes > 60 * GIB else 5 * GIB // 2
-        util = s.gpu_util if s.gpu_util is not None else round((memory_bytes - reserved) / memory_bytes, 3)
+        # (KVCacheConfigurator._profile_available_bytes); default fraction: SGLang 0.5.23's reserve formula
+        # (kvsize/engines/sglang.py spec_mem_fraction_static, from arg_groups/memory_hook.py).
+        from kvsize.engines.sglang import spec_mem_fraction_static
+
+        util = s.gpu_util if s.gpu_util is not None else spec_mem_fraction_static(spec, memory_bytes, tp=tp, pp=pp)
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else 0)
         requested = math.ceil(visible * util)
@@ -168,7 +169,7 @@ def kv_budget(
         # (total - peak + temporary KV) x free_gpu_memory_fraction 0.9 (_torch/pyexecutor/_util.py
         # KvCacheCreator._cal_max_memory): the fraction applies to what the warm-up run left free.
         util = s.gpu_util if s.gpu_util is not None else 0.9
-        activation = _profile_peak(spec, memory_bytes, s)
+        activation = _profile_peak(spec, memory_bytes, s, device=device)
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else NON_TORCH_TP1)
         graphs = s.cuda_graph_bytes or 0
         free = visible - weights_bytes - activation - non_torch - graphs

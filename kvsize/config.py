@@ -159,6 +159,10 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "ernie4_5",
     "hunyuan_v1_dense",
     "smollm3",
+    "minimax",
+    "minimax_text_01",
+    "minimax_m1",
+    "minimax_m2",
 }
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
@@ -287,13 +291,16 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
 
     num_layers = fields.need_int(*_LAYER_KEYS, maximum=MAX_LAYERS)
     layer_kinds = _layer_kinds(fields, num_layers, notes)
-    needs_attention = any(kind not in ("mamba", "none") for kind in layer_kinds)
+    needs_attention = any(kind not in ("mamba", "none", "linear") for kind in layer_kinds)
     attention = _attention_params(fields, notes) if needs_attention else None
     state = (
         _state_spec(fields, _model_dtype(raw, data))
         if any(k.startswith(("mamba", "linear")) for k in layer_kinds)
         else None
     )
+    if "lightning" in layer_kinds:
+        assert attention is not None
+        state = _lightning_state(attention, _model_dtype(raw, data))
 
     layers = [_layer(i, kind, attention, state, fields, notes, encoder_tokens) for i, kind in enumerate(layer_kinds)]
     _apply_kv_sharing(layers, fields, notes)
@@ -319,6 +326,7 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
             vocab_size=fields.integer("vocab_size", "padded_vocab_size", maximum=1 << 30),
             model_dtype=(dtype or KvDtype.BF16).value,
             notes=tuple(dict.fromkeys(notes)),
+            **_identity(raw, data, source),
         )
     except ValidationError as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
         first = exc.errors()[0]
@@ -369,6 +377,23 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
         notes=(*notes, *(() if dtype else ("config names no dtype: assumed fp32 weights",))),
         is_encoder_decoder=True,
     )
+
+
+def _identity(raw: Mapping[str, Any], data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The class names, the hybrid-SWA opt-in and the vision tower: what engines key model-level rules on."""
+    archs = raw.get("architectures")
+    architectures = tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
+    vision = raw.get("vision_config")
+    fields: dict[str, Any] = {
+        "architectures": architectures,
+        "declares_hybrid_swa": data.get("is_hybrid_swa") is True or raw.get("is_hybrid_swa") is True,
+        "is_multimodal": isinstance(vision, Mapping),
+    }
+    if isinstance(vision, Mapping):
+        v = _Fields(vision, source=source, where="vision_config.")
+        fields["vision_layers"] = _scalar_int(v, "num_hidden_layers", "depth")
+        fields["vision_hidden_size"] = _scalar_int(v, "hidden_size", "embed_dim")
+    return fields
 
 
 def _scalar_int(f: _Fields, *keys: str) -> int | None:
@@ -435,6 +460,14 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
             raise f.error("hybrid_override_pattern", f"must be a string of {n} characters from '*M-E'")
         f.used.append("hybrid_override_pattern")
         return [_PATTERN_CHAR_KIND[c] for c in pattern]
+    codes = f.raw("attn_type_list")
+    if codes is not None:
+        # MiniMax-Text-01 / M1 / M2: 0 = lightning (linear) attention, 1 = softmax attention
+        # (vLLM minimax_text_01.py MiniMaxText01DecoderLayer: attn_type_list[layer_id] == 0 -> linear).
+        if not isinstance(codes, list) or len(codes) != n or any(c not in (0, 1) or isinstance(c, bool) for c in codes):
+            raise f.error("attn_type_list", f"must list 0 (linear) or 1 (softmax) for each of the {n} layers")
+        f.used.append("attn_type_list")
+        return ["full" if c == 1 else "lightning" for c in codes]
     for key in ("layers_block_type", "layer_types"):
         names = f.str_list(key, n)
         if names is not None:
@@ -442,6 +475,10 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
             if unknown:
                 raise f.error(key, f"has layer types kvsize does not know: {', '.join(unknown)}")
             kinds = [_LAYER_TYPE_KIND[t] for t in names]
+            if str(f.raw("model_type")).startswith("minimax"):
+                # transformers MiniMaxConfig: "linear_attention" layers are lightning attention (no conv,
+                # one head_dim x head_dim state per head; modeling_minimax.py MiniMaxLightningAttention).
+                kinds = ["lightning" if k == "linear" else k for k in kinds]
             if "sliding" in kinds and not f.has("sliding_window"):
                 raise f.error("sliding_window", "is missing but layer_types lists sliding layers")
             return kinds
@@ -589,6 +626,19 @@ def _num_kv_heads(f: _Fields, num_heads: int, from_attn_config: int | None) -> i
 _SSM_STATE_KEYS = ("ssm_state_size", "state_size", "mamba_d_state", "d_state")
 
 
+def _lightning_state(attn: _AttentionParams, model_dtype: KvDtype | None) -> StateSpec:
+    """MiniMax lightning attention keeps one K^T V matrix of head_dim x head_dim per attention head and no
+    convolution (transformers MiniMaxLightningAttention: attn_weights_inter (batch, heads, head_dim, head_dim);
+    vLLM MambaStateShapeCalculator.linear_attention_state_shape: (heads / tp, head_dim, head_dim))."""
+    return StateSpec(
+        kind=StateKind.LIGHTNING,
+        conv_channels=1,
+        conv_kernel=1,  # keeps conv_kernel - 1 = 0 inputs: no convolution state
+        ssm_shape=(attn.num_heads, attn.head_dim, attn.head_dim),
+        dtype=(model_dtype or KvDtype.BF16).value,
+    )
+
+
 def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     dtype = (model_dtype or KvDtype.BF16).value
     if f.has("linear_num_value_heads"):  # Gated DeltaNet (Qwen3-Next)
@@ -607,7 +657,15 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
         )
     d_state = f.need_int(*_SSM_STATE_KEYS)
     conv_kernel = f.need_int("conv_kernel", "mamba_d_conv", "d_conv", "conv_dimension")
+    # The mixer width: explicit fields before derived ones. Falcon-H1 names it (mamba_d_ssm); attention-free
+    # Mamba / FalconMamba / Mamba-2 configs give it as intermediate_size (they have no MLP), which the weights
+    # follow even where expand x hidden_size disagrees (falcon-mamba-7b: expand 16 x 4096 = 65536, but
+    # intermediate_size 8192; vLLM mamba.py MambaMixer(intermediate_size=config.intermediate_size)). Hybrids
+    # with an MLP use intermediate_size for the MLP, so only expand x hidden_size sizes their mixer.
     d_inner = f.integer("mamba_d_ssm")
+    attention_free = not any(f.has(k) for k in _HEAD_KEYS)
+    if d_inner is None and attention_free:
+        d_inner = _scalar_int(f, "intermediate_size")
     if d_inner is None:
         expand = f.integer("expand", "mamba_expand", "expansion_factor")
         d_inner = expand * f.need_int(*_HIDDEN_KEYS) if expand else f.need_int("intermediate_size")
@@ -657,7 +715,7 @@ def _layer(
         return LayerSpec(index=index)
     if kind == "mamba":
         return LayerSpec(index=index, state=state)
-    if kind == "linear":
+    if kind in ("linear", "lightning"):
         return LayerSpec(index=index, state=state)
     assert attn is not None
     with_state = kind.startswith("mamba+")

@@ -231,6 +231,7 @@ def plan_fit(
         tp=tp,
         pp=pp,
         settings=settings,
+        device=engine.context.device,
     )
     whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request

@@ -107,7 +107,9 @@ def serving_figures(
     update: dict[str, object] = {}
     if shared_gpu:
         update["fits"] = fit.kv_budget_bytes >= 0 and est.kv_cache_bytes_per_gpu <= fit.kv_budget_bytes
-        update["max_concurrency"] = shared_concurrency(usable, per_gpu_request, shared_gpu)
+        held = shared_concurrency(usable, per_gpu_request, shared_gpu)
+        cap = getattr(fit, "concurrency_cap", None)  # the engine's running-request cap, where fit models one
+        update["max_concurrency"] = min(held, cap) if isinstance(cap, int) else held
         if fit.concurrency is not None:
             update["concurrency"] = (usable - shared_gpu) / max(per_gpu_request - shared_gpu, 1)
     prompt = settings.prompt_len or ctx
@@ -157,7 +159,8 @@ def serving_figures(
             mean_o = sum(r.output for r in requests) / len(requests)
             hit = share.hit_tokens if share else 0
             prefill = prefill_seconds(round(mean_p), min(hit, round(mean_p))) if can_prefill else 0.0
-            conc = work.steady_state_concurrency
+            cap = getattr(fit, "concurrency_cap", None)
+            conc = min(work.steady_state_concurrency, cap) if isinstance(cap, int) else work.steady_state_concurrency
             update["throughput"] = littles_law(
                 concurrency=conc,
                 weights_bytes=fit.weights_bytes,

@@ -27,6 +27,7 @@ class StateKind(str, Enum):
     MAMBA = "mamba"  # Mamba-1 selective SSM
     MAMBA2 = "mamba2"  # Mamba-2 SSD
     GATED_DELTANET = "gated_deltanet"  # Qwen3-Next linear attention
+    LIGHTNING = "lightning"  # MiniMax-Text-01 / M1 lightning (linear) attention: one K^T V matrix per head
 
 
 class _Frozen(BaseModel):
@@ -137,6 +138,16 @@ class ArchSpec(_Frozen):
     """Assumptions and interpretations made while parsing (shown in the table and the JSON)."""
     is_encoder_decoder: bool = False
     """The layers are the decoder's; each also holds cross-attention K/V of the encoder's output."""
+    architectures: tuple[str, ...] = ()
+    """The config's `architectures` (engines key some rules on the class name, e.g. SGLang's hybrid SWA list)."""
+    declares_hybrid_swa: bool = False
+    """The config sets `is_hybrid_swa: true` (SGLang gives such models a separate sliding-window pool)."""
+    is_multimodal: bool = False
+    """The config carries a `vision_config` (a vision-language model)."""
+    vision_layers: int | None = Field(default=None, gt=0)
+    """Layers of the vision tower (`vision_config.num_hidden_layers`), for multimodal memory reserves."""
+    vision_hidden_size: int | None = Field(default=None, gt=0)
+    """Width of the vision tower (`vision_config.hidden_size`)."""
 
     @property
     def num_layers(self) -> int:

@@ -110,22 +110,25 @@ def test_sglang_gemma2_sliding_layers_are_full() -> None:
 
 def test_sglang_gpt_oss_swa_pool_per_request() -> None:
     # Full layers: 12 x 2,048 B x 8,192 = 201,326,592 B.
-    # Sliding layers (SWA pool): min(8,192, window 128 + page 1) = 129 slots: 12 x 2,048 x 129 = 3,170,304 B.
+    # Sliding layers (SWA pool): min(8,192, window 128 + eviction interval 128 + page 1 + page 1) = 258 slots
+    # (model_executor/pool_configurator.py compute_swa_request_cap, SGLang 0.5.23): 12 x 2,048 x 258 = 6,340,608 B.
     est = sglang().estimate(spec(GPT_OSS), ctx=8192, batch=1, kv_dtype=BF16)
-    assert est.kv_cache_bytes == 201_326_592 + 3_170_304
-    # Page 64: window 128 = 2 pages + 1 page = 192 slots: 12 x 2,048 x 192 = 4,718,592 B.
+    assert est.kv_cache_bytes == 201_326_592 + 6_340_608
+    # Page 64: window 128 + interval 128 + padding page 64 = 320 (5 pages) + the decode page 64 = 384 slots:
+    # 12 x 2,048 x 384 = 9,437,184 B.
     est = sglang(block_size=64).estimate(spec(GPT_OSS), ctx=8192, batch=1, kv_dtype=BF16)
-    assert est.kv_cache_bytes == 201_326_592 + 4_718_592
+    assert est.kv_cache_bytes == 201_326_592 + 9_437_184
 
 
 def test_sglang_hybrid_linear_state() -> None:
     # KV: 12 full layers x 2,048 B x 1,000 = 24,576,000 B.
     # State per GDN layer: conv 8,192 x 3 x 2 B (bf16) = 49,152 + SSM 524,288 x 4 B (fp32) = 2,097,152
     #   -> 2,146,304 B; x 36 layers = 77,266,944 B per slot.
-    # Radix cache on: 3 slots per request = 231,800,832 B; total 256,376,832 B.
+    # Radix cache on, extra_buffer strategy (Qwen3NextForCausalLM; kv_cache_configurator.py
+    # _calculate_mamba_ratio, SGLang 0.5.23): 3 + 2 tracking slots = 5 per request = 386,334,720 B.
     est = sglang().estimate(spec(QWEN_NEXT), ctx=1000, batch=1, kv_dtype=BF16)
-    assert est.state_bytes_per_request == 231_800_832
-    assert est.kv_cache_bytes == 24_576_000 + 231_800_832
+    assert est.state_bytes_per_request == 386_334_720
+    assert est.kv_cache_bytes == 24_576_000 + 386_334_720
     # --disable-radix-cache: one slot -> 24,576,000 + 77,266,944 = 101,842,944 B.
     est = sglang(enable_prefix_caching=False).estimate(spec(QWEN_NEXT), ctx=1000, batch=1, kv_dtype=BF16)
     assert est.kv_cache_bytes == 101_842_944
@@ -161,9 +164,10 @@ def test_sglang_pipeline_split() -> None:
     assert est.kv_cache_bytes_per_gpu == 45_056_000
     assert est.kv_cache_bytes == 131_072_000
     # Qwen3-Next 48 layers on 5 stages -> 9, 9, 10, 10, 10: layers 28-37 hold full layers 31, 35 and 8 GDN
-    # layers: 2 x 2,048 x 1,000 + 8 x 2,146,304 x 3 = 4,096,000 + 51,511,296 = 55,607,296 B (the largest stage).
+    # layers: 2 x 2,048 x 1,000 + 8 x 2,146,304 x 5 = 4,096,000 + 85,852,160 = 89,948,160 B (the largest stage;
+    # 5 state slots per request with the extra buffer).
     est = sglang().estimate(spec(QWEN_NEXT), ctx=1000, batch=1, kv_dtype=BF16, pp=5)
-    assert est.kv_cache_bytes_per_gpu == 55_607_296
+    assert est.kv_cache_bytes_per_gpu == 89_948_160
 
 
 def test_sglang_pool() -> None:
@@ -182,7 +186,7 @@ def test_sglang_pool() -> None:
     # KV gets 21,474,836,480 - 131 x 77,266,944 = 11,352,866,816 B / 24,576 B = 461,949.3 -> 461,949 tokens.
     pool = sglang().pool(spec(QWEN_NEXT), available_bytes=20 * GIB, kv_dtype=BF16)
     assert pool.max_mamba_cache_size == 130
-    assert pool.mamba_request_limit == 130 // 3
+    assert pool.mamba_request_limit == 130 // 5  # extra_buffer: 5 slots per request
     assert pool.max_total_num_tokens == 461_949
 
 

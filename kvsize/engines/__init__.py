@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvsize.engines.base import Engine, UnsupportedArchitecture
+from kvsize.engines.context import Device, EngineContext, UsageContext
 from kvsize.engines.formula import FormulaEngine
 from kvsize.engines.hf import HfEngine
 from kvsize.engines.llamacpp import LlamaCppEngine
@@ -23,16 +24,27 @@ ENGINES: dict[str, type[Engine]] = {
 }
 DEFAULT_ENGINE = VllmEngine.name
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "UnsupportedArchitecture", "get_engine"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "Device",
+    "Engine",
+    "EngineContext",
+    "UnsupportedArchitecture",
+    "UsageContext",
+    "get_engine",
+]
 
 
-def get_engine(name: str, version: str | None = None, **options: Any) -> Engine:
-    """The engine called `name` (case-insensitive) at `version` (default: the newest modelled release).
-    `options` are engine settings (block_size, max_num_batched_tokens, ...); engines ignore others' settings."""
+def get_engine(name: str, version: str | None = None, context: EngineContext | None = None, **options: Any) -> Engine:
+    """The engine called `name` (case-insensitive) at `version` (default: the newest modelled release), for
+    the device and scheduler settings in `context`. `options` are engine settings (block_size,
+    max_num_batched_tokens, ...); engines ignore others' settings."""
     engine = ENGINES.get(name.strip().lower().replace(".", "").replace("-", ""))
     if engine is None:
         raise UsageError(f"unknown engine '{name}'", hint=f"Choose one of: {', '.join(ENGINES)}, all.")
     import inspect
 
     accepted = inspect.signature(engine.__init__).parameters
-    return engine(version, **{k: v for k, v in options.items() if k in accepted and v is not None})
+    chosen = engine(version, **{k: v for k, v in options.items() if k in accepted and v is not None})
+    return chosen.with_context(context)

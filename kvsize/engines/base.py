@@ -5,9 +5,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
+from copy import copy
 from typing import ClassVar
 
+from typing_extensions import Self
+
 from kvsize.dtypes import KvDtype
+from kvsize.engines.context import DEFAULT_CONTEXT, EngineContext
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.sizing import KvEstimate, LayerGroupCost
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
@@ -62,9 +66,11 @@ class Engine(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     versions: ClassVar[tuple[str, ...]] = ("current",)
+    """Releases whose rules differ, newest first; the first is the default."""
     serves_encoder_decoder: ClassVar[bool] = False
     """Whether kvsize models this engine's cache for encoder-decoder models (T5, BART, Whisper)."""
-    """Releases whose rules differ, newest first; the first is the default."""
+    context: EngineContext = DEFAULT_CONTEXT
+    """The device and scheduler settings the rules are evaluated for (`with_context`)."""
 
     def __init__(self, version: str | None = None) -> None:
         if version is None:
@@ -75,6 +81,14 @@ class Engine(ABC):
                 hint=f"Choose one of: {', '.join(self.versions)}.",
             )
         self.version = version
+
+    def with_context(self, context: EngineContext | None) -> Self:
+        """This engine evaluated for `context` (the GPU, scheduler settings); None keeps the current one."""
+        if context is None:
+            return self
+        other = copy(self)
+        other.context = context
+        return other
 
     # --- the rule, in words ---------------------------------------------------------------------------
 
@@ -98,6 +112,17 @@ class Engine(ABC):
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:  # noqa: B027  (the formula takes any)
         """Raise UnsupportedArchitecture when the engine offers no KV cache in `dtype` for `spec`."""
+
+    def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:  # noqa: B027  (the formula splits any)
+        """Raise UsageError when the engine refuses to split `spec` over `tp` x `pp` GPUs (vLLM:
+        ModelConfig.verify_with_parallel_config); engines override it with their own start-up checks."""
+
+    # --- scheduling -----------------------------------------------------------------------------------
+
+    def max_running_requests(self, spec: ArchSpec, max_model_len: int, tp: int = 1, pp: int = 1) -> int | None:
+        """The most requests the engine runs at once whatever memory is left (vLLM max_num_seqs); None when
+        the engine sets no cap of its own. Fit caps concurrency with it."""
+        return None
 
     def stages(self, num_layers: int, pp: int) -> list[range]:
         """Layers of each pipeline stage (engines split the remainder differently)."""
@@ -185,6 +210,7 @@ class Engine(ABC):
         self.check_encoder_decoder(spec)
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
+        self.check_parallel(spec, tp, pp)
         stages = self.stages(spec.num_layers, pp)
         stage_layers = [spec.layers] if len(stages) == 1 else [[spec.layers[i] for i in s] for s in stages]
         per_stage = [self.stage_request_bytes(spec, layers, ctx, kv_dtype, tp) for layers in stage_layers]

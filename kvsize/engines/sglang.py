@@ -63,25 +63,93 @@ MAMBA_SLOTS_RADIX = 3  # kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_R
 MAMBA_SLOTS_NO_RADIX = 1  # _calculate_mamba_ratio with --disable-radix-cache
 NVFP4_SCALE_BLOCK = 16  # pool_configurator.py _compute_cell_size: scale_block_size = 16
 
-# configs/model_config.py is_hybrid_swa_model, by the model_type kvsize sees (text config of multimodal wrappers).
-HYBRID_SWA_MODEL_TYPES = frozenset(
+# configs/model_config.py is_hybrid_swa_model: the architectures (config `architectures`) that get a separate SWA
+# pool (SWA_SINK_ARCHS and MIMO_V2_MODEL_ARCHS included). Llama 4 only as the multimodal wrapper: the text-only
+# Llama4ForCausalLM is not on the list. A config may also opt in with `is_hybrid_swa: true`.
+HYBRID_SWA_ARCHS = frozenset(
     {
-        "gpt_oss",
-        "llama4",
-        "llama4_text",
-        "gemma4",
-        "gemma4_text",
-        "mimo_v2",
-        "mimo_v2_flash",
-        "step3p5",
-        "laguna",
+        "BeamForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "DeepseekV4ForCausalLM",
+        "GptOssForCausalLM",
+        "GraniteSWAForCausalLM",
+        "GraniteMoeSWAForCausalLM",
+        "IQuestQ1ForCausalLM",
+        "MiMoV2ForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "Step3p5ForCausalLM",
+        "Step3p7ForConditionalGeneration",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
+        "EmbeddingGemma2Model",
+        "Gemma4UnifiedForConditionalGeneration",
+        "DiffusionGemmaForBlockDiffusion",
+        "LagunaForCausalLM",
+        "MellumForCausalLM",
+        "MuseGlimmerForCausalLM",
+        "MuseGlimmerForConditionalGeneration",
+        "InklingForConditionalGeneration",
+        "UnlimitedOCRForCausalLM",
     }
 )
+# Configs without `architectures` (hand-written ones): the model_types of the architectures above.
+HYBRID_SWA_MODEL_TYPES = frozenset(
+    {"gpt_oss", "llama4", "gemma4", "gemma4_text", "mimo_v2", "mimo_v2_flash", "step3p5", "laguna"}
+)
+
+# arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS: with the radix cache on, the overlap scheduler on (the
+# default) and the triton linear-attention backend (the default), `_mamba_radix_cache_resolution` picks
+# `extra_buffer` for these, and `_calculate_mamba_ratio` (mem_cache/kv_cache_configurator.py) admits
+# max_mamba_cache_size // (3 + get_mamba_tracking_slots(extra_buffer=True, overlap=True)) = // 5 requests.
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
+    {
+        "KimiLinearForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen4ExpForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "BailingMoeV3ForCausalLM",
+        "BailingMoeV3VLForConditionalGeneration",
+        "FalconH1ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "Glm5NextForConditionalGeneration",
+        "NemotronHForCausalLM",
+        "NemotronHPuzzleForCausalLM",
+        "NemotronH_Omni_Reasoning_V3",
+        "KimiK3ForConditionalGeneration",
+        "InklingForConditionalGeneration",
+    }
+)
+# Configs without `architectures`: the model_types of the extra-buffer architectures.
+MAMBA_EXTRA_BUFFER_MODEL_TYPES = frozenset(
+    {
+        "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+        "nemotron_h",
+        "falcon_h1",
+        "granitemoehybrid",
+        "kimi_linear",
+    }
+)
+MAMBA_TRACKING_SLOTS = 2  # mem_cache/allocation_sizing.py get_mamba_tracking_slots(extra_buffer, overlap=True)
+SWA_EVICTION_INTERVAL = 128  # environ.py SGLANG_SWA_EVICTION_INTERVAL: decode steps between SWA evictions
 
 # Architectures with no implementation under sglang/srt/models/ (checked against the file list).
 UNSERVED_MODEL_TYPES = {
     "zamba": "SGLang has no Zamba implementation (no sglang/srt/models/zamba*.py)",
     "zamba2": "SGLang has no Zamba2 implementation (no sglang/srt/models/zamba2.py)",
+    "minimax_text_01": "SGLang has no MiniMax-Text-01 implementation (sglang/srt/models has minimax_m2/m3 only)",
+    "minimax_m1": "SGLang has no MiniMax-M1 implementation (sglang/srt/models has minimax_m2/m3 only)",
+    "minimax": "SGLang has no MiniMax (lightning attention) implementation (sglang/srt/models has minimax_m2/m3)",
 }
 
 SUPPORTED_KV_DTYPES = frozenset(
@@ -98,6 +166,167 @@ def sglang_pp_stages(num_layers: int, pp: int) -> list[range]:
     sizes = [base + (1 if rank >= pp - extra else 0) for rank in range(pp)]
     starts = [sum(sizes[:i]) for i in range(pp)]
     return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
+
+
+def is_hybrid_swa(spec: ArchSpec) -> bool:
+    """Whether SGLang gives the model's windowed layers their own pool (`is_hybrid_swa_model`,
+    configs/model_config.py, 0.5.23): an allow-listed architecture, or a config that sets `is_hybrid_swa`.
+    Laguna only with a sliding window; Beam only when its layer types include sliding layers."""
+    windowed = any(
+        layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
+        for layer in spec.layers
+    )
+    if spec.architectures:
+        listed = any(arch in HYBRID_SWA_ARCHS for arch in spec.architectures)
+        if listed and {"LagunaForCausalLM", "BeamForCausalLM"} & set(spec.architectures):
+            return windowed
+        return listed or spec.declares_hybrid_swa
+    return spec.model_type in HYBRID_SWA_MODEL_TYPES or spec.declares_hybrid_swa
+
+
+def uses_mamba_extra_buffer(spec: ArchSpec) -> bool:
+    """Whether SGLang's default mamba radix-cache strategy resolves to `extra_buffer` for the model
+    (`_mamba_radix_cache_resolution` / `supports_mamba_cache_extra_buffer`, arg_groups/overrides.py, 0.5.23)."""
+    if not spec.has_state:
+        return False
+    if spec.architectures:
+        return any(arch in MAMBA_EXTRA_BUFFER_ARCHS for arch in spec.architectures)
+    return spec.model_type in MAMBA_EXTRA_BUFFER_MODEL_TYPES
+
+
+def default_max_running_requests(pool_tokens: int, context_len: int, mamba_cap: int | None = None) -> int:
+    """SGLang's default `max_running_requests` (`KVCacheConfigurator.resolve_max_num_reqs`,
+    mem_cache/kv_cache_configurator.py, 0.5.23): `int(pool / context_len x 512)` clamped to [2048, 4096], at most
+    half the pool's tokens, and for hybrid Mamba models at most `max_mamba_cache_size // mamba ratio`."""
+    estimated = max(min(int(pool_tokens / max(context_len, 1) * 512), 4096), 2048)
+    requests = min(estimated, pool_tokens // 2)
+    return min(requests, mamba_cap) if mamba_cap is not None else requests
+
+
+# arg_groups/memory_hook.py handle_gpu_memory_settings (0.5.23): (upper bound in MiB, chunked_prefill_size,
+# decode CUDA-graph max_bs at tp < 4, at tp >= 4), by nvidia-smi memory.total.
+_GPU_TIERS = (
+    (20 * 1024, 2048, 8, 8),  # T4, 4080
+    (35 * 1024, 4096, 48, 160),  # A10, 4090, 5090
+    (60 * 1024, 4096, 32, 160),  # A100 40GB, L40
+    (90 * 1024, 8192, 256, 512),  # H100, A100 80GB
+    (160 * 1024, 8192, 256, 512),  # H20, H200
+)
+_LARGE_TIER = (16384, 512)  # B200, MI300
+
+
+def sglang_gpu_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA-graph max_bs) SGLang 0.5.23 picks for a card of `gpu_mem_mib`
+    (arg_groups/memory_hook.py handle_gpu_memory_settings)."""
+    for bound, chunk, small_tp, large_tp in _GPU_TIERS:
+        if gpu_mem_mib < bound:
+            return chunk, small_tp if tp < 4 else large_tp
+    return _LARGE_TIER
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """Token buckets of the breakable prefill CUDA graph (arg_groups/cuda_graph_hook.py
+    generate_prefill_cuda_graph_batch_sizes, 0.5.23)."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1025, 64))
+        + list(range(1280, 4097, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return [n for n in sizes if n <= max_tokens]
+
+
+def vlm_mem_fraction_factor(vision_layers: int | None, vision_hidden_size: int | None) -> float:
+    """`adjust_mem_fraction_for_vlm` (arg_groups/memory_hook.py, 0.5.23): 0.95 x a factor that falls 10% for
+    every 100% more ViT weight than a ViT-L/14 (24 layers x 1024 wide), clamped to [0.8, 1.05]; a missing
+    field takes its default (24 layers, 1024 wide)."""
+    layers = vision_layers or 24
+    hidden = vision_hidden_size or 1024
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
+def default_mem_fraction_static(
+    gpu_mem_mib: float,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    mla: bool = False,
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+    prefill_graph: bool = True,
+    vlm_factor: float | None = None,
+    aiter_long_context: bool = False,
+) -> float:
+    """SGLang 0.5.23's default `mem_fraction_static` for a card of `gpu_mem_mib` (nvidia-smi memory.total, MiB).
+
+    arg_groups/memory_hook.py handle_gpu_memory_settings, without post-capture KV sizing
+    (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING is off by default):
+      reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + tp x pp / 8 x 1024 + graph reserve (MiB),
+      graph reserve (reserve_for_graph_mb) = 2 x decode max_bs + prefill graph: 8 MiB per token bucket
+      (MLA: 1.5 GiB), floored at 10 GiB on cards over 60 GiB;
+      fraction = round((gpu_mem - reserved) / gpu_mem, 3).
+    The breakable prefill graph is the CUDA default (cuda_graph_config.py default_prefill_backend) but is
+    off with pp > 1 and for multimodal models off its allow-list (`prefill_graph=False`). Then multimodal
+    models scale by `vlm_factor` (adjust_mem_fraction_for_vlm), and the AMD aiter attention backend with a
+    context over 8k by 0.85 (attention_hook.py _handle_attention_backend_compatibility).
+    """
+    default_chunk, default_bs = sglang_gpu_defaults(gpu_mem_mib, tp)
+    chunk = chunked_prefill_size if chunked_prefill_size is not None else default_chunk
+    max_bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else default_bs
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + max_bs * 2
+    if prefill_graph and pp == 1:
+        reserved += 1.5 * 1024 if mla else len(prefill_graph_sizes(min(8192, chunk) if mla else chunk)) * 8
+    if gpu_mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    fraction = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    if vlm_factor is not None:
+        fraction *= vlm_factor
+    if aiter_long_context:
+        fraction *= 0.85
+    return fraction
+
+
+def spec_mem_fraction_static(
+    spec: ArchSpec, memory_bytes: int, *, tp: int = 1, pp: int = 1, amd: bool = False
+) -> float:
+    """`default_mem_fraction_static` for `spec` on a card of `memory_bytes` (nvidia-smi / rocm-smi total).
+    On AMD (ROCm) the breakable prefill graph is off (it is a CUDA default) and MHA models default to the aiter
+    backend (model_override_base.py get_default_attention_backend), which scales by 0.85 past 8k context."""
+    mla = any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers)
+    multimodal = spec.is_multimodal
+    graph_ok = not amd and not (multimodal and not set(spec.architectures) & MULTIMODAL_PREFILL_GRAPH_ARCHS)
+    return default_mem_fraction_static(
+        memory_bytes / 1024**2,
+        tp=tp,
+        pp=pp,
+        mla=mla,
+        prefill_graph=graph_ok,
+        vlm_factor=vlm_mem_fraction_factor(spec.vision_layers, spec.vision_hidden_size) if multimodal else None,
+        aiter_long_context=amd and not mla and (spec.max_context or 0) > 8192,
+    )
+
+
+# configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs (0.5.23).
+MULTIMODAL_PREFILL_GRAPH_ARCHS = frozenset(
+    {
+        "MiniMaxM3SparseForConditionalGeneration",
+        "Cohere2VisionForConditionalGeneration",
+        "Glm5NextForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "PaddleOCRVLForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen4ExpForConditionalGeneration",
+        "MuseGlimmerForConditionalGeneration",
+        "MuseSparkForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "MiniMaxM3SparseForCausalLM",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -134,8 +363,16 @@ class SglangEngine(Engine):
 
     @property
     def state_slots(self) -> int:
-        """Mamba state slots one running request ties up (the scheduler's mamba ratio)."""
+        """Mamba state slots one running request ties up without the extra buffer (the scheduler's base ratio)."""
         return MAMBA_SLOTS_RADIX if self.enable_prefix_caching else MAMBA_SLOTS_NO_RADIX
+
+    def mamba_ratio(self, spec: ArchSpec) -> int:
+        """State slots per running request (`KVCacheConfigurator._calculate_mamba_ratio`, 0.5.23): 1 without the
+        radix cache; 3 with it; 3 + 2 tracking slots for the extra-buffer architectures (the default strategy
+        for Qwen3-Next, Nemotron-H, Falcon-H1, Granite 4 hybrids, Qwen3.5, Kimi Linear)."""
+        if not self.enable_prefix_caching:
+            return MAMBA_SLOTS_NO_RADIX
+        return MAMBA_SLOTS_RADIX + (MAMBA_TRACKING_SLOTS if uses_mamba_extra_buffer(spec) else 0)
 
     @property
     def rule(self) -> str:
@@ -143,7 +380,8 @@ class SglangEngine(Engine):
             f"SGLang {self.version}: token pool of page {self.page_size}, one cell per token across every layer of "
             "the stage (kv heads max(1, kv//tp); MLA latent replicated); sliding layers pooled (0.8 ratio, min(ctx, "
             "window + page) per request) only for gpt-oss / Llama 4 / Gemma 4 / MiMo-V2 / Step-3.5 / Laguna, full "
-            f"otherwise; Mamba state conv bf16 + SSM fp32, {self.state_slots} slot(s) per request "
+            f"otherwise; Mamba state conv bf16 + SSM fp32, {self.state_slots} slot(s) per request (5 with the "
+            "extra buffer of Qwen3-Next / Nemotron-H / Falcon-H1 / Granite 4) "
             "(model_executor/pool_configurator.py, configs/model_config.py, mem_cache/kv_cache_configurator.py)"
         )
 
@@ -205,7 +443,7 @@ class SglangEngine(Engine):
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
     ) -> tuple[int, int, int]:
         self.check_dtype(spec, dtype)
-        state = self.state_bytes(spec, layer.state, tp) * self.state_slots if layer.state is not None else 0
+        state = self.state_bytes(spec, layer.state, tp) * self.mamba_ratio(spec) if layer.state is not None else 0
         attn = layer.attention
         if self._mambaish(spec):
             # Hybrid linear models: KV buffers only for full_attention_layer_ids.
@@ -255,7 +493,7 @@ class SglangEngine(Engine):
         )
 
     def _is_pooled_window(self, spec: ArchSpec, attn: AttentionSpec) -> bool:
-        return spec.model_type in HYBRID_SWA_MODEL_TYPES and attn.kind in (
+        return is_hybrid_swa(spec) and attn.kind in (
             AttentionKind.SLIDING,
             AttentionKind.CHUNKED,
         )
@@ -268,8 +506,15 @@ class SglangEngine(Engine):
             slots += self._pages(encoder)  # encoder tokens share the token pool (encoder_out_cache_loc)
         if self._is_pooled_window(spec, attn):
             assert attn.window is not None
-            slots = min(slots, self._pages(attn.window) + self.page_size)
+            slots = min(slots, self.swa_request_slots(attn.window))
         return slots
+
+    def swa_request_slots(self, window: int) -> int:
+        """Worst-case SWA slots a running request holds (`compute_swa_request_cap`,
+        model_executor/pool_configurator.py, 0.5.23): the window, the out-of-window tokens that wait for the
+        next eviction (SGLANG_SWA_EVICTION_INTERVAL = 128 decode steps), a page of padding so the eviction
+        point is page-aligned, and the page the next decode step allocates."""
+        return self._pages(window + SWA_EVICTION_INTERVAL + self.page_size) + self.page_size
 
     # --- summing ----------------------------------------------------------------------------------------
 
@@ -302,21 +547,24 @@ class SglangEngine(Engine):
             for layer in spec.layers
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         ]
-        if windowed and spec.model_type in HYBRID_SWA_MODEL_TYPES:
+        if windowed and is_hybrid_swa(spec):
             notes.append(
                 f"SGLang keeps {spec.model_type}'s {len(windowed)} windowed layers in a separate SWA pool sized "
-                f"{SWA_FULL_TOKENS_RATIO} x the full pool; kvsize charges each request min(ctx, window + page) there"
+                f"{SWA_FULL_TOKENS_RATIO} x the full pool; kvsize charges each request min(ctx, window + "
+                f"{SWA_EVICTION_INTERVAL} (SGLANG_SWA_EVICTION_INTERVAL) + 2 pages) there"
             )
         elif windowed:
             notes.append(
                 f"SGLang sizes {spec.model_type}'s {len(windowed)} sliding-window layers as full attention (its "
-                "hybrid SWA pool serves only gpt-oss, Llama 4, Gemma 4, MiMo-V2, Step-3.5 and Laguna)"
+                "hybrid SWA pool serves only the is_hybrid_swa_model architectures: gpt-oss, Llama 4 multimodal, "
+                "Gemma 4, MiMo-V2, Step-3.5, Laguna, Granite SWA ..., or configs with is_hybrid_swa: true)"
             )
         if self._mambaish(spec):
+            ratio = self.mamba_ratio(spec)
+            buffer = " (extra_buffer strategy: 3 + 2 tracking slots)" if ratio == 5 else ""
             notes.append(
-                "SGLang keeps Mamba/linear-attention state with conv in bf16 and SSM in fp32, and with the radix "
-                f"cache on admits max_mamba_cache_size // {MAMBA_SLOTS_RADIX} requests: kvsize charges "
-                f"{self.state_slots} state slot(s) per request"
+                "SGLang keeps Mamba/linear-attention state with conv in bf16 and SSM in fp32, and admits "
+                f"max_mamba_cache_size // {ratio} requests{buffer}: kvsize charges {ratio} state slot(s) per request"
             )
         else:
             kv_less = sum(
@@ -357,7 +605,7 @@ class SglangEngine(Engine):
             budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
             max_mamba = max(int((budget - per_req) // per_req), 0)
             rest = max(rest - (max_mamba + 1) * per_req, 0)  # MambaPool keeps max_mamba_cache_size + 1 slots
-            limit = max_mamba // self.state_slots
+            limit = max_mamba // self.mamba_ratio(spec)
 
         pooled = [
             layer.attention

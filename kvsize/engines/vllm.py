@@ -30,14 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, blocks_in_window, cdiv, group_layers
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, group_layers
+from kvsize.engines.context import Device
+from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FA, FlashInfer and Hopper's FlashAttention-MLA keep it
 HYBRID_ALIGN = 16  # smallest kernel block of the FlashAttention backend
-# EngineArgs.get_batch_defaults: 8192 for the API server on >= 70 GiB non-A100 GPUs (H100/H200), 2048 on
-# smaller ones, 16384 on >= 160 GiB; the offline LLM class uses larger values.
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# The device assumed when none is given: an H100 SXM (gpu_profiles/h100-sxm.yaml), whose API-server scheduler
+# defaults are 8192 batched tokens and 1024 sequences in every modelled release (vllm_scheduler.py).
+REFERENCE_DEVICE = Device(total_memory_bytes=85_520_809_984, name="NVIDIA H100 80GB HBM3", capability=(9, 0))
 MAMBA_BLOCKS_PREFIX_CACHING = 2  # mamba_cache_mode "align": 2 + num_speculative + checkpoint blocks
 MAMBA_BLOCKS_PLAIN = 1
 
@@ -92,25 +94,46 @@ class VllmEngine(Engine):
     ) -> None:
         super().__init__(version)
         self.fixed_block_size = block_size
-        self.max_num_batched_tokens = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+        self.batched_tokens_option = max_num_batched_tokens
         self.enable_prefix_caching = enable_prefix_caching
+
+    @property
+    def device(self) -> Device:
+        """The GPU the rules are evaluated for: the context's, else the reference H100."""
+        return self.context.device or REFERENCE_DEVICE
+
+    def scheduler(self, max_model_len: int, tp: int = 1, pp: int = 1) -> SchedulerSettings:
+        """The scheduler vLLM runs for this model on the context's device (vllm_scheduler.scheduler_settings)."""
+        return scheduler_settings(
+            self.version,
+            self.device,
+            max_model_len=max_model_len,
+            usage=self.context.usage,
+            tp=tp,
+            pp=pp,
+            max_num_batched_tokens=self.batched_tokens_option or self.context.max_num_batched_tokens,
+            max_num_seqs=self.context.max_num_seqs,
+        )
+
+    def max_running_requests(self, spec: ArchSpec, max_model_len: int, tp: int = 1, pp: int = 1) -> int | None:
+        """max_num_seqs: the scheduler admits no request once that many run (v1/core/sched/scheduler.py
+        Scheduler.schedule: `if len(self.running) == self.max_num_seqs: break`)."""
+        return self.scheduler(max_model_len, tp, pp).max_num_seqs
 
     @property
     def rule(self) -> str:
         return (
             f"vLLM {self.version}: blocks of {self.fixed_block_size or DEFAULT_BLOCK_SIZE} tokens per layer "
-            f"(hybrid Mamba: enlarged to fit a state), sliding layers cdiv(min(W-1+{self.in_flight_tokens}, ctx), "
+            "(hybrid Mamba: enlarged to fit a state), sliding layers cdiv(min(W-1+in-flight, ctx), "
             "bs)+1 blocks, chunked cdiv(min(C+in-flight, ctx), bs), MLA latent replicated per TP rank, "
             "kv heads max(1, kv//tp); groups padded to a common size (vllm/v1/kv_cache_interface.py, "
             "v1/core/kv_cache_planning.py)"
         )
 
-    @property
-    def in_flight_tokens(self) -> int:
-        """Tokens scheduled but not yet finished that a sliding window must keep (VllmConfig.max_in_flight_tokens):
-        two batches with async scheduling (0.33), one batch in 0.19 and older."""
-        batches = 2 if self.version == "0.33" else 1
-        return batches * self.max_num_batched_tokens
+    def in_flight_tokens(self, max_model_len: int, pp: int = 1) -> int:
+        """Tokens scheduled but not yet settled that a sliding window must keep (VllmConfig.max_in_flight_tokens):
+        pp + 1 batches with async scheduling (0.33), one batch in 0.19 and older."""
+        return self.scheduler(max_model_len, pp=pp).in_flight_tokens
 
     def check_supported(self, spec: ArchSpec) -> None:
         if spec.is_encoder_decoder and spec.model_type != "whisper":
@@ -137,11 +160,11 @@ class VllmEngine(Engine):
     def _blocks_for(self, attn: AttentionSpec, ctx: int, bs: int) -> int:
         if attn.kind is AttentionKind.SLIDING:
             assert attn.window is not None
-            return cdiv(min(attn.window - 1 + self.in_flight_tokens, ctx), bs) + 1
+            return cdiv(min(attn.window - 1 + self.in_flight_tokens(ctx), ctx), bs) + 1
         if attn.kind is AttentionKind.CHUNKED and self.version != "0.11":
             # 0.11 allocated chunked layers as full attention (hybrid allocator off for chunked local).
             assert attn.window is not None
-            return cdiv(min(attn.window + self.in_flight_tokens, ctx), bs)
+            return cdiv(min(attn.window + self.in_flight_tokens(ctx), ctx), bs)
         if attn.kind is AttentionKind.CROSS:
             assert attn.encoder_tokens is not None
             return cdiv(attn.encoder_tokens, bs)
@@ -293,6 +316,8 @@ class VllmEngine(Engine):
         )
 
     def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
+        from kvsize.engines.base import blocks_in_window
+
         # At a request's last step num_computed_tokens = ctx - 1: get_num_skipped_tokens frees the blocks before
         # max(0, ctx - W) (sliding) or (ctx - 1) // C x C (chunked local).
         if attn.kind is AttentionKind.SLIDING:

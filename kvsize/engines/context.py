@@ -1,0 +1,101 @@
+"""What an engine's rules depend on besides the model and the parallel layout: the device, the release and
+the scheduler settings the user gave. Engines read it through `Engine.context`; nothing here probes a GPU."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from kvsize.profiles import GpuProfile
+
+Platform = Literal["cuda", "rocm", "tpu", "cpu", "other"]
+
+
+class UsageContext(str, Enum):
+    """Who starts the engine (vllm/usage/usage_lib.py UsageContext): `vllm serve` or the offline LLM class."""
+
+    API_SERVER = "openai_api_server"
+    LLM_CLASS = "llm_class"
+
+
+@dataclass(frozen=True)
+class Device:
+    """An accelerator as the engines' platform layers report it (vLLM vllm/platforms: get_device_total_memory,
+    get_device_name, get_device_capability)."""
+
+    total_memory_bytes: int
+    """torch.cuda.get_device_properties().total_memory; kvsize uses the profile's total memory."""
+    name: str = ""
+    """get_device_name(), e.g. 'NVIDIA A100-SXM4-80GB' ('' when unknown: a custom card)."""
+    capability: tuple[int, int] | None = None
+    """CUDA compute capability: (9, 0) Hopper, (10, 0) B200, (12, 1) GB10; None when unknown."""
+    platform: Platform = "cuda"
+
+    @classmethod
+    def from_profile(cls, profile: GpuProfile, memory_bytes: int | None = None) -> Device:
+        """The device a GPU profile describes (`memory_bytes` overrides its memory, as --gpu-mem does)."""
+        vendor = (profile.vendor or "").lower()
+        platform: Platform = "other"
+        for key, value in (("google", "tpu"), ("amd", "rocm"), ("apple", "cpu"), ("nvidia", "cuda")):
+            if key in vendor:
+                platform = value  # type: ignore[assignment]
+                break
+        name = profile.driver_name or profile.name
+        if platform == "tpu":  # the TPU platform's get_device_name(): the chip, "V6E", "V5E", "V5P"
+            name = profile.id.removeprefix("tpu-").upper()
+        return cls(
+            total_memory_bytes=memory_bytes if memory_bytes is not None else profile.memory_bytes,
+            name=name,
+            capability=compute_capability(profile.arch),
+            platform=platform,
+        )
+
+    @property
+    def generation(self) -> str | None:
+        """'hopper' (sm_9x), 'blackwell' (sm_10x/11x), 'blackwell-consumer' (sm_12x), 'ada' (sm_89),
+        'ampere' (sm_8x), 'pre-ampere'; None off CUDA or when the capability is unknown."""
+        if self.platform != "cuda" or self.capability is None:
+            return None
+        major, minor = self.capability
+        if major >= 12:
+            return "blackwell-consumer"
+        if major in (10, 11):
+            return "blackwell"
+        if major == 9:
+            return "hopper"
+        if major == 8:
+            return "ada" if minor == 9 else "ampere"
+        return "pre-ampere"
+
+    def has_capability(self, major: int, minor: int = 0) -> bool:
+        """Platform.has_device_capability: at least (major, minor)."""
+        return self.platform == "cuda" and self.capability is not None and self.capability >= (major, minor)
+
+
+def compute_capability(arch: str | None) -> tuple[int, int] | None:
+    """(major, minor) from a profile's arch text: 'Hopper, sm_90' -> (9, 0); 'sm_121' -> (12, 1)."""
+    found = re.search(r"sm_(\d+)(\d)\b", arch or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """The deployment an engine's rules are evaluated for. None everywhere means the engine's defaults on
+    an unknown device (vLLM then uses its small-GPU scheduler tier, as it does when no device is found)."""
+
+    device: Device | None = None
+    usage: UsageContext = UsageContext.API_SERVER
+    max_num_batched_tokens: int | None = None
+    """--max-num-batched-tokens (vLLM) / --chunked-prefill-size (SGLang)."""
+    max_num_seqs: int | None = None
+    """--max-num-seqs (vLLM) / --max-running-requests (SGLang)."""
+    enable_prefix_caching: bool | None = None
+    """--enable-prefix-caching / --no-enable-prefix-caching; None: the engine's default for the model."""
+    num_speculative_tokens: int = 0
+    """Draft tokens per step (speculative decoding); vLLM keeps one more Mamba block per draft token."""
+
+
+DEFAULT_CONTEXT = EngineContext()

@@ -1,0 +1,158 @@
+"""vLLM's scheduler defaults per GPU and version: the batch budget, the running-request cap and the tokens in
+flight. Pure: the device comes in as a `Device` (what vLLM's platform layer reports), nothing is probed.
+
+Read from each release's source:
+
+- 0.33: vllm/engine/arg_utils.py EngineArgs.get_batch_defaults and
+  _set_default_max_num_seqs_and_batched_tokens_args; vllm/config/vllm.py VllmConfig.max_concurrent_batches
+  and max_in_flight_tokens (async scheduling with the V2 model runner, both on by default: pp + 1 batches).
+- 0.19: the same two arg_utils.py functions without the 160 GiB tier and the GB10 exclusion;
+  v1/executor/multiproc_executor.py max_concurrent_batches (2 with async scheduling at pp 1, else pp);
+  SlidingWindowSpec / ChunkedLocalAttentionSpec.max_memory_usage_bytes reserve one batch in flight.
+- 0.11: EngineArgs._set_default_args (same tiers as 0.19; max_num_batched_tokens is not clamped to
+  max_num_seqs x max_model_len there, because SchedulerConfig.__post_init__ only clamps its own default);
+  async scheduling off by default (config/scheduler.py), so pp batches; one batch in flight for admission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvsize.engines.context import Device, UsageContext
+
+GIB = 1024**3
+
+# SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS / DEFAULT_MAX_NUM_SEQS (vllm/config/scheduler.py): the values
+# for a usage context outside get_batch_defaults' tables (engine-core clients, tests).
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+DEFAULT_MAX_NUM_SEQS = 128
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """The scheduler vLLM runs with, defaults resolved."""
+
+    version: str
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    """The cap on running requests (Scheduler: len(self.running) == self.max_num_seqs stops admission)."""
+    max_concurrent_batches: int
+    """Batches in flight at once (the engine core's batch queue)."""
+    in_flight_tokens: int
+    """Tokens scheduled but not settled that sliding-window and chunked-local layers reserve per request:
+    max_concurrent_batches x max_num_batched_tokens in 0.33 (VllmConfig.max_in_flight_tokens); one batch of
+    max_num_batched_tokens in 0.19 and 0.11 (SlidingWindowSpec.max_memory_usage_bytes)."""
+    max_num_encoder_input_tokens: int
+    """SchedulerConfig.max_num_encoder_input_tokens: max_num_batched_tokens (0.33, 0.19); 0.11 sets the
+    encoder length for encoder-decoder models (VllmConfig.__post_init__), applied by the caller."""
+    source: str
+    """Where each default came from, in words."""
+
+
+def batch_defaults(version: str, device: Device | None, usage: UsageContext, world_size: int = 1) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) before any clamping, as EngineArgs.get_batch_defaults
+    (0.33, 0.19) or EngineArgs._set_default_args (0.11) pick them for `device`.
+
+    Tiers (device memory as get_device_total_memory reports it):
+    - 0.33: >= 160 GiB: 16384 / 1024 for both contexts; >= 70 GiB and not an A100 and not GB10 (capability
+      12.1): API server 8192, LLM class 16384, 1024 sequences; otherwise API 2048, LLM 8192, 256 sequences.
+    - 0.19, 0.11: >= 70 GiB and not an A100: API 8192, LLM 16384, 1024 sequences; otherwise 2048 / 8192, 256.
+    - TPU chips override the batched tokens (V6E 1024/2048, V5E 512/1024, V5P 256/512 for API/LLM); the CPU
+      platform scales with the world size (2048 / 4096 tokens, 128 / 256 sequences per rank).
+    - No device (vLLM could not query one): the small tier.
+    """
+    memory = device.total_memory_bytes if device is not None else 0
+    name = device.name.lower() if device is not None else ""
+    api = usage is UsageContext.API_SERVER
+    is_gb10 = version == "0.33" and device is not None and device.capability == (12, 1)
+    if version == "0.33" and memory >= 160 * GIB:
+        tokens, seqs = 16384, 1024
+    elif memory >= 70 * GIB and "a100" not in name and not is_gb10:
+        tokens, seqs = (8192 if api else 16384), 1024
+    else:
+        tokens, seqs = (2048 if api else 8192), 256
+    platform = device.platform if device is not None else "cuda"
+    if platform == "tpu":
+        chips = {"V6E": (1024, 2048), "V5E": (512, 1024), "V5P": (256, 512)}
+        chip = chips.get(device.name.upper() if device is not None else "")
+        if chip is not None:
+            tokens = chip[0] if api else chip[1]
+    if platform == "cpu":
+        tokens = (2048 if api else 4096) * world_size
+        seqs = (128 if api else 256) * world_size
+    return tokens, seqs
+
+
+def max_concurrent_batches(version: str, pp: int = 1, *, async_scheduling: bool | None = None) -> int:
+    """Batches the engine keeps in flight.
+
+    0.33 (VllmConfig.max_concurrent_batches): pp + 1 with async scheduling on the V2 model runner (both on by
+    default for generative models), else pp. 0.19 (multiproc_executor.py / uniproc_executor.py
+    max_concurrent_batches): 2 with async scheduling (on by default) at pp 1, else pp. 0.11: async scheduling
+    is off by default (SchedulerConfig.async_scheduling = False), so pp; when on, 2.
+    """
+    if version == "0.33":
+        return pp + 1 if async_scheduling is not False else pp
+    if version == "0.19":
+        return 2 if pp <= 1 and async_scheduling is not False else pp
+    return 2 if async_scheduling else pp
+
+
+def scheduler_settings(
+    version: str,
+    device: Device | None,
+    *,
+    max_model_len: int,
+    usage: UsageContext = UsageContext.API_SERVER,
+    tp: int = 1,
+    pp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    chunked_prefill: bool = True,
+    async_scheduling: bool | None = None,
+    throughput_mode: bool = False,
+) -> SchedulerSettings:
+    """vLLM `version`'s scheduler for a model served at `max_model_len` on `device`, with the user's
+    --max-num-batched-tokens / --max-num-seqs (None: the default) and --performance-mode throughput (0.19+).
+
+    _set_default_max_num_seqs_and_batched_tokens_args (0.33, 0.19), in order: the tier defaults; x2 each in
+    throughput mode; without chunked prefill (encoder-decoder models, some pooling models) at least
+    max_model_len; at most max_num_seqs x max_model_len; then max_num_seqs at most max_num_batched_tokens.
+    Only defaults are adjusted: a value the user gave is kept. 0.11 (_set_default_args) has neither the
+    throughput mode nor the max_num_seqs x max_model_len clamp, and without chunked prefill uses max_model_len.
+    """
+    default_tokens, default_seqs = batch_defaults(version, device, usage, tp * pp)
+    tokens = max_num_batched_tokens if max_num_batched_tokens is not None else default_tokens
+    seqs = max_num_seqs if max_num_seqs is not None else default_seqs
+    notes = []
+    if version == "0.11":
+        if max_num_batched_tokens is None:
+            tokens = default_tokens if chunked_prefill else max_model_len
+        if max_num_seqs is None:
+            seqs = min(default_seqs, tokens)
+    else:
+        if throughput_mode:
+            tokens *= 2 if max_num_batched_tokens is None else 1
+            seqs *= 2 if max_num_seqs is None else 1
+        if max_num_batched_tokens is None:
+            if not chunked_prefill:
+                tokens = max(max_model_len, tokens)
+            tokens = min(seqs * max_model_len, tokens)
+        if max_num_seqs is None:
+            seqs = min(seqs, tokens)
+    tier = f"{default_tokens} tokens / {default_seqs} sequences for {usage.value}"
+    notes.append(
+        f"vLLM {version} defaults {tier} on "
+        + (f"{device.name or 'a custom card'} ({device.total_memory_bytes / GIB:.1f} GiB)" if device else "no GPU")
+    )
+    batches = max_concurrent_batches(version, pp, async_scheduling=async_scheduling)
+    in_flight = batches * tokens if version == "0.33" else tokens
+    return SchedulerSettings(
+        version=version,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        max_concurrent_batches=batches,
+        in_flight_tokens=in_flight,
+        max_num_encoder_input_tokens=tokens,
+        source="; ".join(notes),
+    )
