@@ -331,4 +331,3 @@ class TrtllmEngine(Engine):
             if per_token and (best is None or pool.max_tokens < best.max_tokens):  # all-reduce MIN over ranks
                 best = pool
         return best if best is not None else TrtllmPool(0, 0, 0, 0)
-
