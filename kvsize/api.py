@@ -267,10 +267,22 @@ def estimate_loaded(
     allocation: str = "paged",
     disk: tuple[int, int | None] | None = None,
 ) -> Estimate:
-    """Serving-time options (kvsize/serving.py): `prefix_len` tokens shared by every request (stored once where
-    the engine shares prefixes; `enable_prefix_caching` False turns that off), `prompt_len` + `output_len` or a
-    `workload` of (prompt, output) rows for steady-state figures (ctx defaults to prompt + output), a lossy
-    `kv_budget_tokens`, `allocation` paged or contiguous, and a `disk` tier (bytes, bytes/s) behind `offload`."""
+    spec = _parsed(loaded, encoder_len)
+    tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
+    names = [engine] if isinstance(engine, str) else list(engine)
+    if [n.strip().lower() for n in names] == [ALL_ENGINES]:
+        names = list(ENGINES)
+    if enable_prefix_caching is not None:  # the engines' own switch (vLLM Mamba blocks, SGLang state slots)
+        engine_options = {**(engine_options or {}), "enable_prefix_caching": enable_prefix_caching}
+    card = _gpu_card(gpu, gpu_mem)
+    context = engine_context(card.device if card is not None else None, engine_options)
+    engines = [
+        get_engine(n, None if len(names) > 1 else engine_version, context, **(engine_options or {})) for n in names
+    ]
+    # Serving-time options (kvsize/serving.py): `prefix_len` tokens shared by every request (stored once where
+    # the engine shares prefixes; `enable_prefix_caching` False turns that off), `prompt_len` + `output_len` or a
+    # `workload` of (prompt, output) rows for steady-state figures (ctx defaults to prompt + output), a lossy
+    # `kv_budget_tokens`, `allocation` paged or contiguous, and a `disk` tier (bytes, bytes/s) behind `offload`.
     serving = _serving_settings(
         prefix_len, enable_prefix_caching, prompt_len, output_len, workload, kv_budget_tokens, allocation, disk, offload
     )
@@ -278,18 +290,6 @@ def estimate_loaded(
         ctx = serving.prompt_len + serving.output_len
     elif ctx is None and serving.workload:
         ctx = max(r.prompt + r.output for r in serving.workload)
-    if enable_prefix_caching is not None:
-        engine_options = {**(engine_options or {}), "enable_prefix_caching": enable_prefix_caching}
-    spec = _parsed(loaded, encoder_len)
-    tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
-    names = [engine] if isinstance(engine, str) else list(engine)
-    if [n.strip().lower() for n in names] == [ALL_ENGINES]:
-        names = list(ENGINES)
-    card = _gpu_card(gpu, gpu_mem)
-    context = engine_context(card.device if card is not None else None, engine_options)
-    engines = [
-        get_engine(n, None if len(names) > 1 else engine_version, context, **(engine_options or {})) for n in names
-    ]
     ctx_list = _as_list(ctx)
     contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
     batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
