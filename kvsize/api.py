@@ -23,6 +23,7 @@ from kvsize.engines import DEFAULT_ENGINE, ENGINES, Device, Engine, EngineContex
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.fit import GpuFit, Hardware, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
+from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
 from kvsize.units import MAX_COUNT, MAX_GPUS, MAX_TOKENS, parse_count, parse_fraction, parse_size, parse_tokens
@@ -66,6 +67,18 @@ class ArchitectureSummary(_Model):
 
 class Scenario(KvEstimate):
     gpu: GpuFit | None = None
+    # --- serving-time memory (kvsize/serving.py); absent options leave them null ---
+    prefix_len: int | None = None
+    """Tokens every request shares (--prefix-len)."""
+    shared_bytes: int | None = None
+    """Bytes of the shared prefix stored once (all ranks); kv_cache_bytes counts them once."""
+    prefix: PrefixShare | None = None
+    prompt_len: int | None = None
+    output_len: int | None = None
+    kv_budget_tokens: int | None = None
+    """Tokens per layer per request an eviction policy keeps (lossy): bytes sized at min(ctx, budget)."""
+    allocation: str | None = None
+    """paged (the engine's blocks) or contiguous (the whole ctx reserved per request)."""
 
 
 class Estimate(_Model):
@@ -207,6 +220,14 @@ class EstimateOptions(TypedDict, total=False):
     offload: tuple[int, int | None] | None
     with_max_context: bool
     with_advice: bool
+    prefix_len: int | None
+    enable_prefix_caching: bool | None
+    prompt_len: int | None
+    output_len: int | None
+    workload: Sequence[tuple[int, int]] | None
+    kv_budget_tokens: int | None
+    allocation: str
+    disk: tuple[int, int | None] | None
 
 
 def estimate(
@@ -250,6 +271,14 @@ def estimate_loaded(
     offload: tuple[int, int | None] | None = None,
     with_max_context: bool = True,
     with_advice: bool = False,
+    prefix_len: int | None = None,
+    enable_prefix_caching: bool | None = None,
+    prompt_len: int | None = None,
+    output_len: int | None = None,
+    workload: Sequence[tuple[int, int]] | None = None,
+    kv_budget_tokens: int | None = None,
+    allocation: str = "paged",
+    disk: tuple[int, int | None] | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again."""
@@ -259,11 +288,24 @@ def estimate_loaded(
     names = [engine] if isinstance(engine, str) else list(engine)
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
         names = list(ENGINES)
+    if enable_prefix_caching is not None:  # the engines' own switch (vLLM Mamba blocks, SGLang state slots)
+        engine_options = {**(engine_options or {}), "enable_prefix_caching": enable_prefix_caching}
     card = _gpu_card(gpu, gpu_mem)
     context = engine_context(card.device if card is not None else None, engine_options)
     engines = [
         get_engine(n, None if len(names) > 1 else engine_version, context, **(engine_options or {})) for n in names
     ]
+    # Serving-time options (kvsize/serving.py): `prefix_len` tokens shared by every request (stored once where
+    # the engine shares prefixes; `enable_prefix_caching` False turns that off), `prompt_len` + `output_len` or a
+    # `workload` of (prompt, output) rows for steady-state figures (ctx defaults to prompt + output), a lossy
+    # `kv_budget_tokens`, `allocation` paged or contiguous, and a `disk` tier (bytes, bytes/s) behind `offload`.
+    serving = _serving_settings(
+        prefix_len, enable_prefix_caching, prompt_len, output_len, workload, kv_budget_tokens, allocation, disk, offload
+    )
+    if ctx is None and serving.prompt_len and serving.output_len:
+        ctx = serving.prompt_len + serving.output_len
+    elif ctx is None and serving.workload:
+        ctx = max(r.prompt + r.output for r in serving.workload)
     ctx_list = _as_list(ctx)
     contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
     batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
@@ -304,7 +346,9 @@ def estimate_loaded(
         try:
             rules.check_supported(spec)
             produced = [
-                _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware, with_max_context)
+                _scenario(
+                    rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware, with_max_context, serving
+                )
                 for dtype, c, b in product(dtypes, contexts, batches)
             ]
         except KvsizeError as exc:
@@ -350,8 +394,14 @@ def _scenario(
     settings: BudgetSettings,
     hardware: Hardware | None = None,
     with_max_context: bool = True,
+    serving: ServingSettings = NO_SERVING,
 ) -> Scenario:
-    est = rules.estimate(spec, ctx=c, batch=b, kv_dtype=dtype, tp=tp, pp=pp)
+    from kvsize.serving_plan import sized_context
+
+    est = rules.estimate(spec, ctx=sized_context(c, serving), batch=b, kv_dtype=dtype, tp=tp, pp=pp)
+    if est.ctx != c:
+        note = f"lossy: --kv-budget-tokens {serving.kv_budget_tokens} keeps that many tokens per layer per request"
+        est = est.model_copy(update={"ctx": c, "notes": (*est.notes, note)})
     fit = None
     if card is not None and weights is not None:
         fit = plan_fit(
@@ -372,7 +422,24 @@ def _scenario(
             with_max_context=with_max_context,
             estimate=est,
         )
-    return Scenario(**est.model_dump(), gpu=fit)
+    if serving == NO_SERVING and (fit is None or fit.offload is None):
+        return Scenario(**est.model_dump(), gpu=fit)
+    from kvsize.serving_plan import serving_figures
+
+    est, fit, share = serving_figures(
+        rules, spec, est, fit, kv_dtype=dtype, tp=tp, pp=pp, hardware=hardware, settings=serving
+    )
+    return Scenario(
+        **est.model_dump(),
+        gpu=fit,
+        prefix_len=serving.prefix_len,
+        shared_bytes=share.shared_bytes if share else None,
+        prefix=share,
+        prompt_len=serving.prompt_len,
+        output_len=serving.output_len,
+        kv_budget_tokens=serving.kv_budget_tokens,
+        allocation=serving.allocation,
+    )
 
 
 def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[str, Any]) -> Scenario:
@@ -428,6 +495,8 @@ class _Card:
     memory_bytes: int
     bandwidth_bytes_per_s: int | None = None
     bf16_flops: float | None = None
+    host_link_bytes_per_s: int | None = None
+    host_link_source: str | None = None
     device: Device | None = None
 
 
@@ -452,13 +521,30 @@ def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
     if profile is None:
         return _Card("custom", gpu_mem, device=Device(gpu_mem)) if gpu_mem is not None else None
     tflops = profile.dense_tflops.get("bf16") if profile.dense_tflops else None
+    link, link_source = _host_link(profile)
     return _Card(
         f"{profile.id} with {format_bytes(gpu_mem)}" if gpu_mem is not None else profile.id,
         gpu_mem if gpu_mem is not None else profile.memory_bytes,
         profile.memory_bandwidth_bytes_per_s,
         float(tflops) * 1e12 if isinstance(tflops, (int, float)) else None,
-        Device.from_profile(profile, gpu_mem),
+        host_link_bytes_per_s=link,
+        host_link_source=link_source,
+        device=Device.from_profile(profile, gpu_mem),
     )
+
+
+def _host_link(profile: Any) -> tuple[int | None, str | None]:
+    """The profile's host link one way, in bytes/s: PCIe or NVLink-C2C; unified memory runs at the memory's
+    bandwidth (the CPU tier is the same memory)."""
+    inter = profile.interconnect
+    if inter is None or inter.host_link_kind is None:
+        return None, None
+    if inter.host_link_kind == "unified":
+        return profile.memory_bandwidth_bytes_per_s, f"{profile.id}: unified memory (offload adds no capacity)"
+    if inter.host_link_gb_s_per_direction is None:
+        return None, None
+    gb = inter.host_link_gb_s_per_direction
+    return int(gb * 1e9), f"{profile.id}: {inter.host_link_kind} {gb:g} GB/s per direction (GPU profile)"
 
 
 # Specs and parameter counts of recently used configs, keyed by the config dict's identity: a capacity check
@@ -512,7 +598,8 @@ def _hardware(
         num_layers=sum(1 for layer in spec.layers if layer.attention is not None),
         attention_width=heads * head_dim,
         cpu_mem_bytes=offload[0] if offload else None,
-        link_bytes_per_s=offload[1] if offload else None,
+        link_bytes_per_s=(offload[1] if offload else None) or card.host_link_bytes_per_s,
+        link_source="--link-bandwidth" if offload and offload[1] else card.host_link_source,
     )
 
 
@@ -526,3 +613,102 @@ def offload_settings(cpu_mem: str | None, link_gb_s: str | None) -> tuple[int, i
         return None
     link = parse_bandwidth(link_gb_s) if link_gb_s is not None else None
     return parse_size(cpu_mem), link
+
+
+def _serving_settings(
+    prefix_len: int | None,
+    enable_prefix_caching: bool | None,
+    prompt_len: int | None,
+    output_len: int | None,
+    workload: Sequence[tuple[int, int]] | None,
+    kv_budget_tokens: int | None,
+    allocation: str,
+    disk: tuple[int, int | None] | None,
+    offload: tuple[int, int | None] | None,
+) -> ServingSettings:
+    counts = ((prompt_len, "--prompt-len"), (output_len, "--output-len"), (kv_budget_tokens, "--kv-budget-tokens"))
+    for value, what in counts:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise UsageError(f"{what} must be a positive whole number, got {value!r}")
+    if prefix_len is not None and (isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0):
+        raise UsageError(f"--prefix-len must be a whole number of tokens, got {prefix_len!r}")
+    if (prompt_len is None) != (output_len is None):
+        raise UsageError("--prompt-len and --output-len go together", hint="Give both, or a --workload file.")
+    if allocation not in ("paged", "contiguous"):
+        raise UsageError(f"unknown allocation '{allocation}'", hint="Choose paged or contiguous.")
+    if disk is not None and offload is None:
+        raise UsageError("--disk needs --cpu-mem", hint="The disk tier sits behind a CPU DRAM tier.")
+    if prefix_len is not None and prompt_len is not None and prefix_len > prompt_len:
+        raise UsageError(f"--prefix-len {prefix_len} exceeds --prompt-len {prompt_len}")
+    rows = tuple(Request(int(p), int(o)) for p, o in workload) if workload else None
+    return ServingSettings(
+        prefix_len=prefix_len,
+        enable_prefix_caching=enable_prefix_caching,
+        prompt_len=prompt_len,
+        output_len=output_len,
+        workload=rows,
+        kv_budget_tokens=kv_budget_tokens,
+        allocation="contiguous" if allocation == "contiguous" else "paged",
+        disk_bytes=disk[0] if disk else None,
+        disk_bytes_per_s=disk[1] if disk else None,
+    )
+
+
+DEFAULT_DISK_BYTES_PER_S = 7_000_000_000
+"""A PCIe Gen4 x4 NVMe SSD's sequential read (about 7 GB/s), when --disk-bandwidth is not given."""
+
+
+def serving_options(
+    *,
+    prefix_len: str | None = None,
+    enable_prefix_caching: bool | None = None,
+    prompt_len: str | None = None,
+    output_len: str | None = None,
+    workload: str | None = None,
+    kv_budget_tokens: str | None = None,
+    allocation: str = "paged",
+    disk: str | None = None,
+    disk_bandwidth: str | None = None,
+) -> dict[str, Any]:
+    """The serving-time command-line options as `estimate_loaded` keywords (reads the --workload file)."""
+    from kvsize.units import parse_size
+
+    def tokens(text: str | None, *, zero: bool = False) -> int | None:
+        if text is None:
+            return None
+        if zero and text.strip() == "0":
+            return 0
+        return parse_tokens(text)
+
+    rows = None
+    if workload is not None:
+        from kvsize.workload_file import load_workload
+
+        rows = load_workload(workload)
+    disk_tier = None
+    if disk is not None:
+        disk_tier = (parse_size(disk), _gb_per_s(disk_bandwidth, "--disk-bandwidth") or DEFAULT_DISK_BYTES_PER_S)
+    elif disk_bandwidth is not None:
+        raise UsageError("--disk-bandwidth needs --disk", hint="Give the disk tier's size.")
+    return {
+        "prefix_len": tokens(prefix_len, zero=True),
+        "enable_prefix_caching": enable_prefix_caching,
+        "prompt_len": tokens(prompt_len),
+        "output_len": tokens(output_len),
+        "workload": rows,
+        "kv_budget_tokens": tokens(kv_budget_tokens),
+        "allocation": allocation.strip().lower(),
+        "disk": disk_tier,
+    }
+
+
+def _gb_per_s(text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(float(text) * 1e9)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise UsageError(f"cannot read {what} '{text}'", hint="Give GB/s, e.g. 7 or 64.")
+    return value

@@ -46,6 +46,13 @@ class Requirement(BaseModel):
     """Each of `batch` requests must be able to reach at least this context."""
     min_pool_tokens: Count = None
     """The engine's KV pool (vLLM "GPU KV cache size") must hold at least this many tokens."""
+    prefix_len: int | None = Field(default=None, ge=0)
+    """Tokens every request shares (a system prompt), stored once where the engine shares prefixes."""
+    prompt_len: int | None = Field(default=None, gt=0)
+    """Prompt tokens per request; with output_len, the steady-state figures (ctx stays the admission size)."""
+    output_len: int | None = Field(default=None, gt=0)
+    min_steady_state_concurrency: float | None = Field(default=None, gt=0)
+    """At least this many requests of prompt_len + output_len resident on average (all replicas together)."""
 
 
 class Deployment(DeploymentSettings):
@@ -100,6 +107,8 @@ class CheckResult(BaseModel):
     weights_bytes: int | None = None
     max_concurrency: int | None = None
     kv_pool_tokens: int | None = None
+    shared_bytes: int | None = None
+    steady_state_concurrency: float | None = None
     concurrency: float | None = None
     max_context: int | None = None
     line: int | None = None
@@ -315,6 +324,9 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         weights_dtype=d.weights_dtype,
         **d.estimate_options(),
         with_max_context=req.max_context is not None,
+        prefix_len=req.prefix_len,
+        prompt_len=req.prompt_len,
+        output_len=req.output_len,
     )
     s = result.scenarios[0]
     fit = s.gpu
@@ -340,6 +352,13 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         fits=fit.fits,
         replicas=replicas,
     )
+    steady = fit.steady_state_concurrency * replicas if fit.steady_state_concurrency is not None else None
+    figures.update(shared_bytes=s.shared_bytes, steady_state_concurrency=steady)
+    if req.min_steady_state_concurrency is not None and (steady or 0) < req.min_steady_state_concurrency:
+        failures.append(
+            f"steady-state concurrency is {steady or 0:.1f}, below {req.min_steady_state_concurrency:g}"
+            + ("" if steady is not None else " (give prompt_len and output_len)")
+        )
     reason = "; ".join(failures) if failures else _summary(req, fit.max_concurrency * replicas)
     return CheckResult(passed=not failures, replicas=replicas, reason=reason, **common, **figures)
 

@@ -12,6 +12,7 @@ from kvsize.engines.base import Engine
 from kvsize.engines.sglang import SglangEngine
 from kvsize.engines.trtllm import TrtllmEngine
 from kvsize.engines.vllm import VllmEngine
+from kvsize.serving import Throughput, Tier, WorkloadFigures
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
 
@@ -49,6 +50,14 @@ class OffloadTier(_Frozen):
     link_bytes_per_s: int
     transfer_seconds_per_request: float
     """Moving one request's cache over the link once."""
+    link_source: str = "PCIe Gen5 x16 assumed (64 GB/s per direction)"
+    """Where link_bytes_per_s comes from: --link-bandwidth, or the GPU profile's host link."""
+    tiers: tuple[Tier, ...] = ()
+    """CPU DRAM, then disk behind it (kvsize/serving.py tiers): size, tokens, restore time per request."""
+    recompute_seconds_per_request: float | None = None
+    """Prefill roofline of one request's ctx tokens: what restoring competes with (a bound)."""
+    break_even_context: int | None = None
+    """Shortest context beyond which restoring from the CPU tier beats recomputing (roofline; None: never)."""
 
 
 class Suggestion(_Frozen):
@@ -105,6 +114,15 @@ class GpuFit(BaseModel):
     offload: OffloadTier | None = None
     suggestions: tuple[Suggestion, ...] = ()
     """Changes that would make the scenario fit or give it headroom (the sizing command only)."""
+    # --- serving-time figures (kvsize/serving.py) ---
+    steady_state_concurrency: float | None = None
+    """Steady state: KV budget / the mean bytes a request holds over its life (P + O/2 rounded to blocks,
+    exactly averaged over the decode steps); preemption happens whenever the instantaneous sum exceeds it."""
+    workload: WorkloadFigures | None = None
+    throughput: Throughput | None = None
+    """Little's law on the roofline step time (a bound)."""
+    prefill_saved_seconds: float | None = None
+    """Prefill roofline time one request saves by hitting the shared prefix (time to first token)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,8 @@ class Hardware:
     """num_attention_heads x head_dim, for the causal attention FLOPs of prefill."""
     cpu_mem_bytes: int | None = None
     link_bytes_per_s: int | None = None
+    link_source: str | None = None
+    """Where link_bytes_per_s comes from (--link-bandwidth or the GPU profile's host link)."""
 
 
 def speed_bound(
@@ -149,6 +169,7 @@ def offload_tier(*, bytes_per_token: int, bytes_per_request: int, hw: Hardware) 
         return None
     link = hw.link_bytes_per_s or PCIE5_X16_BYTES_PER_S
     return OffloadTier(
+        link_source=hw.link_source or "PCIe Gen5 x16 assumed (64 GB/s per direction)",
         memory_bytes=hw.cpu_mem_bytes,
         extra_tokens=hw.cpu_mem_bytes // bytes_per_token if bytes_per_token else 0,
         extra_requests=hw.cpu_mem_bytes // bytes_per_request if bytes_per_request else 0,

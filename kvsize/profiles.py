@@ -58,6 +58,7 @@ UNCERTAIN_FIELD_NAMES = frozenset(
         "interconnect.scale_up",
         "interconnect.scale_up_gb_s_bidirectional",
         "interconnect.pcie",
+        "interconnect.host_link_gb_s_per_direction",
     }
 )
 
@@ -75,6 +76,14 @@ class Interconnect(BaseModel, extra="forbid", frozen=True, use_attribute_docstri
     none or unknown."""
     pcie: str | None
     """Host link in words (`PCIe Gen5 x16`); null if unknown."""
+    host_link_kind: Literal["pcie", "nvlink-c2c", "unified"] | None = None
+    """How the device reaches host memory (an offload tier): a PCIe slot, NVLink-C2C to a Grace CPU, or one
+    memory shared by CPU and GPU (Apple, Jetson, DGX Spark)."""
+    host_link_gb_s_per_direction: NonNegNumber | None = None
+    """Host-link bandwidth one way in decimal GB/s (the rate a restore from CPU memory runs at): PCIe x16 Gen3/
+    4/5/6 16/32/64/128, NVLink-C2C 450 (900 both ways); null for unified memory or when unknown."""
+    host_link_source: str | None = None
+    """Where the host-link figure comes from."""
 
 
 class Price(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):

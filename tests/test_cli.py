@@ -154,7 +154,8 @@ def test_json_shape() -> None:
                                     "weights_estimated", "reserve_bytes", "reserve_rule", "kv_budget_bytes",
                                     "fits", "max_concurrency", "max_context", "budget", "kv_pool_tokens",
                                     "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
-                                    "suggestions"}
+                                    "suggestions", "steady_state_concurrency",
+                                    "workload", "throughput", "prefill_saved_seconds"}
     for key in ("memory_bytes", "weights_bytes", "reserve_bytes", "kv_budget_bytes", "max_concurrency",
                 "kv_pool_tokens"):
         assert type(scenario["gpu"][key]) is int

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from kvsize.cli import check, listing, plan, size, verify
+from kvsize.cli import check, evict, listing, plan, size, verify
 from kvsize.cli.log import LOG_EPILOG, log_command
 from kvsize.cli.options import stderr_line
 from kvsize.errors import ExitCode
@@ -161,6 +161,9 @@ app.command(
 )(plan.plan)
 app.command("verify", cls=Command, epilog=verify.VERIFY_EPILOG)(verify.verify_command)
 app.command("log", cls=Command, epilog=LOG_EPILOG)(log_command)
+app.command("evict", cls=Command, epilog="Example: kvsize evict --tokens 16000 --keep 10% --block-size 16")(
+    evict.evict
+)
 
 
 def main() -> None:

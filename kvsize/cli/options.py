@@ -228,7 +228,68 @@ LinkOpt = Annotated[
     str | None,
     typer.Option(
         "--link-bandwidth",
-        help="GPU<->offload link in GB/s (default: the GPU's PCIe, 64 for Gen5 x16).",
+        help="GPU<->CPU offload link in GB/s one way (default: the GPU profile's host link: PCIe, NVLink-C2C).",
+        show_default=False,
+    ),
+]
+# --- serving-time memory (kvsize/serving.py) ---
+PrefixLenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefix-len",
+        help="Tokens every request shares (a system prompt): stored once by engines that share prefixes.",
+        show_default=False,
+    ),
+]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="Prefix caching (vLLM, SGLang radix cache, TRT-LLM block reuse). Default: the engine's default.",
+        show_default=False,
+    ),
+]
+PromptLenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt-len", help="Prompt tokens per request (with --output-len; ctx = P + O).", show_default=False
+    ),
+]
+OutputLenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output-len", help="Output tokens per request: steady-state figures over its life.", show_default=False
+    ),
+]
+WorkloadOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workload",
+        help="CSV or YAML of (prompt, output) samples or percentiles: p50/p99 residency and concurrency.",
+        show_default=False,
+    ),
+]
+KvBudgetTokensOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-budget-tokens",
+        help="Eviction policy (StreamingLLM, H2O, SnapKV) keeping N tokens per layer per request (lossy).",
+        show_default=False,
+    ),
+]
+AllocationOpt = Annotated[
+    str,
+    typer.Option("--allocation", help="paged (the engine's blocks) or contiguous (whole ctx reserved per request)."),
+]
+DiskOpt = Annotated[
+    str | None,
+    typer.Option("--disk", help="Disk offload tier behind --cpu-mem: 2TiB, ...", show_default=False),
+]
+DiskBandwidthOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--disk-bandwidth",
+        help="Disk tier read bandwidth in GB/s (default: 7, one PCIe Gen4 x4 NVMe).",
         show_default=False,
         metavar="GB/S",
         rich_help_panel="Offload",

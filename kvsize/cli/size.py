@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kvsize.cli.options import (
+    AllocationOpt,
     BatchedTokensOpt,
     BatchOpt,
     BlockSizeOpt,
@@ -12,6 +13,8 @@ from kvsize.cli.options import (
     CtxOpt,
     DebugOpt,
     DeviceOpt,
+    DiskBandwidthOpt,
+    DiskOpt,
     EncoderLenOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -21,6 +24,7 @@ from kvsize.cli.options import (
     GpuOpt,
     GpuUtilOpt,
     JsonOpt,
+    KvBudgetTokensOpt,
     KvDtypeOpt,
     KvMemoryOpt,
     KvUnifiedOpt,
@@ -28,8 +32,12 @@ from kvsize.cli.options import (
     LinkOpt,
     LlamaBatchSizeOpt,
     ModelArg,
+    OutputLenOpt,
     PlotOpt,
     PpOpt,
+    PrefixCachingOpt,
+    PrefixLenOpt,
+    PromptLenOpt,
     ReportOpt,
     ReserveOpt,
     RevisionOpt,
@@ -40,6 +48,7 @@ from kvsize.cli.options import (
     VerifyOpt,
     WeightsDtypeOpt,
     WeightsOpt,
+    WorkloadOpt,
     emit,
     render_estimate,
     split_list,
@@ -74,6 +83,15 @@ def size(
     weights_dtype: WeightsDtypeOpt = None,
     cpu_mem: CpuMemOpt = None,
     link_bandwidth: LinkOpt = None,
+    prefix_len: PrefixLenOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    workload: WorkloadOpt = None,
+    kv_budget_tokens: KvBudgetTokensOpt = None,
+    allocation: AllocationOpt = "paged",
+    disk: DiskOpt = None,
+    disk_bandwidth: DiskBandwidthOpt = None,
     plot: PlotOpt = None,
     encoder_len: EncoderLenOpt = None,
     json_output: JsonOpt = False,
@@ -138,7 +156,7 @@ def size(
         )
         return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded
+        from kvsize.api import estimate_loaded, serving_options
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
 
@@ -171,6 +189,17 @@ def size(
             weights_dtype=weights_dtype,
             **settings.estimate_options(kv_unified=kv_unified or None, flash_attn=flash_attn),
             with_advice=True,
+            **serving_options(
+                prefix_len=prefix_len,
+                enable_prefix_caching=enable_prefix_caching,
+                prompt_len=prompt_len,
+                output_len=output_len,
+                workload=workload,
+                kv_budget_tokens=kv_budget_tokens,
+                allocation=allocation,
+                disk=disk,
+                disk_bandwidth=disk_bandwidth,
+            ),
         )
         if plot:
             from kvsize.config import parse_config

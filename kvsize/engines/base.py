@@ -289,3 +289,37 @@ class Engine(ABC):
             layers=tuple(groups),
             notes=self.estimate_notes(spec),
         )
+
+    # --- serving-time hooks (kvsize/serving.py) -------------------------------------------------------
+
+    shares_prefixes: ClassVar[bool] = False
+    """Whether the engine can store a prefix common to several requests once (prefix caching, radix cache,
+    block reuse)."""
+    reserves_context_up_front: ClassVar[bool] = False
+    """Whether every request (slot) reserves its whole context at start-up, whatever it really holds."""
+    recomputes_last_prompt_token: ClassVar[bool] = True
+    """Whether a prefix hit stops one token short of the prompt (the last token is recomputed for logits)."""
+
+    def residency_granularity(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        """Tokens over which a request's allocation stays constant as it grows (its block; 1 when it grows
+        token by token): steady-state sums evaluate the allocation once per such run."""
+        return self.block_size(spec, dtype, tp) or 1
+
+    def prefix_caching_enabled(self) -> bool:
+        """Whether sharing is on with this engine's settings (its default unless --no-enable-prefix-caching)."""
+        return self.shares_prefixes and bool(getattr(self, "enable_prefix_caching", True))
+
+    def prefix_sharing_rule(self) -> str:
+        """How the engine shares a common prefix, with its source."""
+        return f"{self.title} stores a common prefix once per request: it does not share prefixes"
+
+    def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
+        """Token slots of one `attn` layer that a prefix hit of `hit` tokens stores once for every request of
+        `ctx` tokens (`block`: the engine's tokens per block, 1 where it does not page). Default: none."""
+        return 0
+
+
+def blocks_in_window(hit: int, ctx: int, skipped: int, block: int) -> int:
+    """Whole prefix blocks still held by a windowed layer at `ctx`: blocks before floor(skipped / block) were
+    freed (vLLM SingleTypeKVCacheManager.remove_skipped_blocks replaces them with the null block)."""
+    return max(0, hit // block - skipped // block) * block

@@ -13,7 +13,7 @@ tensor parallelism KV heads split across ranks (at least one per rank) and an ML
 from __future__ import annotations
 
 from kvsize.engines.base import Engine
-from kvsize.spec import AttentionKind, AttentionSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec
 
 
 class FormulaEngine(Engine):
@@ -38,3 +38,19 @@ class FormulaEngine(Engine):
         if attn.kind is AttentionKind.SHARED:
             return 0
         return ctx
+
+    # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
+
+    shares_prefixes = True
+    recomputes_last_prompt_token = False
+
+    def prefix_sharing_rule(self) -> str:
+        return "formula: the prefix's N tokens stored exactly once (windowed layers: those inside the window)"
+
+    def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
+        if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
+            return 0
+        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
+            assert attn.window is not None
+            return max(0, min(hit, ctx) - max(0, ctx - attn.window))
+        return min(hit, ctx)

@@ -360,3 +360,11 @@ class HfEngine(Engine):
         if spec.model_type in ("falcon", "mpt"):
             notes.append(f"hf: {spec.model_type} caches one K/V head per query head in transformers")
         return tuple(notes)
+
+    # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
+
+    def prefix_sharing_rule(self) -> str:
+        return (
+            "transformers keeps one cache per generate() call (DynamicCache / StaticCache) and does not share a "
+            "common prefix: every request stores it"
+        )

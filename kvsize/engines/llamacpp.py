@@ -481,3 +481,16 @@ class LlamaCppEngine(Engine):
                 "float32 here: pass --kv-dtype f16 to mirror llama.cpp's default"
             )
         return tuple(notes)
+
+    # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
+
+    reserves_context_up_front = True  # llama_kv_cache allocates all -c cells when the context is created
+
+    def residency_granularity(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        return CELL_PAD  # cells come in runs of 256 (gpad)
+
+    def prefix_sharing_rule(self) -> str:
+        return (
+            "llama.cpp server slots do not share a common prefix: each slot keeps its own cells (a slot reuses "
+            "its own previous prompt only, --cache-reuse), so every request stores it"
+        )

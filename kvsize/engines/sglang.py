@@ -673,3 +673,26 @@ class SglangEngine(Engine):
         # No KV on this stage (pure SSM): SGLang falls back to --max-total-tokens or the context length.
         tokens = rest // cell_total // page * page if cell_total else spec.max_context or 0
         return SglangPool(tokens, None, float(cell_total), (tokens + page) * cell_bytes, max_mamba, limit)
+
+    # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
+
+    shares_prefixes = True  # the radix cache is on unless --disable-radix-cache
+
+    def prefix_sharing_rule(self) -> str:
+        return (
+            f"SGLang {self.version} radix cache: shares tokens, the hit rounded down to whole pages of "
+            f"{self.page_size} (mem_cache/radix_cache.py RadixKey.page_aligned, match_prefix); hybrid SWA models "
+            "free out-of-window sliding slots, so sliding layers share only prefix tokens inside the window at "
+            "ctx (mem_cache/common.py free_swa_out_of_window_slots)"
+        )
+
+    def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
+        if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
+            return 0
+        shared = hit // self.page_size * self.page_size
+        if self._is_pooled_window(spec, attn):
+            assert attn.window is not None
+            from kvsize.engines.base import blocks_in_window
+
+            return blocks_in_window(shared, ctx, max(0, ctx - attn.window), self.page_size)
+        return shared

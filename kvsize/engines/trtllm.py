@@ -244,6 +244,27 @@ class TrtllmEngine(Engine):
     def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
         return self.tokens_per_block
 
+    # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
+
+    shares_prefixes = True  # KvCacheConfig.enable_block_reuse defaults to True (docs/source/features/kvcache.md)
+
+    def prefix_sharing_rule(self) -> str:
+        return (
+            f"TensorRT-LLM {self.version} block reuse: whole blocks of {self.tokens_per_block} tokens found in the "
+            "radix tree are shared, the partial block is copied per request (docs/source/features/kvcache.md "
+            "'Reuse Across Requests'); windowed (VSWA) layers keep only the prefix blocks inside the window"
+        )
+
+    def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
+        if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
+            return 0
+        if attn.kind is AttentionKind.SLIDING and self.vswa:
+            assert attn.window is not None
+            from kvsize.engines.base import blocks_in_window
+
+            return blocks_in_window(hit, ctx, max(0, ctx - attn.window), block)
+        return hit // block * block
+
     # --- summing ----------------------------------------------------------------------------------------
 
     def stages(self, num_layers: int, pp: int) -> list[range]:

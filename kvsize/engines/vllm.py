@@ -302,3 +302,30 @@ class VllmEngine(Engine):
             groups = max(lay.groups for lay in live)
             tokens = num_blocks // groups * live[0].block_size
         return Pool(num_blocks, tokens, concurrency, max(num_blocks - 1, 0) // per_request)
+
+    # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
+
+    shares_prefixes = True  # CacheConfig.enable_prefix_caching = True (vllm/config/cache.py)
+
+    def prefix_sharing_rule(self) -> str:
+        return (
+            f"vLLM {self.version} prefix caching: whole blocks only, floor(hit / block) per layer, the partial "
+            "block stays per request; sliding layers keep only the prefix blocks still inside the window at "
+            "ctx, chunked layers those of the current chunk (v1/core/single_type_kv_cache_manager.py "
+            "FullAttentionManager.find_longest_cache_hit, get_num_skipped_tokens, remove_skipped_blocks)"
+        )
+
+    def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
+        from kvsize.engines.base import blocks_in_window
+
+        # At a request's last step num_computed_tokens = ctx - 1: get_num_skipped_tokens frees the blocks before
+        # max(0, ctx - W) (sliding) or (ctx - 1) // C x C (chunked local).
+        if attn.kind is AttentionKind.SLIDING:
+            assert attn.window is not None
+            return blocks_in_window(hit, ctx, max(0, ctx - attn.window), block)
+        if attn.kind is AttentionKind.CHUNKED and self.version != "0.11":
+            assert attn.window is not None
+            return blocks_in_window(hit, ctx, (ctx - 1) // attn.window * attn.window, block)
+        if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
+            return 0
+        return hit // block * block
