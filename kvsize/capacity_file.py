@@ -131,7 +131,8 @@ class StrictSafeLoader(_BaseLoader):  # type: ignore[misc]
             return super().construct_object(node, deep=deep)
         except yaml.YAMLError:
             raise
-        except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+        except Exception as exc:  # PyYAML's scalar constructors fail every way (KeyError for '!!bool maybe',
+            # IndexError for "!!int ''", AttributeError for '!!timestamp x'): all of them are a bad value here
             reason = " ".join(str(exc).split(";")[0].split())[:100] or type(exc).__name__
             raise BadValueError(
                 None, None, f"cannot read the value {_scalar_text(node)} ({reason})", node.start_mark

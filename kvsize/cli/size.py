@@ -73,7 +73,7 @@ def size(
     trust_remote_code: TrustRemoteCodeOpt = False,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
-    if verify or device or layers or tolerance is not None or report or trust_remote_code:
+    if verify or any(v is not None for v in (device, layers, tolerance, report)) or trust_remote_code:
         from kvsize.cli.verify import size_verify
 
         size_verify(

@@ -170,7 +170,9 @@ def run_verify(
                 result = verify(loaded, options, progress)
             write_report(render_markdown(result))
     if json_output:
-        typer.echo(result.model_dump_json(indent=2))
+        from kvsize.text import json_safe
+
+        typer.echo(json_safe(result.model_dump_json(indent=2)))
     else:
         _render(result)
     if not result.passed:
@@ -229,6 +231,9 @@ class _RichSteps:
 
     @contextmanager
     def step(self, description: str) -> Iterator[None]:
+        from kvsize.text import markup
+
+        description = markup(description)
         task = self.progress.add_task(description, total=None) if self.progress is not None else None
         start = time.perf_counter()
         try:
@@ -256,15 +261,15 @@ def _rich_progress() -> Iterator[_RichSteps]:
 
 def _render(result: Any) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
+    from kvsize.text import markup as escape  # rich markup escaped, control characters made visible
     from kvsize.units import format_bytes
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     console.print(
-        f"device {escape(result.device)}, {result.weights} weights, {result.layers_built} of {result.layers_total} "
+        f"device {escape(result.device)}, {escape(result.weights)} weights, {result.layers_built} of {result.layers_total} "
         f"layers built, transformers {result.transformers_version}, torch {result.torch_version}"
     )
     console.print(f"[dim]hf: {escape(result.engine_rule)}[/]")
@@ -283,7 +288,7 @@ def _render(result: Any) -> None:
         table.add_row(
             str(s.ctx),
             str(s.batch),
-            s.kv_dtype,
+            escape(s.kv_dtype),
             f"{s.predicted_bytes:,} B",
             "-" if s.measured_bytes is None else f"{s.measured_bytes:,} B",
             "-" if s.difference_bytes is None else f"{s.difference_bytes:+,} B",
