@@ -54,20 +54,39 @@ TINY: dict[str, Any] = {
 TINY_PARAMS = 971_018_240
 
 # Characters a terminal acts on, or that break a line, an XML file or the reading order.
-HOSTILE_CHARS = ["\x1b[2J", "\x1b]0;pwned\x07", "\x9b31m", "\x07", "\x7f", "\x00", "\r", "\n", "\u202e", "\u2028",
-                 "\x85", "\ufffe"]
+HOSTILE_CHARS = [
+    "\x1b[2J",
+    "\x1b]0;pwned\x07",
+    "\x9b31m",
+    "\x07",
+    "\x7f",
+    "\x00",
+    "\r",
+    "\n",
+    "\u202e",
+    "\u2028",
+    "\x85",
+    "\ufffe",
+]
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
-def run_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-                ) -> subprocess.CompletedProcess[bytes]:
+def run_process(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     """`python -m kvsize ARGS` with the test's offline environment; bytes, so escapes are seen as written."""
     base = {k: v for k, v in os.environ.items() if k not in ("KVSIZE_DEBUG", "GITHUB_ACTIONS")}
-    return subprocess.run([sys.executable, "-m", "kvsize", *args], capture_output=True, timeout=PROCESS_TIMEOUT,
-                          cwd=cwd, env={**base, "HF_HUB_OFFLINE": "1", **(env or {})}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kvsize", *args],
+        capture_output=True,
+        timeout=PROCESS_TIMEOUT,
+        cwd=cwd,
+        env={**base, "HF_HUB_OFFLINE": "1", **(env or {})},
+        check=False,
+    )
 
 
 def process_error(proc: subprocess.CompletedProcess[bytes], exit_code: int = 2) -> str:
@@ -120,8 +139,10 @@ def write(folder: Path, name: str, data: str | bytes | dict[str, Any]) -> Path:
 def test_duplicate_deployments_key_cannot_hide_a_failing_deployment(tmp_path: Path) -> None:
     # The first list holds a deployment that fails (128k x 64 of an 8B model on one L4); the second one passes.
     # Last-wins loading made `check` exit 0. Now: exit 2, naming the line of the second key.
-    text = ("deployments:\n  - name: fails\n    model: " + LLAMA + "\n    gpu: l4\n    require: {ctx: 128k, batch: 64}\n"
-            "deployments:\n  - name: passes\n    model: " + LLAMA + "\n    gpu: h200\n    require: {ctx: 1k}\n")
+    text = (
+        "deployments:\n  - name: fails\n    model: " + LLAMA + "\n    gpu: l4\n    require: {ctx: 128k, batch: 64}\n"
+        "deployments:\n  - name: passes\n    model: " + LLAMA + "\n    gpu: h200\n    require: {ctx: 1k}\n"
+    )
     line = process_error(run_process("check", str(write(tmp_path, "c.yaml", text))))
     assert "line 6" in line and "duplicate key 'deployments'" in line and "first given at line 1" in line
 
@@ -151,8 +172,10 @@ def test_duplicate_keys_at_any_depth(name: str) -> None:
 
 def test_merge_keys_may_be_overridden() -> None:
     # `<<: *base` then an explicit key is YAML's override, not a duplicate.
-    text = ("base: &b {model: " + LLAMA + ", gpu: h100}\ndeployments:\n  - <<: *b\n    name: d\n    gpu: l4\n"
-            "    require: {ctx: 8k}\n")
+    text = (
+        "base: &b {model: " + LLAMA + ", gpu: h100}\ndeployments:\n  - <<: *b\n    name: d\n    gpu: l4\n"
+        "    require: {ctx: 8k}\n"
+    )
     with pytest.raises(ConfigError, match="unknown key 'base'"):  # gets past loading: only the schema objects
         parse_capacity(text, source="c.yaml")
 
@@ -208,8 +231,32 @@ BAD_SETTINGS: dict[str, tuple[str, list[str]]] = {
     "block_size": ("--block-size", ["0", "2.5", "-16"]),
     "max_batched_tokens": ("--max-batched-tokens", ["0", "1" + "0" * 400]),
     "encoder_len": ("--encoder-len", ["-1", "1" + "0" * 400, "٢"]),
-    "revision": ("--revision", ["../x", "a/../../b", "-rf", "a b", "x\x1b[2J", "~1", "a^", "a:b", "a?", "a*", "a[",
-                                "a\\b", "/a", "a/", "a.lock", ".hidden", "@", "a@{1}", "a//b", "a.", ""]),
+    "revision": (
+        "--revision",
+        [
+            "../x",
+            "a/../../b",
+            "-rf",
+            "a b",
+            "x\x1b[2J",
+            "~1",
+            "a^",
+            "a:b",
+            "a?",
+            "a*",
+            "a[",
+            "a\\b",
+            "/a",
+            "a/",
+            "a.lock",
+            ".hidden",
+            "@",
+            "a@{1}",
+            "a//b",
+            "a.",
+            "",
+        ],
+    ),
 }
 BAD_CASES = [(field, value) for field, (_, values) in BAD_SETTINGS.items() for value in values]
 
@@ -225,10 +272,25 @@ def test_a_value_refused_on_the_command_line_is_refused_in_a_file(field: str, va
 
 # YAML scalars that are not text: `gpu_mem: true` once read as 1 byte, `weights_mem: -1000000000000` passed.
 RAW_YAML_VALUES = [
-    ("gpu_mem", "true"), ("gpu_mem", "false"), ("gpu_mem", "-24"), ("gpu_mem", ".inf"), ("gpu_mem", "[24]"),
-    ("weights_mem", "-1000000000000"), ("weights_mem", "0"), ("weights_mem", "0.4"), ("kv_memory", "-1"),
-    ("kv_memory", "1" + "0" * 400), ("tp", "1" + "0" * 30), ("tp", "true"), ("tp", "2.0"), ("gpus", "0"),
-    ("gpu_util", ".nan"), ("gpu_util", "true"), ("gpu_util", "1.01"), ("pp", "-3"), ("revision", "1"),
+    ("gpu_mem", "true"),
+    ("gpu_mem", "false"),
+    ("gpu_mem", "-24"),
+    ("gpu_mem", ".inf"),
+    ("gpu_mem", "[24]"),
+    ("weights_mem", "-1000000000000"),
+    ("weights_mem", "0"),
+    ("weights_mem", "0.4"),
+    ("kv_memory", "-1"),
+    ("kv_memory", "1" + "0" * 400),
+    ("tp", "1" + "0" * 30),
+    ("tp", "true"),
+    ("tp", "2.0"),
+    ("gpus", "0"),
+    ("gpu_util", ".nan"),
+    ("gpu_util", "true"),
+    ("gpu_util", "1.01"),
+    ("pp", "-3"),
+    ("revision", "1"),
     ("link_bandwidth", ".inf"),
 ]
 
@@ -246,17 +308,27 @@ def test_negative_weights_cannot_make_a_70b_pass_on_an_l4(tmp_path: Path) -> Non
     assert "line 5" in line and "weights_mem" in line
 
 
-@pytest.mark.parametrize(("extra", "require"), [
-    ("", "{ctx: 8k, batch: 0}"), ("", "{ctx: 8k, batch: true}"), ("", "{ctx: " + "9" * 300 + "}"),
-    ("", "{ctx: 10**300}"), ("", "{ctx: 8k, max_kv_fraction: .nan}"), ("", "{ctx: 8k, min_concurrency: -1}"),
-    ("", "{ctx: 8k, max_context: 2001-01-01}"), ("", "{ctx: 8k, min_pool_tokens: 1e400}"),
-])
+@pytest.mark.parametrize(
+    ("extra", "require"),
+    [
+        ("", "{ctx: 8k, batch: 0}"),
+        ("", "{ctx: 8k, batch: true}"),
+        ("", "{ctx: " + "9" * 300 + "}"),
+        ("", "{ctx: 10**300}"),
+        ("", "{ctx: 8k, max_kv_fraction: .nan}"),
+        ("", "{ctx: 8k, min_concurrency: -1}"),
+        ("", "{ctx: 8k, max_context: 2001-01-01}"),
+        ("", "{ctx: 8k, min_pool_tokens: 1e400}"),
+    ],
+)
 def test_requirements_are_bounded(extra: str, require: str) -> None:
     assert "require" in file_error(deployment(extra, require=require))
 
 
 def test_good_values_read_the_same_from_the_command_line_and_a_file() -> None:
-    from_file = parse_capacity(deployment("    gpu_mem: 24GiB\n    tp: '2'\n    gpu_util: 90%\n"), source="c").deployments[0]
+    from_file = parse_capacity(
+        deployment("    gpu_mem: 24GiB\n    tp: '2'\n    gpu_util: 90%\n"), source="c"
+    ).deployments[0]
     from kvsize.deployment import from_options
 
     from_cli = from_options(gpu_mem="24GiB", tp="2", gpu_util="90%")
@@ -270,10 +342,22 @@ def test_every_option_field_is_in_the_capacity_schema() -> None:
     assert set(DeploymentSettings.model_fields) <= set(schema["$defs"]["Deployment"]["properties"])
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"gpu_mem": 0}, {"gpu_mem": True}, {"gpu_mem": 10**400}, {"weights_bytes": -(10**12)}, {"reserve_bytes": -1},
-    {"tp": 10**30}, {"tp": True}, {"pp": 0}, {"encoder_len": 10**400}, {"ctx": 10**300}, {"batch": 10**300},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"gpu_mem": 0},
+        {"gpu_mem": True},
+        {"gpu_mem": 10**400},
+        {"weights_bytes": -(10**12)},
+        {"reserve_bytes": -1},
+        {"tp": 10**30},
+        {"tp": True},
+        {"pp": 0},
+        {"encoder_len": 10**400},
+        {"ctx": 10**300},
+        {"batch": 10**300},
+    ],
+)
 def test_the_python_api_applies_the_same_bounds(kwargs: dict[str, Any]) -> None:
     options: dict[str, Any] = {"ctx": 8192, "gpu": "l4", **kwargs}
     with pytest.raises(UsageError):
@@ -282,19 +366,24 @@ def test_the_python_api_applies_the_same_bounds(kwargs: dict[str, Any]) -> None:
 
 # --- 3. unbounded numbers and non-ASCII digits on the command line ----------------------------------------------
 
-@pytest.mark.parametrize("args", [
-    ["--cpu-mem", "64GiB", "--link-bandwidth", "inf"],
-    ["--cpu-mem", "64GiB", "--link-bandwidth", "1e309"],
-    ["--cpu-mem", "64GiB", "--link-bandwidth", "nan"],
-    ["--cpu-mem", "64GiB", "--link-bandwidth", "-64"],
-    ["--cpu-mem", "64GiB", "--link-bandwidth", "٦٤"],
-    ["--cpu-mem", "64GiB", "--link-bandwidth", "1e-30"],
-    ["--encoder-len", "9" * 400],
-    ["--gpu-mem", "٢٤GiB"],
-    ["--gpu-mem", "２４GiB"],  # fullwidth digits
-    ["--ctx", "٢٤k"],
-    ["--link-bandwidth", "64"],  # without an offload tier
-], ids=lambda a: " ".join(a)[:40])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cpu-mem", "64GiB", "--link-bandwidth", "inf"],
+        ["--cpu-mem", "64GiB", "--link-bandwidth", "1e309"],
+        ["--cpu-mem", "64GiB", "--link-bandwidth", "nan"],
+        ["--cpu-mem", "64GiB", "--link-bandwidth", "-64"],
+        ["--cpu-mem", "64GiB", "--link-bandwidth", "٦٤"],
+        ["--cpu-mem", "64GiB", "--link-bandwidth", "1e-30"],
+        ["--encoder-len", "9" * 400],
+        ["--gpu-mem", "٢٤GiB"],
+        ["--gpu-mem", "２４GiB"],  # fullwidth digits
+        ["--ctx", "٢٤k"],
+        ["--link-bandwidth", "64"],  # without an offload tier
+    ],
+    ids=lambda a: " ".join(a)[:40],
+)
 def test_numbers_are_range_checked_before_arithmetic(tmp_path: Path, args: list[str]) -> None:
     config = write(tmp_path, "config.json", TINY)
     cli_error(invoke(str(config), "--gpu", "l4", "--ctx", "8k", *args))
@@ -303,7 +392,8 @@ def test_numbers_are_range_checked_before_arithmetic(tmp_path: Path, args: list[
 def test_huge_link_bandwidth_and_encoder_len_as_processes(tmp_path: Path) -> None:
     config = write(tmp_path, "config.json", TINY)
     assert "link bandwidth" in process_error(
-        run_process(str(config), "--gpu", "l4", "--cpu-mem", "64GiB", "--link-bandwidth", "inf"))
+        run_process(str(config), "--gpu", "l4", "--cpu-mem", "64GiB", "--link-bandwidth", "inf")
+    )
     assert "--encoder-len" in process_error(run_process(str(config), "--encoder-len", "9" * 400))
     assert "--gpu-mem" in process_error(run_process(str(config), "--gpu-mem", "٢٤GiB"))
 
@@ -317,8 +407,19 @@ def test_parse_size_reads_ascii_only() -> None:
 
 # --- 4. YAML values that fail while being built --------------------------------------------------------------
 
-UNBUILDABLE = ["2001-13-45", "2001-02-30", "!!int abc", "!!int ''", "!!int +", "!!float xyz", "!!bool maybe",
-               "!!timestamp x", "!!int 0b2", "9" * 5000, "!!float ''"]
+UNBUILDABLE = [
+    "2001-13-45",
+    "2001-02-30",
+    "!!int abc",
+    "!!int ''",
+    "!!int +",
+    "!!float xyz",
+    "!!bool maybe",
+    "!!timestamp x",
+    "!!int 0b2",
+    "9" * 5000,
+    "!!float ''",
+]
 
 
 @pytest.mark.parametrize("value", UNBUILDABLE, ids=lambda v: v[:20])
@@ -338,6 +439,7 @@ def test_object_building_tags_stay_refused() -> None:
 
 
 # --- 5. terminal escapes, GitHub annotations, JUnit ------------------------------------------------------------
+
 
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40))
 def test_clean_leaves_nothing_a_terminal_acts_on(text: str) -> None:
@@ -376,8 +478,13 @@ def test_paths_and_errors_reach_the_terminal_escaped(tmp_path: Path, bad: str) -
     as_json = run_process(str(folder), "--ctx", "8k", "--json")
     _no_raw_controls(as_json.stdout)
     assert json.loads(as_json.stdout)["model"] == str(folder)  # escaped in the JSON text, not altered
-    for args in ([f"nope/x{bad}y"], [str(folder), "--ctx", f"8{bad}"], [str(folder), f"--bogus{bad}"],
-                 [str(folder), "--kv-dtype", bad], [str(tmp_path / f"missing{bad}.json")]):
+    for args in (
+        [f"nope/x{bad}y"],
+        [str(folder), "--ctx", f"8{bad}"],
+        [str(folder), f"--bogus{bad}"],
+        [str(folder), "--kv-dtype", bad],
+        [str(tmp_path / f"missing{bad}.json")],
+    ):
         proc = run_process(*args)
         assert proc.returncode in (2, 3)
         _no_raw_controls(proc.stderr)
@@ -385,11 +492,25 @@ def test_paths_and_errors_reach_the_terminal_escaped(tmp_path: Path, bad: str) -
 
 
 def test_injected_annotation_cannot_forge_the_file() -> None:
-    result = CheckResult(name="x,file=/etc/passwd,line=1::injected", model="m", passed=False, reason="r\n::error::x",
-                         gpu="l4", engine="vllm", tp=1, pp=1, replicas=1, ctx=1, batch=1, kv_dtype="bf16")
+    result = CheckResult(
+        name="x,file=/etc/passwd,line=1::injected",
+        model="m",
+        passed=False,
+        reason="r\n::error::x",
+        gpu="l4",
+        engine="vllm",
+        tp=1,
+        pp=1,
+        replicas=1,
+        ctx=1,
+        batch=1,
+        kv_dtype="bf16",
+    )
     (line,) = github_annotations([result], file="dir,x:y/capacity.yaml")
-    assert line == ("::error file=dir%2Cx%3Ay/capacity.yaml,title=kvsize capacity%3A "
-                    "x%2Cfile=/etc/passwd%2Cline=1%3A%3Ainjected::r%0A::error::x")
+    assert line == (
+        "::error file=dir%2Cx%3Ay/capacity.yaml,title=kvsize capacity%3A "
+        "x%2Cfile=/etc/passwd%2Cline=1%3A%3Ainjected::r%0A::error::x"
+    )
 
 
 _names = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=30)
@@ -397,8 +518,20 @@ _names = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_
 
 @given(name=_names, reason=_names, file=_names)
 def test_any_name_gives_one_well_formed_annotation(name: str, reason: str, file: str) -> None:
-    result = CheckResult(name=name, model="m", passed=False, reason=reason, gpu=None, engine="vllm", tp=1, pp=1,
-                         replicas=1, ctx=1, batch=1, kv_dtype="bf16")
+    result = CheckResult(
+        name=name,
+        model="m",
+        passed=False,
+        reason=reason,
+        gpu=None,
+        engine="vllm",
+        tp=1,
+        pp=1,
+        replicas=1,
+        ctx=1,
+        batch=1,
+        kv_dtype="bf16",
+    )
     (line,) = github_annotations([result], file=file)
     match = re.fullmatch(r"::error file=([^,:\r\n]*),title=([^,:\r\n]*)::([^\r\n]*)", line)
     assert match is not None, line
@@ -409,8 +542,20 @@ def test_any_name_gives_one_well_formed_annotation(name: str, reason: str, file:
 @given(name=_names, model=_names, reason=_names)
 @settings(max_examples=200)
 def test_junit_is_well_formed_whatever_the_names(name: str, model: str, reason: str) -> None:
-    result = CheckResult(name=name, model=model, passed=False, reason=reason, gpu=None, engine="vllm", tp=1, pp=1,
-                         replicas=1, ctx=1, batch=1, kv_dtype="bf16")
+    result = CheckResult(
+        name=name,
+        model=model,
+        passed=False,
+        reason=reason,
+        gpu=None,
+        engine="vllm",
+        tp=1,
+        pp=1,
+        replicas=1,
+        ctx=1,
+        batch=1,
+        kv_dtype="bf16",
+    )
     case = ET.fromstring(junit_xml([result]).encode("utf-8")).find("testcase")
     assert case is not None and case.get("name") == clean(name) and case.get("classname") == clean(model)
 
@@ -483,8 +628,9 @@ def test_gptq_per_channel_sizes_positive() -> None:
     assert _weights(grouped) == 504_474_320 > _weights(config)
 
 
-@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                                   "torch.float8_e4m3fn"])
+@pytest.mark.parametrize(
+    "dtype", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "torch.float8_e4m3fn"]
+)
 @pytest.mark.parametrize("key", ["torch_dtype", "dtype"])
 def test_float8_configs_size_with_one_byte_weights(dtype: str, key: str) -> None:
     config = {k: v for k, v in TINY.items() if k != "torch_dtype"} | {key: dtype}
@@ -521,8 +667,11 @@ def _safetensors(offsets: Any, data_bytes: int = 16) -> bytes:
     return struct.pack("<Q", len(header)) + header + b"\0" * data_bytes
 
 
-@pytest.mark.parametrize("offsets", [[0, -1000000000000], [-16, 0], [8, 4], [0, 17], [0, 2**70], ["0", "16"],
-                                     [0, True], [0], None, [0.0, 16.0]], ids=repr)
+@pytest.mark.parametrize(
+    "offsets",
+    [[0, -1000000000000], [-16, 0], [8, 4], [0, 17], [0, 2**70], ["0", "16"], [0, True], [0], None, [0.0, 16.0]],
+    ids=repr,
+)
 def test_safetensors_headers_with_absurd_offsets_are_bad_input(tmp_path: Path, offsets: Any) -> None:
     folder = tmp_path / "model"
     write(folder, "config.json", TINY)
@@ -549,17 +698,31 @@ def test_index_totals_that_are_no_size_are_bad_input(tmp_path: Path, total: Any)
     folder = tmp_path / "model"
     write(folder, "config.json", TINY)
     write(folder, "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": {}})
-    line = process_error(run_process(str(folder), "--gpu", "h100", "--ctx", "8k")) if total == -5 else cli_error(
-        invoke(str(folder), "--gpu", "h100", "--ctx", "8k"))
+    line = (
+        process_error(run_process(str(folder), "--gpu", "h100", "--ctx", "8k"))
+        if total == -5
+        else cli_error(invoke(str(folder), "--gpu", "h100", "--ctx", "8k"))
+    )
     assert "model.safetensors.index.json" in line and "total_size" in line
 
 
 # --- 8. verify: empty device, bad tolerance, unwritable report, all before the run ------------------------------
 
-@pytest.mark.parametrize("args", [["--device", ""], ["--device", "  "], ["--device", "tpu"],
-                                  ["--tolerance", "nan"], ["--tolerance", "inf"], ["--tolerance", "-0.1"],
-                                  ["--tolerance", "٠.١"], ["--encoder-len", "9" * 400]],
-                         ids=lambda a: " ".join(a))
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--device", ""],
+        ["--device", "  "],
+        ["--device", "tpu"],
+        ["--tolerance", "nan"],
+        ["--tolerance", "inf"],
+        ["--tolerance", "-0.1"],
+        ["--tolerance", "٠.١"],
+        ["--encoder-len", "9" * 400],
+    ],
+    ids=lambda a: " ".join(a),
+)
 def test_verify_options_refused_like_the_others(args: list[str]) -> None:
     cli_error(invoke("verify", "acme/never-fetched", *args))
     cli_error(invoke("acme/never-fetched", "--verify", *args))

@@ -269,8 +269,8 @@ def _render(result: Any) -> None:
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     console.print(
-        f"device {escape(result.device)}, {escape(result.weights)} weights, {result.layers_built} of {result.layers_total} "
-        f"layers built, transformers {result.transformers_version}, torch {result.torch_version}"
+        f"device {escape(result.device)}, {escape(result.weights)} weights, {result.layers_built} of "
+        f"{result.layers_total} layers built, transformers {result.transformers_version}, torch {result.torch_version}"
     )
     console.print(f"[dim]hf: {escape(result.engine_rule)}[/]")
     table = Table(title="Cache held vs kvsize --engine hf", title_justify="left", show_edge=False)
