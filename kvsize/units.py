@@ -87,6 +87,8 @@ def parse_size(text: str | int | float, *, allow_zero: bool = False, what: str =
         if not math.isfinite(text):
             raise problem
         value = Decimal(repr(text))
+    elif not isinstance(text, str):  # a list, a mapping, a date from YAML
+        raise problem
     else:
         cleaned = text.strip().upper().replace(" ", "")
         number = cleaned.rstrip("KMGTIB")

@@ -108,7 +108,7 @@ def size(
 
     With --gpu: does each scenario fit one card, and what would make it fit; exit 1 when one does not fit.
     """
-    if verify or device or layers or tolerance is not None or report or trust_remote_code:
+    if verify or any(v is not None for v in (device, layers, tolerance, report)) or trust_remote_code:
         from kvsize.cli.verify import size_verify
 
         if verify:  # say what is compared instead of silently dropping the sizing flags

@@ -180,7 +180,9 @@ def run_verify(
                 result = verify(loaded, options, progress)
             write_report(render_markdown(result))
     if json_output:
-        typer.echo(result.model_dump_json(indent=2))
+        from kvsize.text import json_safe
+
+        typer.echo(json_safe(result.model_dump_json(indent=2)))
     else:
         _render(result)
     if not result.passed:
@@ -239,6 +241,9 @@ class _RichSteps:
 
     @contextmanager
     def step(self, description: str) -> Iterator[None]:
+        from kvsize.text import markup
+
+        description = markup(description)
         task = self.progress.add_task(description, total=None) if self.progress is not None else None
         start = time.perf_counter()
         try:
@@ -265,16 +270,16 @@ def _rich_progress() -> Iterator[_RichSteps]:
 
 
 def _render(result: Any) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
+    from kvsize.text import markup as escape  # rich markup escaped, control characters made visible
     from kvsize.units import format_bytes
 
     console = make_console()
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     console.print(
-        f"device {escape(result.device)}, {result.weights} weights, {result.layers_built} of {result.layers_total} "
-        f"layers built, transformers {result.transformers_version}, torch {result.torch_version}"
+        f"device {escape(result.device)}, {escape(result.weights)} weights, {result.layers_built} of "
+        f"{result.layers_total} layers built, transformers {result.transformers_version}, torch {result.torch_version}"
     )
     console.print(f"[dim]hf: {escape(result.engine_rule)}[/]")
     table = Table(title="Cache held vs kvsize --engine hf", title_justify="left", show_edge=False)
@@ -292,7 +297,7 @@ def _render(result: Any) -> None:
         table.add_row(
             str(s.ctx),
             str(s.batch),
-            s.kv_dtype,
+            escape(s.kv_dtype),
             f"{s.predicted_bytes:,} B",
             "-" if s.measured_bytes is None else f"{s.measured_bytes:,} B",
             "-" if s.difference_bytes is None else f"{s.difference_bytes:+,} B",
