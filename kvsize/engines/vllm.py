@@ -328,12 +328,12 @@ class VllmEngine(Engine):
     def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
         """MambaStateDtypeCalculator._mamba_state_dtype: the conv state in the served dtype (mamba_cache_dtype
         auto); the SSM state likewise unless mamba_ssm_cache_dtype is set: NemotronH takes the config's
-        mamba_ssm_cache_dtype or float32 (NemotronHForCausalLMConfig), Qwen3.5 the config's mamba_ssm_dtype
-        (Qwen3_5ForConditionalGenerationConfig, 0.19+)."""
+        mamba_ssm_cache_dtype or float32 in 0.33, float16 in 0.19 (NemotronHForCausalLMConfig; 0.11 has no such
+        hook), Qwen3.5 the config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig, 0.19+)."""
         conv = self.served_dtype(spec)
         ssm = conv
-        if spec.model_type in ("nemotron_h", "nemotron_h_puzzle"):
-            ssm = _torch_dtype(state.ssm_dtype) or KvDtype.FP32
+        if spec.model_type in ("nemotron_h", "nemotron_h_puzzle") and self.version != "0.11":
+            ssm = _torch_dtype(state.ssm_dtype) or (KvDtype.FP32 if self.version == "0.33" else KvDtype.FP16)
         elif spec.model_type.startswith("qwen3_5") and self.version != "0.11" and state.ssm_dtype:
             ssm = _torch_dtype(state.ssm_dtype) or conv
         return conv, ssm
