@@ -87,6 +87,8 @@ class DeploymentSettings(BaseModel):
     """The weights' size, instead of looking it up."""
     max_batched_tokens: Count = None
     """Tokens per scheduler step (vLLM max_num_batched_tokens)."""
+    max_num_seqs: Count = None
+    """Most requests the engine runs at once (vLLM max_num_seqs)."""
     block_size: Count = None
     """Tokens per KV block (paged engines)."""
     ubatch_size: Count = None
@@ -108,9 +110,10 @@ class DeploymentSettings(BaseModel):
             raise ValueError("link_bandwidth (--link-bandwidth) needs cpu_mem (--cpu-mem), the offload tier's size")
         return self
 
-    def estimate_options(self, **engine_flags: bool | None) -> dict[str, Any]:
+    def estimate_options(self, **engine_flags: bool | str | None) -> dict[str, Any]:
         """The keyword options of `kvsize.api.estimate_loaded` these settings stand for; `engine_flags` are
-        on/off engine switches (llama.cpp `kv_unified`, `flash_attn`) passed through to the engine."""
+        engine switches (llama.cpp `kv_unified`, `flash_attn`; vLLM `enable_prefix_caching`,
+        `kv_cache_dtype_skip_layers`) passed through to the engine."""
         from kvsize.budget import BudgetSettings
 
         return {
@@ -123,6 +126,7 @@ class DeploymentSettings(BaseModel):
             "engine_options": {
                 "block_size": self.block_size,
                 "max_num_batched_tokens": self.max_batched_tokens,
+                "max_num_seqs": self.max_num_seqs,
                 "n_ubatch": self.ubatch_size,
                 "n_batch": self.batch_size,
                 **engine_flags,

@@ -102,7 +102,32 @@ BatchedTokensOpt = Annotated[
     typer.Option(
         "--max-num-batched-tokens",
         "--max-batched-tokens",
-        help="Tokens per scheduler step (vLLM sliding-window bound; default 8192).",
+        help="Tokens per scheduler step (vLLM; default: the GPU's scheduler tier, e.g. 8192 on H100, 2048 on L40S).",
+        show_default=False,
+    ),
+]
+MaxNumSeqsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-num-seqs",
+        help="Most requests the engine runs at once (vLLM; default: the GPU's scheduler tier, 256 or 1024).",
+        show_default=False,
+    ),
+]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="Prefix caching (vLLM; SGLang radix cache; TRT-LLM block reuse): shares --prefix-len and sets vLLM's "
+        "Mamba state blocks. Default: the engine's (vLLM: on for decoders; hybrids on from 0.33).",
+        show_default=False,
+    ),
+]
+SkipLayersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-cache-dtype-skip-layers",
+        help="vLLM: layers kept in the model dtype, as layer indices (0,2,4) or sliding_window.",
         show_default=False,
         metavar="TOKENS",
         rich_help_panel="Engine",
@@ -238,14 +263,6 @@ PrefixLenOpt = Annotated[
     typer.Option(
         "--prefix-len",
         help="Tokens every request shares (a system prompt): stored once by engines that share prefixes.",
-        show_default=False,
-    ),
-]
-PrefixCachingOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="Prefix caching (vLLM, SGLang radix cache, TRT-LLM block reuse). Default: the engine's default.",
         show_default=False,
     ),
 ]

@@ -31,6 +31,7 @@ from kvsize.cli.options import (
     LayersOpt,
     LinkOpt,
     LlamaBatchSizeOpt,
+    MaxNumSeqsOpt,
     ModelArg,
     OutputLenOpt,
     PlotOpt,
@@ -41,6 +42,7 @@ from kvsize.cli.options import (
     ReportOpt,
     ReserveOpt,
     RevisionOpt,
+    SkipLayersOpt,
     ToleranceOpt,
     TpOpt,
     TrustRemoteCodeOpt,
@@ -74,6 +76,8 @@ def size(
     ubatch_size: UbatchSizeOpt = None,
     batch_size: LlamaBatchSizeOpt = None,
     flash_attn: FlashAttnOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    kv_cache_dtype_skip_layers: SkipLayersOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     gpu_util: GpuUtilOpt = None,
@@ -176,6 +180,7 @@ def size(
             revision=revision,
             ubatch_size=ubatch_size,
             batch_size=batch_size,
+            max_num_seqs=max_num_seqs,
         )
         loaded = load_model_config(model, revision=settings.revision)
         result = estimate_loaded(
@@ -187,7 +192,12 @@ def size(
             engine_version=engine_version,
             gpu=gpu,
             weights_dtype=weights_dtype,
-            **settings.estimate_options(kv_unified=kv_unified or None, flash_attn=flash_attn),
+            **settings.estimate_options(
+                kv_unified=kv_unified or None,
+                flash_attn=flash_attn,
+                enable_prefix_caching=enable_prefix_caching,
+                kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
+            ),
             with_advice=True,
             **serving_options(
                 prefix_len=prefix_len,
