@@ -327,8 +327,7 @@ def _nas(blocks: list[int | None]) -> ArchSpec:
             "hidden_size": 4096,
             "torch_dtype": "bfloat16",
             "block_configs": [
-                {"attention": {"no_op": True}} if g is None else {"attention": {"n_heads_in_group": g}}
-                for g in blocks
+                {"attention": {"no_op": True}} if g is None else {"attention": {"n_heads_in_group": g}} for g in blocks
             ],
         }
     )
