@@ -263,13 +263,16 @@ def estimate_loaded(
     settings = budget or BudgetSettings()
     if reserve_bytes is not None:
         settings = replace(settings, reserve_bytes=reserve_bytes)
-    if settings.max_batched_tokens is None and (engine_options or {}).get("max_num_batched_tokens"):
-        settings = replace(settings, max_batched_tokens=(engine_options or {})["max_num_batched_tokens"])
     if card is None and (settings != BudgetSettings() or weights_bytes is not None or weights_dtype or offload):
         raise UsageError(
             "budget settings (reserve, weights, utilisation, KV memory) only apply to a card",
             hint="Add --gpu or --gpu-mem.",
         )
+    # Scheduler settings size the engine's cache and, on a card, its activation profile.
+    if settings.max_batched_tokens is None and (engine_options or {}).get("max_num_batched_tokens"):
+        settings = replace(settings, max_batched_tokens=(engine_options or {})["max_num_batched_tokens"])
+    if settings.max_num_seqs is None and (engine_options or {}).get("max_num_seqs"):
+        settings = replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
     weights = None
     if card is not None:
         from kvsize.weights import find_weights
@@ -284,12 +287,15 @@ def estimate_loaded(
     hardware = _hardware(loaded, spec, card, offload)
 
     scenarios = []
+    names_asked = [kv_dtype] if isinstance(kv_dtype, str) else list(kv_dtype)
+    auto = _auto_dtype(loaded.raw, spec)[0] if any(n.strip().lower() == AUTO for n in names_asked) else None
     for rules in engines:
         try:
             rules.check_supported(spec)
+            engine_dtypes = _engine_dtypes(rules, spec, dtypes, auto, names_asked)
             produced = [
                 _scenario(rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware, with_max_context)
-                for dtype, c, b in product(dtypes, contexts, batches)
+                for dtype, c, b in product(engine_dtypes, contexts, batches)
             ]
         except KvsizeError as exc:
             if len(engines) == 1:
@@ -305,6 +311,20 @@ def estimate_loaded(
         notes=tuple(dict.fromkeys(notes)),
         scenarios=tuple(scenarios),
     )
+
+
+def _engine_dtypes(
+    rules: Engine, spec: ArchSpec, dtypes: list[KvDtype], auto: KvDtype | None, names: Sequence[str]
+) -> list[KvDtype]:
+    """The dtypes sized for one engine: `auto` becomes what that engine stores (vLLM serves float32 checkpoints
+    in 16 bits), unless the same dtype was also asked for by name."""
+    if auto is None:
+        return dtypes
+    named = {parse_kv_dtype(n) for n in names if n.strip().lower() != AUTO}
+    engine_auto = rules.auto_kv_dtype(spec, auto)
+    if engine_auto == auto or auto in named:
+        return dtypes
+    return list(dict.fromkeys(engine_auto if d == auto else d for d in dtypes))
 
 
 def _scenario(

@@ -122,6 +122,7 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "gpt_neox",
     "deepseek_v2",
     "deepseek_v3",
+    "deepseek_v32",
     "exaone4",
     "gpt_oss",
     "llama4",
@@ -655,6 +656,7 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
             conv_kernel=f.need_int("linear_conv_kernel_dim"),
             ssm_shape=(v_heads, k_dim, v_dim),
             dtype=dtype,
+            ssm_dtype=_named_ssm_dtype(f),
         )
     d_state = f.need_int(*_SSM_STATE_KEYS)
     conv_kernel = f.need_int("conv_kernel", "mamba_d_conv", "d_conv", "conv_dimension")
@@ -697,7 +699,15 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
         conv_kernel=conv_kernel,
         ssm_shape=(num_heads, head_dim, d_state),
         dtype=dtype,
+        n_groups=n_groups,
+        ssm_dtype=_named_ssm_dtype(f),
     )
+
+
+def _named_ssm_dtype(f: _Fields) -> str | None:
+    """The SSM-state dtype a config names: Qwen3.5 `mamba_ssm_dtype`, Nemotron-H `mamba_ssm_cache_dtype`."""
+    named = f.raw("mamba_ssm_dtype") or f.raw("mamba_ssm_cache_dtype")
+    return named if isinstance(named, str) else None
 
 
 # --- assembling layers ---------------------------------------------------------------------------------
@@ -745,6 +755,8 @@ def _layer(
             qk_nope_head_dim=attn.mla[2],
             v_head_dim=attn.mla[3],
             num_query_heads=attn.num_heads,
+            # DeepSeek-V3.2 sparse attention: a lightning indexer keyed by index_topk / index_head_dim.
+            index_head_dim=f.integer("index_head_dim") if f.has("index_topk") else None,
         )
         return LayerSpec(index=index, attention=spec, state=state if with_state else None)
     window: int | None = None

@@ -38,6 +38,13 @@ class KvDtype(str, Enum):
     Q4_1 = "q4_1"
     Q4_0 = "q4_0"
     IQ4_NL = "iq4_nl"
+    # vLLM-only layouts (vllm/config/cache.py CacheDType); their per-head or per-token extras are added by
+    # the vLLM engine (kvsize/engines/vllm.py), the storage below is the payload alone.
+    INT8_PER_TOKEN_HEAD = "int8_per_token_head"
+    FP8_PER_TOKEN_HEAD = "fp8_per_token_head"
+    INT4_PER_TOKEN_HEAD = "int4_per_token_head"
+    FP8_DS_MLA = "fp8_ds_mla"
+    NVFP4_DS_MLA = "nvfp4_ds_mla"
 
     @property
     def storage(self) -> Storage:
@@ -69,6 +76,15 @@ STORAGE: dict[KvDtype, Storage] = {
     KvDtype.Q4_1: Storage(32, 20, "GGML q4_1: fp16 scale + fp16 min + 16 B"),
     KvDtype.Q4_0: Storage(32, 18, "GGML q4_0: fp16 scale + 16 B"),
     KvDtype.IQ4_NL: Storage(32, 18, "GGML iq4_nl: fp16 scale + 16 B (non-linear 4-bit)"),
+    # vLLM TritonAttentionBackend.customize_spec: one fp32 scale inline after each head's K and V row.
+    KvDtype.INT8_PER_TOKEN_HEAD: Storage(1, 1, "int8 + one inline fp32 scale per token, head and K/V"),
+    KvDtype.FP8_PER_TOKEN_HEAD: Storage(1, 1, "float8 e4m3 + one inline fp32 scale per token, head and K/V"),
+    KvDtype.INT4_PER_TOKEN_HEAD: Storage(2, 1, "packed int4 + one inline fp32 scale per token, head and K/V"),
+    # vLLM FlashMLA sparse (DeepSeek-V3.2): 656 B and 352 B per token for the 512 + 64 latent.
+    KvDtype.FP8_DS_MLA: Storage(1, 1, "DeepSeek MLA fp8: 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE = 656 B/token"),
+    KvDtype.NVFP4_DS_MLA: Storage(
+        16, 9, "DeepSeek MLA nvfp4: 512 e2m1 + 32 e4m3 scales + 64 e4m3 RoPE = 352 B/token"
+    ),
 }
 
 # Spellings users type (vLLM's --kv-cache-dtype values, torch names, llama.cpp's -ctk values).

@@ -58,6 +58,9 @@ class AttentionSpec(_Frozen):
     """Tokens a cross-attention layer attends to, per request (an image's or an encoder's)."""
     shares_kv_with: int | None = Field(default=None, ge=0)
     """Index of the layer whose cache a SHARED layer reads."""
+    index_head_dim: int | None = Field(default=None, gt=0)
+    """MLA with a sparse-attention indexer (DeepSeek-V3.2 `index_head_dim`): the indexer keeps one key of
+    this width per token beside the latent."""
 
     @model_validator(mode="after")
     def _check_kind_fields(self) -> AttentionSpec:
@@ -87,6 +90,12 @@ class StateSpec(_Frozen):
     """Shape of the recurrent (SSM / delta-rule) state tensor per request."""
     dtype: str = "bf16"
     """Storage format of the state (a `KvDtype` value); engines may override it."""
+    n_groups: int | None = Field(default=None, gt=0)
+    """Mamba-2: groups of the B and C projections (their channels are in `conv_channels`); engines that
+    shard by tensor parallelism replicate groups that do not divide (vLLM extra_groups_for_head_shards)."""
+    ssm_dtype: str | None = None
+    """The SSM-state dtype the config names (`mamba_ssm_dtype`, `mamba_ssm_cache_dtype`), as a torch name;
+    None when it names none. Engines decide whether they follow it."""
 
     @property
     def conv_elements(self) -> int:

@@ -312,11 +312,15 @@ def test_kv_dtype_auto_follows_the_config_and_says_so(tmp_path: Path) -> None:
     assert any("auto" in note and "bf16" in note for note in data["notes"])
 
     path = write_config(tmp_path / "fp32", {**TINY_GQA, "torch_dtype": "float32"})
-    data = run_json(str(path), "--ctx", "1k")
+    data = run_json(str(path), "--ctx", "1k", "--engine", "formula")
     [s] = data["scenarios"]
     # fp32: 4 x 8 x 128 x 2 x 4 B = 32768 B per token.
     assert (s["kv_dtype"], s["kv_bytes_per_token"]) == ("fp32", 32768)
     assert any("auto" in note and "fp32" in note for note in data["notes"])
+    # vLLM serves float32 checkpoints in bfloat16 (config/model.py _resolve_auto_dtype: "Downcast for float32
+    # models" to the platform's first dtype), so its auto KV cache is bf16: 4 x 8 x 128 x 2 x 2 B = 16384 B.
+    [s] = run_json(str(path), "--ctx", "1k")["scenarios"]
+    assert (s["kv_dtype"], s["kv_bytes_per_token"]) == ("bf16", 16384)
 
 
 def test_kv_dtype_auto_picks_fp8_from_a_kv_cache_scheme(tmp_path: Path) -> None:

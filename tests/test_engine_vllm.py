@@ -58,17 +58,20 @@ def test_sliding_window_past_the_window() -> None:
 
 def test_hybrid_linear_attention_pages() -> None:
     # Qwen3-Next: attention 2 KV heads x 256 x 2 x 2 B = 2048 B per token per layer; Gated DeltaNet state
-    # (bf16) = conv 8192 x 3 x 2 + 32 x 128 x 128 x 2 = 1,097,728 B. Block size = 16 x cdiv(1,097,728,
-    # 16 x 2048) = 544 tokens; page = 544 x 2048 = 1,114,112 B. 36 GDN + 12 attention layers: group size 12,
-    # 3 Mamba groups + 1 attention group; a block spans 12 pages. Per request at 128k: cdiv(131072, 544) = 241
-    # attention blocks + 3 groups x 2 state blocks (prefix caching on).
+    # (bf16) = conv 8192 x 3 x 2 + 32 x 128 x 128 x 2 = 1,097,728 B. vLLM 0.33 on the reference H100 (sm_90):
+    # prefix caching on for hybrids -> mamba_cache_mode "align"; the FlashInfer GDN prefill exports checkpoints
+    # aligned to 64 tokens (qwen_gdn_linear_attn.py, gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), so
+    # Platform._align_hybrid_block_size uses lcm(16, 64) = 64: block = 64 x cdiv(1,097,728, 64 x 2048) = 576
+    # tokens; page = 576 x 2048 = 1,179,648 B. 36 GDN + 12 attention layers: group size 12, 3 Mamba groups + 1
+    # attention group; a block spans 12 pages. Per request at 128k: cdiv(131072, 576) = 228 attention blocks
+    # + 3 groups x (2 + 1 checkpoint) state blocks (MambaSpec.max_memory_usage_bytes, align mode).
     engine = vllm()
     qwen = spec("Qwen/Qwen3-Next-80B-A3B-Thinking")
-    assert engine.block_size(qwen, KvDtype.BF16, 1) == 544
+    assert engine.block_size(qwen, KvDtype.BF16, 1) == 576
     est = engine.estimate(qwen, ctx=131072, batch=1, kv_dtype=KvDtype.BF16)
-    assert est.kv_cache_bytes == (241 + 3 * 2) * 12 * 1_114_112
+    assert est.kv_cache_bytes == (228 + 3 * 3) * 12 * 1_179_648
     lay = engine.layout(qwen, qwen.layers, 131072, KvDtype.BF16, 1)
-    assert (lay.groups, lay.bytes_per_block, lay.blocks_per_request) == (4, 12 * 1_114_112, 247)
+    assert (lay.groups, lay.bytes_per_block, lay.blocks_per_request) == (4, 12 * 1_179_648, 237)
 
 
 def test_tp_beyond_kv_heads_replicates() -> None:

@@ -221,9 +221,15 @@ def test_encoder_decoder_cross_attention_per_request() -> None:
     est = FORMULA.estimate(spec, ctx=448, batch=4, kv_dtype=KvDtype.FP16)
     assert est.kv_bytes_per_token == 163_840 and est.state_bytes_per_request == 245_760_000
     assert est.kv_cache_bytes == 4 * (448 * 163_840 + 245_760_000)
-    # vLLM: whole 16-token blocks: cdiv(448, 16) = 28 and cdiv(1500, 16) = 94 blocks per layer.
-    paged = get_engine("vllm").estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)
+    # vLLM 0.11: whole 16-token blocks: cdiv(448, 16) = 28 and cdiv(1500, 16) = 94 blocks per layer (the
+    # encoder length is max_num_encoder_input_tokens for encoder-decoder models, VllmConfig.__post_init__).
+    paged = get_engine("vllm", "0.11").estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)
     assert paged.kv_cache_bytes == 32 * 20 * 64 * 2 * 2 * (28 * 16 + 94 * 16)
+    # vLLM 0.33 sizes cross-attention by SchedulerConfig.max_num_encoder_input_tokens = max_num_batched_tokens:
+    # on the reference H100 (API server) max(448, 8192) = 8192 (no chunked prefill for encoder-decoder), then
+    # min(1024 x 448, 8192) = 8192 -> cdiv(8192, 16) = 512 blocks per layer.
+    paged = get_engine("vllm").estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)
+    assert paged.kv_cache_bytes == 32 * 20 * 64 * 2 * 2 * (28 * 16 + 512 * 16)
     for name in ("sglang", "trtllm", "llamacpp"):
         with pytest.raises(KvsizeError, match="encoder-decoder"):
             get_engine(name).estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)

@@ -68,7 +68,31 @@ BatchedTokensOpt = Annotated[
     typer.Option(
         "--max-num-batched-tokens",
         "--max-batched-tokens",
-        help="Tokens per scheduler step (vLLM sliding-window bound; default 8192).",
+        help="Tokens per scheduler step (vLLM; default: the GPU's scheduler tier, e.g. 8192 on H100, 2048 on L40S).",
+        show_default=False,
+    ),
+]
+MaxNumSeqsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-num-seqs",
+        help="Most requests the engine runs at once (vLLM; default: the GPU's scheduler tier, 256 or 1024).",
+        show_default=False,
+    ),
+]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM prefix caching (default: on for decoders; hybrids on from 0.33; off for attention-free models).",
+        show_default=False,
+    ),
+]
+SkipLayersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-cache-dtype-skip-layers",
+        help="vLLM: layers kept in the model dtype, as layer indices (0,2,4) or sliding_window.",
         show_default=False,
     ),
 ]

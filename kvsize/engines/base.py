@@ -148,6 +148,11 @@ class Engine(ABC):
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:  # noqa: B027  (the formula takes any)
         """Raise UnsupportedArchitecture when the engine offers no KV cache in `dtype` for `spec`."""
 
+    def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
+        """What `--kv-dtype auto` stores for this engine, given kvsize's choice (a config's KV quantization
+        scheme, else the config's dtype); engines that serve a model in another dtype override it."""
+        return chosen
+
     def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:  # noqa: B027  (the formula splits any)
         """Raise UsageError when the engine refuses to split `spec` over `tp` x `pp` GPUs (vLLM:
         ModelConfig.verify_with_parallel_config); engines override it with their own start-up checks."""

@@ -1,58 +1,131 @@
 """vLLM (v1 engine): paged blocks, per-kind admission bounds, KV-cache groups and the pool figures it logs.
 
-Rules mirror vLLM 0.33 (default), 0.19 (0.12-0.19) and 0.11 as read from their source (file and function beside each
-rule; the reference is ../ENGINES.md §1 of the kvsize repository's research notes):
+Rules mirror vLLM 0.33 (default), 0.19 (0.12-0.19) and 0.11, read from each release's source (file and function
+beside each rule; docs/engines.md tabulates them). The device, the scheduler settings and the user's switches
+come from the engine context (`Engine.context`): the rules below depend on the GPU generation and memory tier.
 
 - Page of one layer: block_size x kv_heads_per_rank x (head_size + head_size_v) x dtype bytes
-  (vllm/v1/kv_cache_interface.py AttentionSpec.page_size_bytes); MLA: one head of kv_lora_rank +
-  qk_rope_head_dim, replicated on every TP rank (MLAAttentionSpec, max_tp_shards=1); NVFP4 adds one e4m3
-  scale per 16 elements (FlashInferBackend.customize_spec).
-- Blocks one request may need, per layer (max_memory_usage_bytes / page): full and MLA
-  cdiv(max_model_len, block_size); sliding window cdiv(min(W - 1 + in_flight, L), bs) + 1
-  (SlidingWindowSpec); chunked local cdiv(min(C + in_flight, L), bs) (ChunkedLocalAttentionSpec);
-  cross attention cdiv(encoder tokens, bs); Mamba 2 blocks with prefix caching on (the default for hybrid
-  models, mamba_cache_mode "align"), 1 for attention-free models. in_flight = max_concurrent_batches x
-  max_num_batched_tokens (2 batches with async scheduling in 0.33; 0.19 and older used one batch).
-- Groups (vllm/v1/core/kv_cache_planning.py get_kv_cache_groups): one group for identical layers; layers
-  of one type with different sizes share one group whose block spans every layer's page; mixed types are
-  bucketed, group_size = min bucket (max when max < 1.5 x min), short groups padded. A block spans
-  group_size pages; bytes_per_block = group_size x page (uniform: layers x page).
-- Hybrid attention + Mamba: block_size = 16 x cdiv(state bytes, 16 x attention bytes per token) and the
-  state page is padded to the attention page (Platform._align_hybrid_block_size).
+  (v1/kv_cache_interface.py AttentionSpec.page_size_bytes); *_per_token_head dtypes add one fp32 scale per head
+  row (TritonAttentionBackend.customize_spec); MLA: one latent of kv_lora_rank + qk_rope_head_dim, replicated on
+  every TP rank; DeepSeek-V3.2 fp8_ds_mla 656 B and nvfp4_ds_mla 352 B per token, plus its indexer key of
+  index_head_dim + 4 B per 128 (models/deepseek_v2.py Indexer / DeepseekV32IndexerCache).
+- Blocks one request may need, per layer (max_memory_usage_bytes / page): full and MLA cdiv(max_model_len, bs);
+  sliding window cdiv(min(W - 1 + in_flight, L), bs) + 1; chunked local cdiv(min(C + in_flight, L), bs); cross
+  attention cdiv(max_num_encoder_input_tokens, bs); Mamba: "align" mode 2 + speculative + checkpoint blocks
+  (0.33), 1 + speculative without prefix caching. in_flight comes from vllm_scheduler.py (GPU and version).
+- Groups (v1/core/kv_cache_planning.py get_kv_cache_groups, formed over the whole model and projected onto each
+  pipeline stage: get_global_kv_cache_groups / _project_kv_cache_groups_to_worker): one group for identical or
+  same-type layers (UniformTypeKVCacheSpecs: a block spans every layer's page); mixed types get one page size
+  (unify_kv_cache_spec_page_size) and are split into groups of group_size layers.
+- Hybrid attention + Mamba: block_size = A x cdiv(state bytes, A x attention bytes per token), A the backend's
+  alignment (x the prefill-checkpoint alignment in 0.33's align mode), and the state page padded to the attention
+  page (Platform._align_hybrid_block_size; 0.19/0.11 HybridAttentionMambaModelConfig).
 - Pool: num_blocks = available // bytes_per_block; concurrency = num_blocks / blocks per request; logged
-  "GPU KV cache size" = int(concurrency x max_model_len) (kv_cache_utils.get_max_concurrency_for_kv_cache_config;
+  "GPU KV cache size" = int(concurrency x max_model_len) (0.33 get_max_concurrency_for_kv_cache_config;
   0.19 and older: num_blocks // groups x block_size).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from math import lcm
+from typing import Literal
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, group_layers
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, pipeline_stages
 from kvsize.engines.context import Device
 from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
+from kvsize.errors import UsageError
+from kvsize.sizing import KvEstimate
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
 
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FA, FlashInfer and Hopper's FlashAttention-MLA keep it
-HYBRID_ALIGN = 16  # smallest kernel block of the FlashAttention backend
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention and FlashInfer keep it
+HYBRID_ALIGN = 16  # smallest kernel block of FlashAttention / FlashInfer (MultipleOf(16))
 # The device assumed when none is given: an H100 SXM (gpu_profiles/h100-sxm.yaml), whose API-server scheduler
 # defaults are 8192 batched tokens and 1024 sequences in every modelled release (vllm_scheduler.py).
 REFERENCE_DEVICE = Device(total_memory_bytes=85_520_809_984, name="NVIDIA H100 80GB HBM3", capability=(9, 0))
-MAMBA_BLOCKS_PREFIX_CACHING = 2  # mamba_cache_mode "align": 2 + num_speculative + checkpoint blocks
-MAMBA_BLOCKS_PLAIN = 1
+
+# --kv-cache-dtype values each release accepts (vllm/config/cache.py CacheDType), as vLLM spells them.
+OFFERED_KV_DTYPES: dict[str, tuple[str, ...]] = {
+    "0.33": (
+        "auto",
+        "float16",
+        "bfloat16",
+        "fp8",
+        "fp8_e4m3",
+        "fp8_e5m2",
+        "fp8_inc",
+        "fp8_ds_mla",
+        "nvfp4_ds_mla",
+        "turboquant_k8v4",
+        "turboquant_4bit_nc",
+        "turboquant_k3v4_nc",
+        "turboquant_3bit_nc",
+        "octave_k3v4",
+        "octave_k3v3",
+        "octave_k3v3_compact",
+        "ultraquant_4bit",
+        "int4_per_token_head",
+        "int8_per_token_head",
+        "fp8_per_token_head",
+        "nvfp4",
+        "nvfp4_4over6",
+    ),  # fmt: skip
+    "0.19": ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"),
+    "0.11": ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
+}
+# kvsize's formats that each release's names map to (fp8 and fp8_inc are e4m3 on CUDA).
+_KV_DTYPE_NAMES: dict[KvDtype, str] = {
+    KvDtype.FP16: "float16",
+    KvDtype.BF16: "bfloat16",
+    KvDtype.FP8_E4M3: "fp8_e4m3",
+    KvDtype.FP8_E5M2: "fp8_e5m2",
+    KvDtype.NVFP4: "nvfp4",
+    KvDtype.INT8_PER_TOKEN_HEAD: "int8_per_token_head",
+    KvDtype.FP8_PER_TOKEN_HEAD: "fp8_per_token_head",
+    KvDtype.INT4_PER_TOKEN_HEAD: "int4_per_token_head",
+    KvDtype.FP8_DS_MLA: "fp8_ds_mla",
+    KvDtype.NVFP4_DS_MLA: "nvfp4_ds_mla",
+}
+PER_TOKEN_HEAD = frozenset({KvDtype.INT8_PER_TOKEN_HEAD, KvDtype.FP8_PER_TOKEN_HEAD, KvDtype.INT4_PER_TOKEN_HEAD})
+PER_TOKEN_HEAD_SCALE_BYTES = 4  # one fp32 scale after each head's K row and each V row
+DS_MLA = frozenset({KvDtype.FP8_DS_MLA, KvDtype.NVFP4_DS_MLA})
+# vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (0.33; 0.11 also lists plamo2).
+FLOAT16_NOT_SUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4", "plamo2"})
+# 0.19 models/interfaces.py SupportsMambaPrefixCaching: "all" mode when prefix caching is turned on.
+MAMBA_PREFIX_CACHING_ALL_019 = frozenset(
+    {"bamba", "nemotron_h", "jamba", "mamba2", "mamba", "falcon_mamba", "zamba2", "granitemoehybrid", "falcon_h1"}
+)
+MLLAMA_TYPES = frozenset({"mllama", "mllama_text_model"})
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py (0.33)
+MambaMode = Literal["none", "align", "all"]
 
 
 @dataclass(frozen=True)
-class _Slot:
-    """One cache-holding sub-layer (an attention or a Mamba mixer) on one rank."""
+class CacheSpec:
+    """One KV-cache spec of one layer on one rank (vLLM's KVCacheSpec): what a group pages."""
 
-    kind: str  # "attention" or "mamba"
-    key: tuple[object, ...]  # the spec type: attention kind and window, or "mamba"
-    per_token: int  # attention bytes per token slot; 0 for mamba
-    state: int  # mamba state bytes; 0 for attention
-    attn: AttentionSpec | None  # the attention it pages, for its blocks per request
+    kind: str  # "full", "sliding", "chunked", "mla", "cross", "mamba"
+    window: int | None
+    block_size: int
+    page: int  # bytes of one block of this layer, padding included
+    blocks: int  # blocks one request may hold at max_model_len
+    per_token: int = 0  # attention bytes per token (0 for Mamba)
+
+    @property
+    def type_key(self) -> tuple[str, int | None]:
+        """Specs of one type share a group when they are the only type (UniformTypeKVCacheSpecs)."""
+        return (self.kind, self.window)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A KV-cache group: its spec and the layers (indices) whose pages one block spans."""
+
+    spec: CacheSpec
+    layers: tuple[int, ...]
+    pages: tuple[int, ...]  # each layer's page (differ inside a uniform-type group)
 
 
 @dataclass(frozen=True)
@@ -78,6 +151,24 @@ class Pool:
     """Requests of max_model_len vLLM can admit at once (the null block is never handed out)."""
 
 
+def parse_skip_layers(value: str | Iterable[str | int] | None) -> tuple[str, ...]:
+    """--kv-cache-dtype-skip-layers: layer indices or `sliding_window`, comma-separated or repeated."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    out = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        if item != "sliding_window" and not item.isdigit():
+            raise UsageError(
+                f"--kv-cache-dtype-skip-layers: '{item}' is neither a layer index nor 'sliding_window'",
+                hint="Give layer indices (0,2,4) or sliding_window, as vLLM accepts.",
+            )
+        out.append(item)
+    return tuple(out)
+
+
 class VllmEngine(Engine):
     name = "vllm"
     title = "vLLM"
@@ -90,20 +181,35 @@ class VllmEngine(Engine):
         *,
         block_size: int | None = None,
         max_num_batched_tokens: int | None = None,
-        enable_prefix_caching: bool = True,
+        max_num_seqs: int | None = None,
+        enable_prefix_caching: bool | None = None,
+        kv_cache_dtype_skip_layers: str | Sequence[str | int] | None = None,
+        num_speculative_tokens: int | None = None,
     ) -> None:
         super().__init__(version)
         self.fixed_block_size = block_size
         self.batched_tokens_option = max_num_batched_tokens
-        self.enable_prefix_caching = enable_prefix_caching
+        self.max_num_seqs_option = max_num_seqs
+        self.prefix_caching_option = enable_prefix_caching
+        self.skip_layers = parse_skip_layers(kv_cache_dtype_skip_layers)
+        self.speculative_option = num_speculative_tokens
+
+    # --- the deployment -------------------------------------------------------------------------------
 
     @property
     def device(self) -> Device:
         """The GPU the rules are evaluated for: the context's, else the reference H100."""
         return self.context.device or REFERENCE_DEVICE
 
-    def scheduler(self, max_model_len: int, tp: int = 1, pp: int = 1) -> SchedulerSettings:
-        """The scheduler vLLM runs for this model on the context's device (vllm_scheduler.scheduler_settings)."""
+    @property
+    def num_speculative_tokens(self) -> int:
+        return self.speculative_option if self.speculative_option is not None else self.context.num_speculative_tokens
+
+    def scheduler(
+        self, max_model_len: int, tp: int = 1, pp: int = 1, spec: ArchSpec | None = None
+    ) -> SchedulerSettings:
+        """The scheduler vLLM runs for this model on the context's device (vllm_scheduler.scheduler_settings).
+        Encoder-decoder models run without chunked prefill (SchedulerConfig: disabled for them)."""
         return scheduler_settings(
             self.version,
             self.device,
@@ -112,166 +218,568 @@ class VllmEngine(Engine):
             tp=tp,
             pp=pp,
             max_num_batched_tokens=self.batched_tokens_option or self.context.max_num_batched_tokens,
-            max_num_seqs=self.context.max_num_seqs,
+            max_num_seqs=self.max_num_seqs_option or self.context.max_num_seqs,
+            chunked_prefill=not (spec is not None and spec.is_encoder_decoder),
         )
 
     def max_running_requests(self, spec: ArchSpec, max_model_len: int, tp: int = 1, pp: int = 1) -> int | None:
         """max_num_seqs: the scheduler admits no request once that many run (v1/core/sched/scheduler.py
         Scheduler.schedule: `if len(self.running) == self.max_num_seqs: break`)."""
-        return self.scheduler(max_model_len, tp, pp).max_num_seqs
-
-    @property
-    def rule(self) -> str:
-        return (
-            f"vLLM {self.version}: blocks of {self.fixed_block_size or DEFAULT_BLOCK_SIZE} tokens per layer "
-            "(hybrid Mamba: enlarged to fit a state), sliding layers cdiv(min(W-1+in-flight, ctx), "
-            "bs)+1 blocks, chunked cdiv(min(C+in-flight, ctx), bs), MLA latent replicated per TP rank, "
-            "kv heads max(1, kv//tp); groups padded to a common size (vllm/v1/kv_cache_interface.py, "
-            "v1/core/kv_cache_planning.py)"
-        )
+        return self.scheduler(max_model_len, tp, pp, spec).max_num_seqs
 
     def in_flight_tokens(self, max_model_len: int, pp: int = 1) -> int:
         """Tokens scheduled but not yet settled that a sliding window must keep (VllmConfig.max_in_flight_tokens):
         pp + 1 batches with async scheduling (0.33), one batch in 0.19 and older."""
         return self.scheduler(max_model_len, pp=pp).in_flight_tokens
 
+    @property
+    def rule(self) -> str:
+        return (
+            f"vLLM {self.version}: blocks of {self.fixed_block_size or DEFAULT_BLOCK_SIZE} tokens per layer "
+            "(hybrid Mamba: enlarged to fit a state; MLA: the backend's block), sliding layers "
+            "cdiv(min(W-1+in-flight, ctx), bs)+1 blocks, chunked cdiv(min(C+in-flight, ctx), bs), in-flight from "
+            "the GPU's scheduler defaults, MLA latent replicated per TP rank, kv heads max(1, kv//tp); groups over "
+            "the whole model, padded to a common size (vllm/v1/kv_cache_interface.py, "
+            "v1/core/kv_cache_planning.py)"
+        )
+
+    # --- what vLLM serves -----------------------------------------------------------------------------
+
     def check_supported(self, spec: ArchSpec) -> None:
+        if spec.model_type in MLLAMA_TYPES:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} cannot serve Mllama (Llama 3.2 Vision): vLLM removed the model in 0.10.2",
+                hint="Use --engine hf or sglang, or size it with --engine formula.",
+            )
         if spec.is_encoder_decoder and spec.model_type != "whisper":
             raise UnsupportedArchitecture(
                 f"vLLM's v1 engine serves Whisper as its only encoder-decoder model, not {spec.model_type}",
                 hint="Use --engine hf or formula for T5 / BART style models.",
             )
 
-    # --- per layer ------------------------------------------------------------------------------------
-
-    def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
-        # MambaStateDtypeCalculator: both in the model dtype, except NemotronH whose SSM state is float32
-        # unless its config names mamba_ssm_cache_dtype (NemotronHForCausalLMConfig, models/config.py).
-        model = KvDtype(state.dtype)
-        if spec.model_type == "nemotron_h":
-            return model, KvDtype.FP32
-        return model, model
-
-    def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
-        return self._blocks_for(attn, ctx, self.fixed_block_size or DEFAULT_BLOCK_SIZE) * (
-            self.fixed_block_size or DEFAULT_BLOCK_SIZE
+    def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
+        """Only the --kv-cache-dtype values the release offers (config/cache.py CacheDType), plus the dtype
+        the model is served in (what `auto` resolves to)."""
+        offered = OFFERED_KV_DTYPES[self.version]
+        name = _KV_DTYPE_NAMES.get(dtype)
+        if dtype == self.served_dtype(spec) or (name is not None and name in offered):
+            if dtype in DS_MLA and not self._sparse_mla(spec):
+                raise UnsupportedArchitecture(
+                    f"vLLM's {name} KV cache is DeepSeek-V3.2's sparse-MLA format; {spec.model_type} has no "
+                    "sparse MLA indexer",
+                    hint="Choose fp8, bfloat16 or auto.",
+                )
+            if dtype in PER_TOKEN_HEAD and self._mla(spec):
+                raise UnsupportedArchitecture(
+                    f"vLLM's {name} KV cache (Triton attention backend) does not serve MLA models",
+                    hint="Choose fp8, bfloat16 or auto.",
+                )
+            return
+        raise UnsupportedArchitecture(
+            f"vLLM {self.version} has no {dtype.value} KV cache; --kv-cache-dtype offers {', '.join(offered)}",
+            hint="Choose one of those (kvsize names: fp16, bf16, fp8_e4m3, fp8_e5m2, ...), or another --engine.",
         )
 
-    def _blocks_for(self, attn: AttentionSpec, ctx: int, bs: int) -> int:
+    def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:
+        """ModelConfig.verify_with_parallel_config: attention heads must divide over tp; pp may not exceed the
+        layers (get_pp_indices); Mamba state shards must divide (MambaStateShapeCalculator uses `divide`)."""
+        heads = spec.num_attention_heads
+        if heads is not None and heads % tp:
+            raise UsageError(
+                f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
+                hint="vLLM refuses this split (ModelConfig.verify_with_parallel_config); choose a --tp that divides "
+                f"{heads}.",
+            )
+        if pp > spec.num_layers:
+            raise UsageError(f"--pp {pp} exceeds the model's {spec.num_layers} layers")
+        for state in {layer.state for layer in spec.layers if layer.state is not None}:
+            if state.kind is StateKind.MAMBA2 and state.ssm_shape[0] % tp:
+                raise UsageError(
+                    f"vLLM shards the {state.ssm_shape[0]} Mamba heads over tp: {tp} does not divide them",
+                    hint="Choose a --tp that divides the Mamba head count (MambaStateShapeCalculator).",
+                )
+
+    # --- dtypes -----------------------------------------------------------------------------------------
+
+    def served_dtype(self, spec: ArchSpec) -> KvDtype:
+        """The dtype vLLM serves the model in with --dtype auto (config/model.py _resolve_auto_dtype): float32
+        checkpoints are cast to the platform's first dtype (bfloat16 from compute capability 8.0, float16 on
+        Volta/Turing); a dtype the GPU lacks falls back to it; gemma2/gemma3/glm4 never run in float16."""
+        model = KvDtype(spec.model_dtype) if spec.model_dtype in KvDtype._value2member_map_ else KvDtype.BF16
+        dev = self.device
+        old_cuda = dev.platform == "cuda" and dev.capability is not None and dev.capability < (8, 0)
+        supported = [KvDtype.FP16, KvDtype.FP32] if old_cuda else [KvDtype.BF16, KvDtype.FP16, KvDtype.FP32]
+        if spec.model_type in FLOAT16_NOT_SUPPORTED:
+            supported.remove(KvDtype.FP16)
+        preferred = supported[0]
+        if model is KvDtype.FP32:
+            model = preferred
+        return model if model in supported else preferred
+
+    def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
+        """--kv-cache-dtype auto: the served dtype (float32 checkpoints run in 16 bits); DeepSeek-V3.2 on 0.11
+        uses fp8_ds_mla (models/config.py DeepseekV32ForCausalLM). A config's fp8 KV scheme is kept."""
+        if chosen in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
+            return chosen
+        if self.version == "0.11" and self._sparse_mla(spec):
+            return KvDtype.FP8_DS_MLA
+        return self.served_dtype(spec)
+
+    def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
+        """MambaStateDtypeCalculator._mamba_state_dtype: the conv state in the served dtype (mamba_cache_dtype
+        auto); the SSM state likewise unless mamba_ssm_cache_dtype is set: NemotronH takes the config's
+        mamba_ssm_cache_dtype or float32 in 0.33, float16 in 0.19 (NemotronHForCausalLMConfig; 0.11 has no such
+        hook), Qwen3.5 the config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig, 0.19+)."""
+        conv = self.served_dtype(spec)
+        ssm = conv
+        if spec.model_type in ("nemotron_h", "nemotron_h_puzzle") and self.version != "0.11":
+            ssm = _torch_dtype(state.ssm_dtype) or (KvDtype.FP32 if self.version == "0.33" else KvDtype.FP16)
+        elif spec.model_type.startswith("qwen3_5") and self.version != "0.11" and state.ssm_dtype:
+            ssm = _torch_dtype(state.ssm_dtype) or conv
+        return conv, ssm
+
+    def layer_dtype(self, spec: ArchSpec, layer: LayerSpec, dtype: KvDtype) -> KvDtype:
+        """--kv-cache-dtype-skip-layers: listed layer indices, or every sliding-window layer, keep the served
+        dtype (models/layers/attention/attention.py Attention.__init__: kv_cache_dtype = "auto")."""
+        if not self.skip_layers or layer.attention is None:
+            return dtype
+        sliding = layer.attention.kind is AttentionKind.SLIDING and "sliding_window" in self.skip_layers
+        return self.served_dtype(spec) if sliding or str(layer.index) in self.skip_layers else dtype
+
+    # --- per layer, per rank ----------------------------------------------------------------------------
+
+    def attention_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype, tp: int = 1) -> int:
+        if attn.kind is AttentionKind.MLA:
+            return self._mla_bytes_per_token(attn, dtype)
+        if dtype in PER_TOKEN_HEAD and attn.kind is not AttentionKind.SHARED:
+            # TritonAttentionBackend.customize_spec: (hs_k + hs_v) x 1 B (int4: halves) + 2 fp32 scales per head.
+            heads = self.kv_heads_per_rank(attn, tp)
+            return heads * (
+                dtype.storage.bytes_for(attn.head_dim)
+                + dtype.storage.bytes_for(attn.head_dim_v)
+                + 2 * PER_TOKEN_HEAD_SCALE_BYTES
+            )
+        return super().attention_bytes_per_token(attn, dtype, tp)
+
+    def _mla_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype) -> int:
+        """MLA latent bytes (replicated on every rank), plus DeepSeek-V3.2's indexer key."""
+        rope = attn.qk_rope_head_dim or 0
+        nope = attn.head_dim - rope
+        if dtype is KvDtype.FP8_DS_MLA or (
+            dtype is KvDtype.FP8_E4M3 and attn.index_head_dim and self.version in ("0.33", "0.11")
+        ):
+            # FlashMLA sparse "FP8 with scale": NoPE in e4m3, one fp32 scale per 128, RoPE in bf16 (512 + 16 + 128).
+            latent = nope + cdiv(nope, 128) * 4 + rope * 2
+        elif dtype is KvDtype.NVFP4_DS_MLA:
+            # NoPE e2m1 (2 per byte) + one e4m3 scale per 16 + RoPE in e4m3 (256 + 32 + 64).
+            latent = cdiv(nope, 2) + cdiv(nope, 16) + rope
+        else:
+            latent = self.row_bytes(attn.head_dim, dtype)
+        if attn.index_head_dim:
+            # Indexer.__init__: DeepseekV32IndexerCache(head_dim = index_head_dim + index_head_dim // 128 * 4,
+            # dtype uint8): fp8 keys with one fp32 scale per 128 (132 B at index_head_dim 128).
+            latent += attn.index_head_dim + attn.index_head_dim // 128 * 4
+        return latent
+
+    def state_bytes(self, spec: ArchSpec, state: StateSpec, tp: int = 1) -> int:
+        """MambaStateShapeCalculator (model_executor/layers/mamba/mamba_utils.py): Mamba-2 conv over
+        intermediate + 2 x n_groups x d_state channels with n_groups replicated up to tp when tp does not
+        divide them (extra_groups_for_head_shards), heads split over tp; conv keeps kernel - 1 + speculative
+        columns (Mamba-2, GDN; 0.19+). Gated DeltaNet: conv over 2 x key_dim + value_dim, state
+        v_heads/tp x v_dim x k_dim."""
+        conv_dtype, ssm_dtype = self.state_dtypes(spec, state)
+        spec_cols = self.num_speculative_tokens if self.version != "0.11" else 0
+        if state.kind is StateKind.MAMBA2 and state.n_groups:
+            heads, head_dim, d_state = state.ssm_shape
+            intermediate = state.conv_channels - 2 * state.n_groups * d_state
+            groups = state.n_groups + (0 if state.n_groups % tp == 0 else tp - state.n_groups)
+            conv = cdiv(intermediate + 2 * groups * d_state, tp) * (state.conv_kernel - 1 + spec_cols)
+            ssm = cdiv(heads, tp) * head_dim * d_state
+        elif state.kind is StateKind.GATED_DELTANET:
+            conv = cdiv(state.conv_channels, tp) * (state.conv_kernel - 1 + spec_cols)
+            ssm = cdiv(state.ssm_shape[0], tp) * state.ssm_elements // state.ssm_shape[0]
+        else:
+            return super().state_bytes(spec, state, tp)
+        return conv_dtype.storage.bytes_for(conv) + ssm_dtype.storage.bytes_for(ssm)
+
+    def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
+        bs = self.fixed_block_size or DEFAULT_BLOCK_SIZE
+        return self._attention_blocks(attn, ctx, bs, 1, None) * bs
+
+    # --- the rules that depend on the model ---------------------------------------------------------------
+
+    @staticmethod
+    def _mla(spec: ArchSpec) -> bool:
+        return any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers)
+
+    @staticmethod
+    def _sparse_mla(spec: ArchSpec) -> bool:
+        return any(layer.attention is not None and layer.attention.index_head_dim for layer in spec.layers)
+
+    @staticmethod
+    def _attends(spec: ArchSpec) -> bool:
+        return any(
+            layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED for layer in spec.layers
+        )
+
+    def prefix_caching(self, spec: ArchSpec) -> bool:
+        """Whether prefix caching is on: the user's --enable-prefix-caching / --no-enable-prefix-caching, else
+        ModelConfig.is_prefix_caching_supported (0.33: decoder and hybrid models yes, attention-free and
+        encoder-decoder no; 0.19: hybrids no). 0.11 turns it off for every Mamba model whatever the user says
+        (models/config.py MambaModelConfig)."""
+        chosen = self.prefix_caching_option
+        if chosen is None:
+            chosen = self.context.enable_prefix_caching
+        if spec.has_state and self.version == "0.11":
+            return False
+        if chosen is not None:
+            return chosen
+        if spec.is_encoder_decoder:
+            return False
+        if spec.has_state:
+            return self.version == "0.33" and self._attends(spec)
+        return True
+
+    def mamba_mode(self, spec: ArchSpec) -> MambaMode:
+        """CacheConfig.mamba_cache_mode (models/config.py MambaModelConfig): "align" with prefix caching (0.19:
+        "all" for SupportsMambaPrefixCaching models), "none" without."""
+        if not spec.has_state or not self.prefix_caching(spec):
+            return "none"
+        if self.version == "0.19" and spec.model_type in MAMBA_PREFIX_CACHING_ALL_019:
+            return "all"
+        return "align"
+
+    def _gdn_checkpoints(self, spec: ArchSpec) -> bool:
+        """0.33 align mode: Gated DeltaNet layers export prefill checkpoints only with the FlashInfer GDN prefill
+        kernel (qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend: Hopper, capability 9.0; Blackwell needs
+        CUDA 13 runtimes, which kvsize does not assume) and only when every Mamba layer can
+        (get_mamba_prefill_checkpoint_alignment)."""
+        kinds = {layer.state.kind for layer in spec.layers if layer.state is not None}
+        return (
+            self.version == "0.33"
+            and kinds == {StateKind.GATED_DELTANET}
+            and self.mamba_mode(spec) == "align"
+            and self.device.platform == "cuda"
+            and self.device.capability == (9, 0)
+        )
+
+    def mamba_blocks(self, spec: ArchSpec, state: StateSpec, ctx: int, bs: int) -> int:
+        """MambaSpec.max_memory_usage_bytes / page: "align" 2 + speculative + prefill-checkpoint blocks (0.33;
+        mamba_mixer2 declares one checkpoint block, so Mamba-2 hybrids hold 3; GDN one with the FlashInfer
+        prefill), "align" 2 + speculative (0.19); "all" cdiv(max_model_len, block) (0.19); otherwise 1 +
+        speculative (0.11: 1)."""
+        spec_blocks = self.num_speculative_tokens if self.version != "0.11" else 0
+        mode = self.mamba_mode(spec)
+        if mode == "align":
+            mixer2 = state.kind is StateKind.MAMBA2
+            gdn = state.kind is StateKind.GATED_DELTANET and self._gdn_checkpoints(spec)
+            checkpoint = 1 if self.version == "0.33" and (mixer2 or gdn) else 0
+            return 2 + spec_blocks + checkpoint
+        if mode == "all":
+            return cdiv(ctx, bs)
+        return 1 + spec_blocks
+
+    # --- block sizes ------------------------------------------------------------------------------------
+
+    def _attention_dtype_bytes(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        """Bytes one token costs in one attention layer, model-wide (FullAttentionSpec(block_size=1, the model's
+        KV heads per rank and head size)): the smallest page of the model's attention layers."""
+        return min(
+            (
+                self.attention_bytes_per_token(layer.attention, self.layer_dtype(spec, layer, dtype), tp)
+                for layer, _ in spec.layer_groups()
+                if layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
+            ),
+            default=0,
+        )
+
+    def mla_block_size(self, spec: ArchSpec, dtype: KvDtype) -> int:
+        """The MLA backend's block (0.33 / 0.19 platforms/cuda.py _get_backend_priorities and each backend's
+        supported kernel blocks): DeepSeek-V3.2 sparse MLA 64 (FlashMLA sparse); Blackwell (sm_10x) FlashInfer-MLA
+        32; Hopper FlashAttention-MLA 16 in 16-bit, FlashMLA 64 for fp8 (FlashAttention-MLA has no fp8); others
+        Triton MLA 16. 0.11 (platforms/cuda.py check_and_update_config): 128 (CUTLASS MLA) on capability 10.0,
+        FlashMLA 64 on Hopper, 64 for sparse MLA."""
+        dev = self.device
+        cap = dev.capability if dev.platform == "cuda" else None
+        if self._sparse_mla(spec):
+            return 64
+        if self.version == "0.11":
+            if cap == (10, 0):
+                return 128
+            return 64 if cap is not None and cap[0] == 9 else DEFAULT_BLOCK_SIZE
+        if cap is not None and cap[0] == 10:
+            return 32
+        if cap is not None and cap[0] == 9 and dtype in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
+            return 64
+        return DEFAULT_BLOCK_SIZE
+
+    def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        """Tokens per block of the primary attention layers.
+
+        - MLA models: the backend's block (mla_block_size), unless --block-size is given.
+        - Hybrid attention + Mamba (0.33 Platform._align_hybrid_block_size): A x cdiv(state, A x attention page
+          per token) with A = max(16, block size), raised to 128 for MLA hybrids, then lcm with the Mamba
+          prefill-checkpoint alignment in align mode (64 for the FlashInfer GDN prefill on Hopper); 0.19:
+          A = 16 (64 for MLA), "all" mode rounds the state's tokens up to lcm(chunk, A); 0.11: A = 16.
+        - --kv-cache-dtype-skip-layers (0.33 Platform._align_heterogeneous_kv_block_size): when the skipped
+          layers' page per token S exceeds the primary P, the block grows to 16 x cdiv(16 S, 16 P).
+        """
+        base = self.fixed_block_size or (self.mla_block_size(spec, dtype) if self._mla(spec) else DEFAULT_BLOCK_SIZE)
+        attn = self._attention_dtype_bytes(spec, dtype, tp)
+        states = [self._raw_state(spec, layer.state, tp) for layer, _ in spec.layer_groups() if layer.state is not None]
+        bs = base
+        if attn and states and max(states):
+            state = max(states)
+            if self.version == "0.33":
+                align = max(HYBRID_ALIGN, base)
+                if self._mla(spec):
+                    align = max(align, 128)
+                if self._gdn_checkpoints(spec):
+                    align = lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+                bs = max(base, align * cdiv(state, align * attn))
+            elif self.version == "0.19" and self.mamba_mode(spec) == "all":
+                align = 64 if self._mla(spec) else HYBRID_ALIGN
+                chunk = lcm(_chunk_size(spec), align)
+                bs = chunk * cdiv(cdiv(state, attn), chunk)
+            else:
+                align = 64 if self._mla(spec) and self.version == "0.19" else HYBRID_ALIGN
+                bs = max(base, align * cdiv(state, align * attn))
+        if self.skip_layers and self.version == "0.33":
+            primary = self.attention_bytes_per_token_model(spec, dtype, tp)
+            skipped = self.attention_bytes_per_token_model(spec, self.served_dtype(spec), tp)
+            if primary and skipped > primary:
+                align = max(DEFAULT_BLOCK_SIZE, bs)
+                bs = max(bs, align * cdiv(skipped * DEFAULT_BLOCK_SIZE, align * primary))
+        return bs
+
+    def attention_bytes_per_token_model(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
+        """Model-wide bytes per token of one attention layer in `dtype` (the platform's FullAttentionSpec)."""
+        return min(
+            (
+                self.attention_bytes_per_token(layer.attention, dtype, tp)
+                for layer, _ in spec.layer_groups()
+                if layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
+            ),
+            default=0,
+        )
+
+    def _raw_state(self, spec: ArchSpec, state: StateSpec | None, tp: int) -> int:
+        return self.state_bytes(spec, state, tp) if state is not None else 0
+
+    # --- groups -----------------------------------------------------------------------------------------
+
+    def _attention_blocks(self, attn: AttentionSpec, ctx: int, bs: int, pp: int, spec: ArchSpec | None) -> int:
         if attn.kind is AttentionKind.SLIDING:
             assert attn.window is not None
-            return cdiv(min(attn.window - 1 + self.in_flight_tokens(ctx), ctx), bs) + 1
+            return cdiv(min(attn.window - 1 + self.in_flight_tokens(ctx, pp), ctx), bs) + 1
         if attn.kind is AttentionKind.CHUNKED and self.version != "0.11":
             # 0.11 allocated chunked layers as full attention (hybrid allocator off for chunked local).
             assert attn.window is not None
-            return cdiv(min(attn.window + self.in_flight_tokens(ctx), ctx), bs)
+            return cdiv(min(attn.window + self.in_flight_tokens(ctx, pp), ctx), bs)
         if attn.kind is AttentionKind.CROSS:
             assert attn.encoder_tokens is not None
-            return cdiv(attn.encoder_tokens, bs)
+            # CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, bs). 0.33 / 0.19: SchedulerConfig sets it to
+            # max_num_batched_tokens; 0.11 to the encoder length (VllmConfig.__post_init__ for encoder-decoder).
+            encoder = attn.encoder_tokens
+            if self.version != "0.11" and spec is not None:
+                encoder = self.scheduler(ctx, pp=pp, spec=spec).max_num_encoder_input_tokens
+            return cdiv(encoder, bs)
         if attn.kind is AttentionKind.SHARED:
             return 0
         return cdiv(ctx, bs)
 
-    # --- paging ---------------------------------------------------------------------------------------
-
-    def _slots(self, spec: ArchSpec, layers: Sequence[LayerSpec], dtype: KvDtype, tp: int) -> list[tuple[_Slot, int]]:
-        """Each distinct cache-holding sub-layer (attention, cross-attention, Mamba mixer) with its count."""
-        counts: dict[_Slot, int] = {}
-        for layer, n in group_layers(spec, layers):
-            for a in (layer.attention, layer.cross):
-                if a is not None and a.kind is not AttentionKind.SHARED:
-                    per_token = self.attention_bytes_per_token(a, dtype, tp)
-                    slot = _Slot("attention", (a.kind, a.window), per_token, 0, a)
-                    counts[slot] = counts.get(slot, 0) + n
-            if layer.state is not None:
-                state = self.state_bytes(spec, layer.state, tp)
-                slot = _Slot("mamba", ("mamba",), 0, state, None)
-                counts[slot] = counts.get(slot, 0) + n
-        return list(counts.items())
-
-    def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
-        """16 unless the model mixes attention with Mamba: then enough tokens that one attention page holds
-        a Mamba state (Platform._align_hybrid_block_size)."""
-        slots = [slot for slot, _ in self._slots(spec, spec.layers, dtype, tp)]
-        base = self.fixed_block_size or DEFAULT_BLOCK_SIZE
-        attn = [s.per_token for s in slots if s.kind == "attention"]
-        states = [s.state for s in slots if s.kind == "mamba"]
-        if not attn or not states:
-            return base
-        align = max(HYBRID_ALIGN, base)
-        return align * cdiv(max(states), align * min(attn))
-
-    def layout(self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int) -> Layout:
-        """Bytes per block and blocks per request of one pipeline stage at max_model_len `ctx`."""
+    def cache_specs(
+        self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int, pp: int = 1
+    ) -> list[tuple[int, CacheSpec]]:
+        """Every cache-holding sub-layer of the whole model with its (unaligned) spec, in layer order."""
         bs = self.block_size(spec, dtype, tp)
-        slots = self._slots(spec, layers, dtype, tp)
-        if not slots:
-            return Layout(bs, 0, 0, 0)
-        attn_page = bs * min((s.per_token for s, _ in slots if s.kind == "attention"), default=0)
-        mamba_blocks = MAMBA_BLOCKS_PREFIX_CACHING if attn_page and self.enable_prefix_caching else MAMBA_BLOCKS_PLAIN
-        # Buckets of one spec type: (page, blocks per request, layers) entries.
-        buckets: dict[tuple[object, ...], list[tuple[int, int, int]]] = {}
-        for s, n in slots:
-            if s.attn is not None:
-                entry = (bs * s.per_token, self._blocks_for(s.attn, ctx, bs), n)
+        attn_page = bs * self._attention_dtype_bytes(spec, dtype, tp)
+        shared_page = bs * self.attention_bytes_per_token_model(spec, dtype, tp)
+        memo: dict[tuple[object, ...], list[CacheSpec]] = {}
+        out: list[tuple[int, CacheSpec]] = []
+        for layer in spec.layers:
+            layer_dtype = self.layer_dtype(spec, layer, dtype)
+            key = (layer.attention, layer.state, layer.cross, layer_dtype)
+            found = memo.get(key)
+            if found is None:
+                found = []
+                for a in (layer.attention, layer.cross):
+                    if a is None or a.kind is AttentionKind.SHARED:
+                        continue
+                    per_token = self.attention_bytes_per_token(a, layer_dtype, tp)
+                    block = bs
+                    page = bs * per_token
+                    skipped_sliding = (
+                        layer_dtype != dtype
+                        and self.version == "0.33"
+                        and a.kind is AttentionKind.SLIDING
+                        and shared_page
+                        and per_token > shared_page // bs
+                    )
+                    if skipped_sliding:
+                        # A skipped sliding layer pads its page to the primary page (skip_page_size_padded) and
+                        # takes the largest multiple of 16 tokens that fits it (_largest_kernel_block_within).
+                        block = max(
+                            DEFAULT_BLOCK_SIZE, shared_page // per_token // DEFAULT_BLOCK_SIZE * DEFAULT_BLOCK_SIZE
+                        )
+                        page = max(shared_page, block * per_token)
+                    kind = "mla" if a.kind is AttentionKind.MLA else a.kind.value
+                    found.append(
+                        CacheSpec(
+                            kind, a.window, block, page, self._attention_blocks(a, ctx, block, pp, spec), per_token
+                        )
+                    )
+                if layer.state is not None:
+                    state = self.state_bytes(spec, layer.state, tp)
+                    blocks = self.mamba_blocks(spec, layer.state, ctx, bs)
+                    found.append(CacheSpec("mamba", None, bs, max(state, attn_page), blocks))
+                memo[key] = found
+            out.extend((layer.index, s) for s in found)
+        return out
+
+    def global_groups(self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int, pp: int = 1) -> list[Group]:
+        """KV-cache groups of the whole model (get_global_kv_cache_groups -> get_kv_cache_groups)."""
+        entries = self.cache_specs(spec, ctx, dtype, tp, pp)
+        if not entries:
+            return []
+        specs = {s for _, s in entries}
+        types = {s.type_key for s in specs}
+        if len(types) == 1 and len({s.blocks for s in specs}) == 1:
+            # is_kv_cache_spec_uniform / UniformTypeKVCacheSpecs: one group, a block spans every layer's page.
+            first = entries[0][1]
+            return [Group(first, tuple(i for i, _ in entries), tuple(s.page for _, s in entries))]
+        entries = self._unify_pages(entries, ctx, pp, spec)
+        buckets: dict[CacheSpec, list[int]] = {}
+        for index, s in entries:
+            buckets.setdefault(s, []).append(index)
+        sizes = [len(v) for v in buckets.values()]
+        group_size = min(sizes)
+        if self.version != "0.11" and max(sizes) < 1.5 * min(sizes):
+            group_size = max(sizes)  # _get_kv_cache_groups_uniform_page_size (0.19+): pad rather than split
+        groups = []
+        for s, layers in buckets.items():
+            n = cdiv(len(layers), group_size)
+            for i in range(n):
+                part = tuple(layers[i::n])
+                groups.append(Group(s, part, tuple(s.page for _ in part)))
+        return groups
+
+    def _unify_pages(
+        self, entries: list[tuple[int, CacheSpec]], ctx: int, pp: int, spec: ArchSpec
+    ) -> list[tuple[int, CacheSpec]]:
+        """unify_kv_cache_spec_page_size: smaller pages that divide the largest get a larger block (x ratio);
+        0.33 pads Mamba pages and non-MLA attention pages that do not divide; 0.19 refuses those; 0.11 refuses
+        any mix of page sizes (get_kv_cache_groups raises NotImplementedError)."""
+        pages = {s.page for _, s in entries}
+        if len(pages) <= 1:
+            return entries
+        if self.version == "0.11":
+            raise UnsupportedArchitecture(
+                "vLLM 0.11 cannot group layer types whose pages differ (kv_cache_utils.get_kv_cache_groups raises "
+                "NotImplementedError)",
+                hint="Use --engine-version 0.19 or 0.33, or drop --kv-cache-dtype-skip-layers.",
+            )
+        top = max(pages)
+        unified: dict[CacheSpec, CacheSpec] = {}
+        for _, s in entries:
+            if s in unified:
+                continue
+            if s.page == top:
+                unified[s] = s
+            elif s.kind == "mamba":
+                unified[s] = CacheSpec(s.kind, s.window, s.block_size, top, s.blocks)
+            elif top % s.page == 0:
+                block = s.block_size * (top // s.page)
+                blocks = self._blocks_of(s, ctx, block, pp, spec)
+                unified[s] = CacheSpec(s.kind, s.window, block, top, blocks, s.per_token)
+            elif self.version == "0.33" and s.kind != "mla":
+                unified[s] = CacheSpec(s.kind, s.window, s.block_size, top, s.blocks, s.per_token)
             else:
-                entry = (max(s.state, attn_page), mamba_blocks, n)  # states padded to the attention page
-            buckets.setdefault((s.kind, *s.key), []).append(entry)
-        if len(buckets) == 1:
-            # One group: identical layers (bytes_per_block = layers x page) or one type with different sizes
-            # (UniformTypeKVCacheSpecs: a block spans every layer's page).
-            (entries,) = buckets.values()
-            return Layout(bs, sum(page * n for page, _, n in entries), max(b for _, b, _ in entries), 1)
-        # Mixed types: pages were unified to one size; buckets split into groups of group_size layers.
-        sizes = [sum(n for _, _, n in entries) for entries in buckets.values()]
-        group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
-        page = max(page for entries in buckets.values() for page, _, _ in entries)
-        n_groups = per_request = 0
-        for size, entries in zip(sizes, buckets.values(), strict=True):
-            groups = cdiv(size, group_size)
-            n_groups += groups
-            per_request += groups * max(b for _, b, _ in entries)
-        return Layout(bs, group_size * page, per_request, n_groups)
+                raise UnsupportedArchitecture(
+                    f"vLLM {self.version} cannot unify a {s.page} B page with a {top} B page "
+                    "(unify_kv_cache_spec_page_size: not divisible)",
+                    hint="Drop --kv-cache-dtype-skip-layers or use another --kv-dtype.",
+                )
+        return [(i, unified[s]) for i, s in entries]
+
+    def _blocks_of(self, s: CacheSpec, ctx: int, block: int, pp: int, spec: ArchSpec) -> int:
+        """Blocks per request of an attention spec at another block size."""
+        window = s.window
+        if s.kind == "sliding" and window is not None:
+            return cdiv(min(window - 1 + self.in_flight_tokens(ctx, pp), ctx), block) + 1
+        if s.kind == "chunked" and window is not None and self.version != "0.11":
+            return cdiv(min(window + self.in_flight_tokens(ctx, pp), ctx), block)
+        if s.kind == "cross":
+            tokens = s.blocks * s.block_size  # the encoder tokens, rounded to the old block
+            return cdiv(tokens, block)
+        return cdiv(ctx, block)
+
+    def layout(
+        self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int, pp: int = 1
+    ) -> Layout:
+        """Bytes per block and blocks per request of the pipeline stage holding `layers`: the model's groups
+        projected onto the stage (_project_kv_cache_groups_to_worker). Every group keeps its block table, so a
+        request holds the same blocks on every stage; a block spans the stage's largest group
+        (_get_kv_cache_bytes_per_block)."""
+        groups = self.global_groups(spec, ctx, dtype, tp, pp)
+        if not groups:
+            return Layout(self.block_size(spec, dtype, tp), 0, 0, 0)
+        here = {layer.index for layer in layers}
+        bytes_per_block = max(sum(p for i, p in zip(g.layers, g.pages, strict=True) if i in here) for g in groups)
+        blocks = sum(g.spec.blocks for g in groups)
+        return Layout(self.block_size(spec, dtype, tp), bytes_per_block, blocks, len(groups))
+
+    # --- summing --------------------------------------------------------------------------------------
 
     def stage_request_bytes(
         self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int
     ) -> int:
-        lay = self.layout(spec, layers, ctx, dtype, tp)
+        lay = self.layout(spec, layers, ctx, dtype, tp, self._pp)
         return lay.blocks_per_request * lay.bytes_per_block
+
+    _pp = 1  # the pipeline size of the estimate in progress (sliding windows reserve pp + 1 batches in 0.33)
+
+    def estimate(
+        self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
+    ) -> KvEstimate:
+        previous = self._pp
+        self._pp = pp
+        try:
+            return super().estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        finally:
+            self._pp = previous
 
     def layer_request_bytes(
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
     ) -> tuple[int, int, int]:
-        bs = self.block_size(spec, dtype, tp)
-        per_token = tokens = state = 0
-        a = layer.attention
-        if a is not None and a.kind is not AttentionKind.SHARED:
-            per_token = self.attention_bytes_per_token(a, dtype, tp)
-            tokens = self._blocks_for(a, ctx, bs) * bs
-        if layer.cross is not None:  # CrossAttentionSpec: cdiv(encoder tokens, block_size) blocks per request
-            state += (
-                self.attention_bytes_per_token(layer.cross, dtype, tp) * self._blocks_for(layer.cross, ctx, bs) * bs
-            )
-        if layer.state is not None:
-            raw = self.state_bytes(spec, layer.state, tp)
-            attn_page = bs * min(
-                (
-                    self.attention_bytes_per_token(x.attention, dtype, tp)
-                    for x, _ in spec.layer_groups()
-                    if x.attention is not None and x.attention.kind is not AttentionKind.SHARED
-                ),
-                default=0,
-            )
-            blocks = MAMBA_BLOCKS_PREFIX_CACHING if attn_page and self.enable_prefix_caching else MAMBA_BLOCKS_PLAIN
-            state += blocks * max(raw, attn_page)
-        return per_token, tokens, state
+        """(bytes per token slot, token slots, fixed bytes) of one layer, for the per-layer table: the
+        layer's own specs after alignment (a Mamba state counts its padded page x its blocks)."""
+        per_token = tokens = fixed = 0
+        for _, s in self._specs_by_layer(spec, ctx, dtype, tp).get(layer.index, ()):
+            if s.kind in ("mamba", "cross"):
+                fixed += s.page * s.blocks
+            else:
+                per_token = s.page // s.block_size
+                tokens = s.blocks * s.block_size
+        return per_token, tokens, fixed
+
+    def _specs_by_layer(
+        self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int
+    ) -> dict[int, list[tuple[int, CacheSpec]]]:
+        out: dict[int, list[tuple[int, CacheSpec]]] = {}
+        for g in self.global_groups(spec, ctx, dtype, tp, self._pp):
+            for i in g.layers:
+                out.setdefault(i, []).append((i, g.spec))
+        return out
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
-        if spec.has_state and any(layer.attention for layer, _ in spec.layer_groups()):
+        if spec.has_state and self._attends(spec):
+            mode = self.mamba_mode(spec)
             notes.append(
-                "vLLM pads each Mamba state to one attention page and, with prefix caching on (its default for "
-                "hybrid models), keeps 2 state blocks per request"
+                f"vLLM {self.version} pads each Mamba state to one attention page; prefix caching "
+                + ("on" if self.prefix_caching(spec) else "off")
+                + f" (mamba_cache_mode {mode})"
             )
         if self.version == "0.11" and any(
             layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED for layer in spec.layers
@@ -285,11 +793,9 @@ class VllmEngine(Engine):
         self, spec: ArchSpec, *, available_bytes: int, max_model_len: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
     ) -> Pool:
         """Blocks, logged token capacity and concurrency for `available_bytes` of KV memory per GPU."""
-        from kvsize.engines.base import pipeline_stages
-
         stages = pipeline_stages(spec.num_layers, pp)
         stage_layers = [spec.layers] if len(stages) == 1 else [[spec.layers[i] for i in s] for s in stages]
-        layouts = [self.layout(spec, layers, max_model_len, kv_dtype, tp) for layers in stage_layers]
+        layouts = [self.layout(spec, layers, max_model_len, kv_dtype, tp, pp) for layers in stage_layers]
         live = [lay for lay in layouts if lay.bytes_per_block]
         if not live or available_bytes <= 0:
             return Pool(0, 0, 0.0, 0)
@@ -302,3 +808,14 @@ class VllmEngine(Engine):
             groups = max(lay.groups for lay in live)
             tokens = num_blocks // groups * live[0].block_size
         return Pool(num_blocks, tokens, concurrency, max(num_blocks - 1, 0) // per_request)
+
+
+def _torch_dtype(name: str | None) -> KvDtype | None:
+    from kvsize.dtypes import dtype_from_torch_name
+
+    return dtype_from_torch_name(name)
+
+
+def _chunk_size(spec: ArchSpec) -> int:
+    """ModelConfig.get_mamba_chunk_size: the config's chunk_size / mamba_chunk_size (not in the spec: 256)."""
+    return 256
