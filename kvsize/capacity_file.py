@@ -84,6 +84,8 @@ class Deployment(BaseModel):
     weights_mem: str | int | None = None
     weights_dtype: str | None = None
     revision: str | None = None
+    calibration: str | None = None
+    """A file written by `kvsize log --save-calibration` (relative paths: from this file's folder)."""
     require: Requirement
 
 
@@ -239,7 +241,7 @@ def _bytes(value: str | int | None) -> int | None:
     return parse_size(value)
 
 
-def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
+def check_deployment(d: Deployment, *, base: Path, default_calibration: str | None = None) -> CheckResult:
     """Size one deployment and judge it against its requirement."""
     from kvsize.api import estimate_loaded
     from kvsize.budget import BudgetSettings
@@ -267,6 +269,17 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         replicas = d.gpus // group
     if d.gpu is None and d.gpu_mem is None:
         return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
+    budget = BudgetSettings(
+        gpu_util=d.gpu_util, kv_memory_bytes=_bytes(d.kv_memory), max_batched_tokens=d.max_batched_tokens
+    )
+    weights = _bytes(d.weights_mem)
+    calibration = d.calibration or default_calibration
+    if calibration:
+        from kvsize.calibration import read_calibration
+
+        measured = read_calibration(str(base / calibration) if d.calibration else calibration)
+        budget = measured.budget_settings(budget)
+        weights = weights if weights is not None else measured.whole_weights_bytes()
     result = estimate_loaded(
         _loaded(_resolve_model(d.model, base), d.revision),
         ctx=[ctx],
@@ -278,12 +291,10 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         pp=d.pp,
         gpu=d.gpu,
         gpu_mem=_bytes(d.gpu_mem),
-        weights_bytes=_bytes(d.weights_mem),
+        weights_bytes=weights,
         weights_dtype=d.weights_dtype,
         engine_options={"block_size": d.block_size, "max_num_batched_tokens": d.max_batched_tokens},
-        budget=BudgetSettings(
-            gpu_util=d.gpu_util, kv_memory_bytes=_bytes(d.kv_memory), max_batched_tokens=d.max_batched_tokens
-        ),
+        budget=budget,
         with_max_context=req.max_context is not None,
     )
     s = result.scenarios[0]
@@ -354,10 +365,12 @@ def _summary(req: Requirement, concurrency: int) -> str:
     return f"ok: {concurrency} requests of {req.ctx} tokens fit"
 
 
-def check_file(path: Path) -> list[CheckResult]:
+def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
+    """Every deployment checked; `calibration` (kvsize check --calibration) applies where a deployment names
+    none of its own."""
     capacity = load_capacity(path)
     base = path.parent
-    return [check_deployment(d, base=base) for d in capacity.deployments]
+    return [check_deployment(d, base=base, default_calibration=calibration) for d in capacity.deployments]
 
 
 # --- reporting -------------------------------------------------------------------------------------------

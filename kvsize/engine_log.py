@@ -166,9 +166,19 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     args_at = text.find("non-default args: {")
     args = _dict_literal(text, args_at + len("non-default args: ")) if args_at >= 0 else None
     if args:
-        for key in ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
-                    "kv_cache_dtype", "dtype", "quantization", "block_size", "max_num_batched_tokens",
-                    "max_num_seqs", "kv_cache_memory_bytes"):
+        for key in (
+            "max_model_len",
+            "gpu_memory_utilization",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "kv_cache_dtype",
+            "dtype",
+            "quantization",
+            "block_size",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "kv_cache_memory_bytes",
+        ):
             if key in args:
                 s[key] = args[key]
         model = args.get("model") or args.get("model_tag")
@@ -178,8 +188,11 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     if m:
         cfg = _kv_pairs(m.group(1))
         log.model = log.model or cfg.get("model")
-        for key, name in (("max_seq_len", "max_model_len"), ("tensor_parallel_size", "tensor_parallel_size"),
-                          ("pipeline_parallel_size", "pipeline_parallel_size")):
+        for key, name in (
+            ("max_seq_len", "max_model_len"),
+            ("tensor_parallel_size", "tensor_parallel_size"),
+            ("pipeline_parallel_size", "pipeline_parallel_size"),
+        ):
             value = _int_or_none(cfg.get(key))
             if value is not None:
                 s.setdefault(name, value)
@@ -260,8 +273,14 @@ def _parse_sglang(text: str, log: EngineLog) -> None:
     if m:
         cfg = _kv_pairs(m.group(1))
         log.model = cfg.get("model_path")
-        for key in ("tp_size", "pp_size", "page_size", "context_length", "max_running_requests",
-                    "chunked_prefill_size"):
+        for key in (
+            "tp_size",
+            "pp_size",
+            "page_size",
+            "context_length",
+            "max_running_requests",
+            "chunked_prefill_size",
+        ):
             value = _int_or_none(cfg.get(key))
             if value is not None:
                 s[key] = value
@@ -330,8 +349,15 @@ def _parse_llamacpp(text: str, log: EngineLog) -> None:
         swa = (swa_flags[i] == "SWA") if i < len(swa_flags) else None
         log.caches.append(
             LlamaCppCache(
-                size_mib=float(cm.group(1)), cells=int(cm.group(2)), layers=int(cm.group(3)), seqs=int(cm.group(4)),
-                k_type=cm.group(5), k_mib=float(cm.group(6)), v_type=cm.group(7), v_mib=float(cm.group(8)), swa=swa,
+                size_mib=float(cm.group(1)),
+                cells=int(cm.group(2)),
+                layers=int(cm.group(3)),
+                seqs=int(cm.group(4)),
+                k_type=cm.group(5),
+                k_mib=float(cm.group(6)),
+                v_type=cm.group(7),
+                v_mib=float(cm.group(8)),
+                swa=swa,
             )
         )
     if log.caches:
@@ -362,8 +388,11 @@ def _parse_trtllm(text: str, log: EngineLog) -> None:
     _set_float(f, "gpu_blocks", r"Number of blocks in KV cache primary pool: (\d+)", text)
     _set_float(f, "runtime_buffers_gib", r"Allocated ([\d.]+) GiB for runtime buffers", text)
     _set_float(f, "decoder_gib", r"Allocated ([\d.]+) GiB for decoder", text)
-    m = _first(r"Memory usage when calculating max tokens in paged kv cache: total: ([\d.]+) GiB, available: "
-               r"([\d.]+) GiB", text)
+    m = _first(
+        r"Memory usage when calculating max tokens in paged kv cache: total: ([\d.]+) GiB, available: "
+        r"([\d.]+) GiB",
+        text,
+    )
     if m:
         f["total_memory_gib"], f["free_for_kv_gib"] = float(m.group(1)), float(m.group(2))
     m = _first(r"tokens_per_block[\"']?[:=]\s*(\d+)", text)

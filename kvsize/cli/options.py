@@ -157,6 +157,14 @@ EncoderLenOpt = Annotated[
         show_default=False,
     ),
 ]
+CalibrationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="A file written by `kvsize log --save-calibration`: use its measured overheads.",
+        show_default=False,
+    ),
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the full traceback of errors (for bug reports).")]
 # --- verification (kvsize/cli/verify.py; `kvsize verify` takes the same options) ---
 VerifyOpt = Annotated[

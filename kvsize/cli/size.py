@@ -6,6 +6,7 @@ from kvsize.cli.options import (
     BatchedTokensOpt,
     BatchOpt,
     BlockSizeOpt,
+    CalibrationOpt,
     CpuMemOpt,
     CtxOpt,
     DebugOpt,
@@ -71,6 +72,7 @@ def size(
     tolerance: ToleranceOpt = None,
     report: ReportOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
     if verify or device or layers or tolerance is not None or report or trust_remote_code:
@@ -101,6 +103,17 @@ def size(
         from kvsize.units import parse_count, parse_fraction, parse_size
 
         loaded = load_model_config(model, revision=revision)
+        budget = BudgetSettings(
+            gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
+            kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
+        )
+        calibrated_weights = None
+        if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
+            from kvsize.calibration import read_calibration
+
+            measured = read_calibration(calibration)
+            budget = measured.budget_settings(budget)
+            calibrated_weights = measured.whole_weights_bytes()
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -121,13 +134,10 @@ def size(
             gpu=gpu,
             gpu_mem=parse_size(gpu_mem) if gpu_mem is not None else None,
             reserve_bytes=parse_size(reserve, allow_zero=True) if reserve is not None else None,
-            weights_bytes=parse_size(weights_mem) if weights_mem is not None else None,
+            weights_bytes=parse_size(weights_mem) if weights_mem is not None else calibrated_weights,
             weights_dtype=weights_dtype,
             encoder_len=encoder_len,
-            budget=BudgetSettings(
-                gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
-                kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
-            ),
+            budget=budget,
             offload=offload_settings(cpu_mem, link_bandwidth),
         )
         if plot:
