@@ -131,7 +131,8 @@ def _scenarios_table(scenarios: Sequence[Scenario]) -> Table:
             row.append(format_bytes(s.kv_cache_bytes_per_gpu))
         if s.gpu is not None:
             max_ctx = "no limit" if s.gpu.max_context is None else f"{s.gpu.max_context:,}"
-            row += ["[green]yes[/]" if s.gpu.fits else "[red]no[/]", f"{s.gpu.max_concurrency:,}", max_ctx]
+            concurrency = f"{s.gpu.max_concurrency:,}" + (" (max_num_seqs)" if s.gpu.cap_binds else "")
+            row += ["[green]yes[/]" if s.gpu.fits else "[red]no[/]", concurrency, max_ctx]
         elif with_gpu:
             row += ["", "", ""]
         table.add_row(*row)
