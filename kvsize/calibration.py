@@ -235,7 +235,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
             out.figures.append(
                 Figure(
-                    "available KV memory (smallest stage)",
+                    "available KV memory (smallest worker)",
                     f["available_kv_min_gib"],
                     budget.kv_budget_bytes / GIB,
                     "GiB",

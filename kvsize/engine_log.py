@@ -247,7 +247,9 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     non_kv = [float(x) for x in re.findall(r"Total non KV cache memory: ([\d.]+) ?GiB", text)]
     m = _first(r"Requested memory: [\d.]+ \(util\), ([\d.]+) GiB", text)
     if m and len(non_kv) > 1:
-        f["available_kv_min_gib"] = round(float(m.group(1)) - max(non_kv), 2)
+        least = round(float(m.group(1)) - max(non_kv), 2)
+        if abs(least - f.get("available_kv_gib", least)) > 0.011:  # workers differ (pipeline stages)
+            f["available_kv_min_gib"] = least
     m = _first(r"vllm serve (\S+)", text)
     if m and log.model is None:
         log.model = m.group(1)
@@ -288,6 +290,16 @@ def _parse_sglang(text: str, log: EngineLog) -> None:
             s["mem_fraction_static"] = float(cfg["mem_fraction_static"])
         if cfg.get("kv_cache_dtype"):
             s["kv_cache_dtype"] = cfg["kv_cache_dtype"]
+    # The launch command, when the log quotes it (sglang.launch_server ... --mem-fraction-static 0.5 --tp 4).
+    m = _first(r"--mem-fraction-static[= ]([\d.]+)", text)
+    if m:
+        s.setdefault("mem_fraction_static", float(m.group(1)))
+    m = _first(r"--(?:tp|tp-size|tensor-parallel-size)[= ](\d+)", text)
+    if m:
+        s.setdefault("tp_size", int(m.group(1)))
+    m = _first(r"--model(?:-path)?[= ](\S+)", text)
+    if m and log.model is None:
+        log.model = m.group(1)
     m = _first(r"sglang[=\s]+v?(\d+\.\d+\.\d+[\w.]*)", text)
     if m:
         log.engine_version = m.group(1)

@@ -85,3 +85,23 @@ def test_concurrency_capped_by_max_num_seqs() -> None:
     # At 128k tokens the memory binds first.
     (t,) = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=128 * 1024, gpu="h100", engine="vllm").scenarios
     assert t.gpu is not None and not t.gpu.cap_binds and t.gpu.max_concurrency < 1024
+
+
+def test_weights_mem_per_gpu_is_per_rank() -> None:
+    # vLLM logs weights per rank ("Model loading took 7.51 GiB" at tp 2): --weights-mem-per-gpu takes that figure
+    # as it is; --weights-mem is the whole model, split over tp x pp.
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    runner = CliRunner()
+    base = ["meta-llama/Llama-3.1-8B", "--ctx", "8k", "--gpu", "h100", "--tp", "2", "--json"]
+    per_rank = runner.invoke(app, [*base, "--weights-mem-per-gpu", "7GiB"])
+    whole = runner.invoke(app, [*base, "--weights-mem", "7GiB"])
+    assert per_rank.exit_code == 0 and whole.exit_code == 0
+    assert json.loads(per_rank.stdout)["scenarios"][0]["gpu"]["weights_bytes"] == 7 * GIB
+    assert json.loads(whole.stdout)["scenarios"][0]["gpu"]["weights_bytes"] == 7 * GIB // 2
+    both = runner.invoke(app, [*base, "--weights-mem", "7GiB", "--weights-mem-per-gpu", "7GiB"])
+    assert both.exit_code == 2 and both.stderr.startswith("Error:")

@@ -93,7 +93,18 @@ ReserveOpt = Annotated[
 WeightsOpt = Annotated[
     str | None,
     typer.Option(
-        "--weights-mem", help="Override the weights' size: 15GiB, ... (default: looked up)", show_default=False
+        "--weights-mem",
+        "--weights-mem-total",
+        help="The whole model's weights, split over tp x pp: 15GiB, ... (default: looked up)",
+        show_default=False,
+    ),
+]
+WeightsPerGpuOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights-mem-per-gpu",
+        help="The weights on each GPU, as vLLM logs them ('Model loading took 7.51 GiB'): 7.51GiB, ...",
+        show_default=False,
     ),
 ]
 GpuUtilOpt = Annotated[

@@ -34,6 +34,7 @@ from kvsize.cli.options import (
     VerifyOpt,
     WeightsDtypeOpt,
     WeightsOpt,
+    WeightsPerGpuOpt,
     emit,
     render_estimate,
     split_list,
@@ -73,6 +74,7 @@ def size(
     report: ReportOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     calibration: CalibrationOpt = None,
+    weights_mem_per_gpu: WeightsPerGpuOpt = None,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
     if verify or device or layers or tolerance is not None or report or trust_remote_code:
@@ -114,6 +116,16 @@ def size(
             measured = read_calibration(calibration)
             budget = measured.budget_settings(budget)
             calibrated_weights = measured.whole_weights_bytes()
+        whole_weights = parse_size(weights_mem) if weights_mem is not None else calibrated_weights
+        if weights_mem_per_gpu is not None:
+            if weights_mem is not None:
+                from kvsize.errors import UsageError
+
+                raise UsageError(
+                    "--weights-mem (whole model) and --weights-mem-per-gpu both given", hint="Give one of them."
+                )
+            gpus = parse_count(tp, "tensor-parallel size") * parse_count(pp, "pipeline-parallel size")
+            whole_weights = parse_size(weights_mem_per_gpu) * gpus  # plan_fit splits it back over tp x pp
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -134,7 +146,7 @@ def size(
             gpu=gpu,
             gpu_mem=parse_size(gpu_mem) if gpu_mem is not None else None,
             reserve_bytes=parse_size(reserve, allow_zero=True) if reserve is not None else None,
-            weights_bytes=parse_size(weights_mem) if weights_mem is not None else calibrated_weights,
+            weights_bytes=whole_weights,
             weights_dtype=weights_dtype,
             encoder_len=encoder_len,
             budget=budget,
