@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from kvsize.cli.options import CtxOpt, DebugOpt, EngineOpt, JsonOpt, KvDtypeOpt, ModelArg, RevisionOpt, user_errors
+from kvsize.cli.options import (
+    CalibrationOpt,
+    CtxOpt,
+    DebugOpt,
+    EngineOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    ModelArg,
+    RevisionOpt,
+    user_errors,
+)
 
 ConcurrencyOpt = Annotated[str, typer.Option("--concurrency", help="Requests to serve at once.")]
 GpusOpt = Annotated[
@@ -25,10 +35,12 @@ def plan(
     revision: RevisionOpt = None,
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """Rank every GPU profile by the GPUs needed (tp x data-parallel replicas) to serve --concurrency requests
     of --ctx tokens, then by cost per hour where the profile lists a price."""
     with user_errors(debug):
+        from kvsize.calibration import read_calibration
         from kvsize.gpu_ranking import plan_gpus
         from kvsize.profiles import resolve_gpu
         from kvsize.resolve import load_model_config
@@ -46,6 +58,7 @@ def plan(
             engine=engine,
             kv_dtype=kv_dtype,
             gpus=chosen,
+            calibration=read_calibration(calibration) if calibration else None,
         )
     if json_output:
         import json
