@@ -67,8 +67,8 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
         else:
             logged = (f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0)) or None
             util = s.get("mem_fraction_static")
-        if not logged or not util:
-            continue
+        if not logged or (not util and entry["engine"] == "vllm"):
+            continue  # SGLang without a logged fraction: its default (kvsize's model of it) is predicted
         config = entry["config"]
         loaded = load_model_config(str(root / config) if config.startswith("tests/") else config)
         spec = parse_config(loaded.raw, source=loaded.location)
@@ -79,7 +79,7 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
         tp, pp = entry["tp"], entry["pp"]
         profile = resolve_gpu(entry["gpu"])
         settings = BudgetSettings(
-            gpu_util=float(util),
+            gpu_util=float(util) if util else None,
             max_batched_tokens=s.get("max_num_batched_tokens"),
             max_num_seqs=s.get("max_num_seqs"),
         )
@@ -90,15 +90,29 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
             extra["device"] = Device.from_profile(profile)
         version = rules_version(log.engine_version) if entry["engine"] == "vllm" else "current"
         budget = kv_budget(
-            entry["engine"], version, spec, memory_bytes=profile.memory_bytes, weights_bytes=-(-weights // (tp * pp)),
-            tp=tp, pp=pp, settings=settings, **extra,
+            entry["engine"],
+            version,
+            spec,
+            memory_bytes=profile.memory_bytes,
+            weights_bytes=-(-weights // (tp * pp)),
+            tp=tp,
+            pp=pp,
+            settings=settings,
+            **extra,
         )
         predicted = budget.kv_budget_bytes / GIB
-        rows.append({
-            "id": entry["id"], "engine": entry["engine"], "gpu": entry["gpu"], "tp": tp, "pp": pp,
-            "logged_gib": float(logged), "predicted_gib": round(predicted, 3),
-            "error_pct": 100 * (predicted - float(logged)) / float(logged),
-        })
+        rows.append(
+            {
+                "id": entry["id"],
+                "engine": entry["engine"],
+                "gpu": entry["gpu"],
+                "tp": tp,
+                "pp": pp,
+                "logged_gib": float(logged),
+                "predicted_gib": round(predicted, 3),
+                "error_pct": 100 * (predicted - float(logged)) / float(logged),
+            }
+        )
     return rows
 
 
@@ -122,8 +136,10 @@ def main() -> None:
     rows = budget_cases(args.logs_from.resolve())
     if args.rows:
         for r in rows:
-            print(f"{r['id']:52s} {r['gpu']:24s} tp{r['tp']} pp{r['pp']} logged {r['logged_gib']:7.2f} "
-                  f"kvsize {r['predicted_gib']:7.2f} GiB  {r['error_pct']:+7.2f}%")
+            print(
+                f"{r['id']:52s} {r['gpu']:24s} tp{r['tp']} pp{r['pp']} logged {r['logged_gib']:7.2f} "
+                f"kvsize {r['predicted_gib']:7.2f} GiB  {r['error_pct']:+7.2f}%"
+            )
     print(f"{'engine':8s} {'gpu':24s} {'logs':>4s} {'median':>8s} {'worst':>8s}")
     for engine, gpu, n, median, worst in summary(rows):
         print(f"{engine:8s} {gpu:24s} {n:4d} {median:7.2f}% {worst:7.2f}%")

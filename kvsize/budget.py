@@ -35,10 +35,30 @@ SAMPLER_FP32_BYTES_PER_LOGIT = 12
 # apply_top_k_top_p_triton: min(next_power_of_2(programs), num_sm) rows, programs = min(num_sm, rows)).
 # Streaming multiprocessors per card (NVIDIA architecture whitepapers), matched against the card's name.
 SM_COUNTS = (
-    ("h100 pcie", 114), ("h100 nvl", 132), ("h100", 132), ("h200", 132), ("gh200", 132), ("h20", 78),
-    ("gb200", 148), ("b200", 148), ("b300", 148), ("a100", 108), ("a10g", 80), ("a10", 72), ("l40", 142),
-    ("l4", 58), ("rtx pro 6000", 188), ("rtx-pro-6000", 188), ("6000 ada", 142), ("rtx a6000", 84), ("a6000", 84),
-    ("5090", 170), ("4090", 128), ("3090", 82), ("t4", 40), ("v100", 80),
+    ("h100 pcie", 114),
+    ("h100 nvl", 132),
+    ("h100", 132),
+    ("h200", 132),
+    ("gh200", 132),
+    ("h20", 78),
+    ("gb200", 148),
+    ("b200", 148),
+    ("b300", 148),
+    ("a100", 108),
+    ("a10g", 80),
+    ("a10", 72),
+    ("l40", 142),
+    ("l4", 58),
+    ("rtx pro 6000", 188),
+    ("rtx-pro-6000", 188),
+    ("6000 ada", 142),
+    ("rtx a6000", 84),
+    ("a6000", 84),
+    ("5090", 170),
+    ("4090", 128),
+    ("3090", 82),
+    ("t4", 40),
+    ("v100", 80),
 )
 DEFAULT_SM_COUNT = 132
 # Hopper and Blackwell NVSwitch systems: NCCL's NVLink SHARP (NVLS) buffers and vLLM's custom all-reduce take
@@ -130,8 +150,10 @@ def vllm_activation_bytes(
         + sm_count(gpu) * vocab * 4
         + max_batched_tokens * hidden * dtype
     )
-    dense_width = 0 if spec.experts_per_token and spec.intermediate_size == spec.moe_intermediate_size else (
-        spec.intermediate_size or 0
+    dense_width = (
+        0
+        if spec.experts_per_token and spec.intermediate_size == spec.moe_intermediate_size
+        else (spec.intermediate_size or 0)
     )
     forward = max_batched_tokens * (2 * hidden + 3 * dense_width // tp) * dtype
     moe = 0
@@ -239,8 +261,10 @@ def kv_budget(
             )
         )
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
-        non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (
-            NON_TORCH_NVLS if multi and has_nvls(device) else 0
+        non_torch = (
+            s.non_torch_bytes
+            if s.non_torch_bytes is not None
+            else (NON_TORCH_NVLS if multi and has_nvls(device) else 0)
         )
         requested = math.ceil(visible * util)
         rule = (

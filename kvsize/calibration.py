@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
@@ -167,11 +167,20 @@ def vllm_scenario(log: EngineLog, dep: Deployment) -> Scenario:
         pp=dep.pp or int(s.get("pipeline_parallel_size") or 1),
         max_model_len=dep.max_model_len or (int(s["max_model_len"]) if s.get("max_model_len") else None),
         gpu_util=dep.gpu_util or (float(s["gpu_memory_utilization"]) if s.get("gpu_memory_utilization") else None),
-        kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), dep.spec),
+        kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), model_spec(log, dep.spec)),
         block_size=int(s["block_size"]) if s.get("block_size") else None,
         max_num_batched_tokens=int(s["max_num_batched_tokens"]) if s.get("max_num_batched_tokens") else None,
         max_num_seqs=int(s["max_num_seqs"]) if s.get("max_num_seqs") else None,
     )
+
+
+def model_spec(log: EngineLog, spec: ArchSpec | None) -> ArchSpec | None:
+    """`spec` with the dtype the engine ran the model in (vLLM --dtype), which `--kv-cache-dtype auto` and the
+    activations follow."""
+    dtype = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(str(log.settings.get("dtype")))
+    if spec is None or dtype is None or dtype == spec.model_dtype:
+        return spec
+    return spec.model_copy(update={"model_dtype": dtype})
 
 
 def card_memory(log: EngineLog, dep: Deployment) -> int | None:
@@ -190,6 +199,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     from kvsize.engines.vllm import VllmEngine
 
     f = log.figures
+    dep = replace(dep, spec=model_spec(log, dep.spec))
     sc = vllm_scenario(log, dep)
     gpus = sc.tp * sc.pp
     version = vllm_rules_version(log.engine_version)
@@ -212,12 +222,26 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             cuda_graph_bytes=cal.cuda_graph_bytes if cal else None,
         )
         budget = kv_budget(
-            "vllm", version, dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=sc.tp, pp=sc.pp,
-            settings=settings, device=dep.device,
+            "vllm",
+            version,
+            dep.spec,
+            memory_bytes=memory,
+            weights_bytes=weights_rank,
+            tp=sc.tp,
+            pp=sc.pp,
+            settings=settings,
+            device=dep.device,
         )
         if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
-            out.figures.append(Figure("available KV memory (smallest stage)", f["available_kv_min_gib"],
-                                      budget.kv_budget_bytes / GIB, "GiB", "the card"))
+            out.figures.append(
+                Figure(
+                    "available KV memory (smallest worker)",
+                    f["available_kv_min_gib"],
+                    budget.kv_budget_bytes / GIB,
+                    "GiB",
+                    "the card",
+                )
+            )
         else:
             out.figures.append(
                 Figure("available KV memory", f["available_kv_gib"], budget.kv_budget_bytes / GIB, "GiB", "the card")
@@ -229,9 +253,14 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             out.notes.append("pool not predicted: kvsize needs the model's config (--config)")
         return
     engine = VllmEngine(version, block_size=sc.block_size, max_num_batched_tokens=sc.max_num_batched_tokens)
+    available = f.get("available_kv_min_gib", f["available_kv_gib"])  # pipeline stages: the smallest
     pool = engine.pool(
-        dep.spec, available_bytes=round(f["available_kv_gib"] * GIB), max_model_len=sc.max_model_len,
-        kv_dtype=sc.kv_dtype, tp=sc.tp, pp=sc.pp,
+        dep.spec,
+        available_bytes=round(available * GIB),
+        max_model_len=sc.max_model_len,
+        kv_dtype=sc.kv_dtype,
+        tp=sc.tp,
+        pp=sc.pp,
     )
     basis = "the logged KV memory"
     if "pool_tokens" in f:
@@ -256,16 +285,29 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     if kv_gib and dep.spec is not None and memory is not None and weights_rank is not None:
         fraction = dep.gpu_util or s.get("mem_fraction_static")
         budget = kv_budget(
-            "sglang", "current", dep.spec, memory_bytes=memory, weights_bytes=weights_rank, tp=tp, pp=pp,
-            settings=BudgetSettings(gpu_util=float(fraction) if fraction else None), device=dep.device,
+            "sglang",
+            "current",
+            dep.spec,
+            memory_bytes=memory,
+            weights_bytes=weights_rank,
+            tp=tp,
+            pp=pp,
+            settings=BudgetSettings(gpu_util=float(fraction) if fraction else None),
+            device=dep.device,
         )
         out.figures.append(Figure("KV memory (K + V)", kv_gib, budget.kv_budget_bytes / GIB, "GiB", "the card"))
     if kv_gib and dep.spec is not None and "pool_tokens" in f:
         engine = SglangEngine(block_size=int(s["page_size"]) if s.get("page_size") else None)
-        pool = engine.pool(dep.spec, available_bytes=round(kv_gib * GIB),
-                           kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), dep.spec), tp=tp, pp=pp)
-        out.figures.append(Figure("pool tokens", f["pool_tokens"], pool.max_total_num_tokens, "tokens",
-                                  "the logged K + V size"))
+        pool = engine.pool(
+            dep.spec,
+            available_bytes=round(kv_gib * GIB),
+            kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), dep.spec),
+            tp=tp,
+            pp=pp,
+        )
+        out.figures.append(
+            Figure("pool tokens", f["pool_tokens"], pool.max_total_num_tokens, "tokens", "the logged K + V size")
+        )
     elif dep.spec is None:
         out.notes.append("pool not predicted: kvsize needs the model's config (--config)")
 
@@ -282,11 +324,25 @@ def _check_trtllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     est = TrtllmEngine().estimate(dep.spec, ctx=tokens, batch=1, kv_dtype=dtype, tp=dep.tp or 1, pp=dep.pp or 1)
     per_token = est.kv_bytes_per_token
     if "kv_allocated_bytes" in f:
-        out.figures.append(Figure("KV bytes for the logged tokens", f["kv_allocated_bytes"], per_token * tokens, "B",
-                                  "the logged token count"))
+        out.figures.append(
+            Figure(
+                "KV bytes for the logged tokens",
+                f["kv_allocated_bytes"],
+                per_token * tokens,
+                "B",
+                "the logged token count",
+            )
+        )
     if "kv_allocated_gib" in f:
-        out.figures.append(Figure("KV memory for the logged tokens", f["kv_allocated_gib"], per_token * tokens / GIB,
-                                  "GiB", "the logged token count"))
+        out.figures.append(
+            Figure(
+                "KV memory for the logged tokens",
+                f["kv_allocated_gib"],
+                per_token * tokens / GIB,
+                "GiB",
+                "the logged token count",
+            )
+        )
 
 
 def _ggml_bytes(type_name: str, elements: int) -> int:
@@ -441,3 +497,33 @@ def calibration_from_mapping(data: object, *, source: str) -> Calibration:
         values[key] = str(value) if value is not None else None
     values["engine"] = str(data.get("engine") or "vllm")
     return Calibration(**values)
+
+
+def apply_calibration(options: dict[str, Any], measured: Calibration) -> dict[str, Any]:
+    """`estimate_loaded` keyword options with the measured overheads and weights filled in where the user left
+    them to the model (an explicit --weights-mem or budget part still wins)."""
+    base = options.get("budget") or BudgetSettings()
+    weights = options.get("weights_bytes")
+    return {
+        **options,
+        "budget": measured.budget_settings(base),
+        "weights_bytes": weights if weights is not None else measured.whole_weights_bytes(),
+    }
+
+
+def read_calibration(path: str) -> Calibration:
+    """A calibration file (YAML, safe-loaded) from disk. The one I/O helper here, shared by the CLI commands and
+    capacity files."""
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read calibration '{path}': {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"calibration '{path}' is not YAML: {' '.join(str(exc).split())}") from None
+    return calibration_from_mapping(data, source=path)

@@ -69,6 +69,8 @@ class Deployment(DeploymentSettings):
     engine_version: str | None = None
     kv_dtype: str = "auto"
     weights_dtype: str | None = None
+    calibration: str | None = None
+    """A file written by `kvsize log --save-calibration` (relative paths: from this file's folder)."""
     require: Requirement
 
 
@@ -230,7 +232,7 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
-def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
+def check_deployment(d: Deployment, *, base: Path, default_calibration: str | None = None) -> CheckResult:
     """Size one deployment and judge it against its requirement."""
     from kvsize.api import estimate_loaded
     from kvsize.units import format_bytes
@@ -258,6 +260,14 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         replicas = d.gpus // group
     if d.gpu is None and d.gpu_mem is None:
         return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
+    options = d.estimate_options()
+    calibration = d.calibration or default_calibration
+    if calibration:
+        from kvsize.calibration import apply_calibration, read_calibration
+
+        options = apply_calibration(
+            options, read_calibration(str(base / calibration) if d.calibration else calibration)
+        )
     result = estimate_loaded(
         _loaded(_resolve_model(d.model, base), d.revision),
         ctx=[ctx],
@@ -267,7 +277,7 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         engine_version=d.engine_version,
         gpu=d.gpu,
         weights_dtype=d.weights_dtype,
-        **d.estimate_options(),
+        **options,
         with_max_context=req.max_context is not None,
         prefix_len=req.prefix_len,
         prompt_len=req.prompt_len,
@@ -348,9 +358,10 @@ def _summary(req: Requirement, concurrency: int) -> str:
     return f"ok: {concurrency} request{'s' if concurrency != 1 else ''} of {req.ctx} tokens fit"
 
 
-def check_file(path: Path) -> list[CheckResult]:
+def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
     """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
-    checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line."""
+    checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line.
+    `calibration` (kvsize check --calibration) applies where a deployment names none of its own."""
     capacity = load_capacity(path)
     base = path.parent
     results = []
@@ -363,7 +374,9 @@ def check_file(path: Path) -> list[CheckResult]:
             results.append(_unloadable(d, line, f"model '{d.model}' cannot be loaded: {exc}"))
             continue
         try:
-            results.append(check_deployment(d, base=base).model_copy(update={"line": line}))
+            results.append(
+                check_deployment(d, base=base, default_calibration=calibration).model_copy(update={"line": line})
+            )
         except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays
             exc.args = (f"{where}: {exc}",)
             raise

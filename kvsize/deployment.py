@@ -84,7 +84,9 @@ class DeploymentSettings(BaseModel):
     reserve: BytesOrZero = None
     """Memory kept out of the KV budget besides the weights (formula / hf engines)."""
     weights_mem: Bytes = None
-    """The weights' size, instead of looking it up."""
+    """The whole model's weights, split over tp x pp, instead of looking them up (--weights-mem-total too)."""
+    weights_mem_per_gpu: Bytes = None
+    """The weights on each GPU, as vLLM logs them ("Model loading took 7.51 GiB")."""
     max_batched_tokens: Count = None
     """Tokens per scheduler step (vLLM max_num_batched_tokens)."""
     max_num_seqs: Count = None
@@ -105,6 +107,12 @@ class DeploymentSettings(BaseModel):
     """Hub revision: a branch, tag or full commit hash."""
 
     @model_validator(mode="after")
+    def _one_weights_size(self) -> DeploymentSettings:
+        if self.weights_mem is not None and self.weights_mem_per_gpu is not None:
+            raise ValueError("weights_mem (whole model) and weights_mem_per_gpu both given; give one of them")
+        return self
+
+    @model_validator(mode="after")
     def _offload_needs_a_tier(self) -> DeploymentSettings:
         if self.link_bandwidth is not None and self.cpu_mem is None:
             raise ValueError("link_bandwidth (--link-bandwidth) needs cpu_mem (--cpu-mem), the offload tier's size")
@@ -121,7 +129,11 @@ class DeploymentSettings(BaseModel):
             "pp": self.pp,
             "gpu_mem": self.gpu_mem,
             "reserve_bytes": self.reserve,
-            "weights_bytes": self.weights_mem,
+            "weights_bytes": (
+                self.weights_mem_per_gpu * self.tp * self.pp  # the fit splits it back over tp x pp
+                if self.weights_mem_per_gpu is not None
+                else self.weights_mem
+            ),
             "encoder_len": self.encoder_len,
             "engine_options": {
                 "block_size": self.block_size,

@@ -166,9 +166,19 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     args_at = text.find("non-default args: {")
     args = _dict_literal(text, args_at + len("non-default args: ")) if args_at >= 0 else None
     if args:
-        for key in ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
-                    "kv_cache_dtype", "dtype", "quantization", "block_size", "max_num_batched_tokens",
-                    "max_num_seqs", "kv_cache_memory_bytes"):
+        for key in (
+            "max_model_len",
+            "gpu_memory_utilization",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "kv_cache_dtype",
+            "dtype",
+            "quantization",
+            "block_size",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "kv_cache_memory_bytes",
+        ):
             if key in args:
                 s[key] = args[key]
         model = args.get("model") or args.get("model_tag")
@@ -178,8 +188,11 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     if m:
         cfg = _kv_pairs(m.group(1))
         log.model = log.model or cfg.get("model")
-        for key, name in (("max_seq_len", "max_model_len"), ("tensor_parallel_size", "tensor_parallel_size"),
-                          ("pipeline_parallel_size", "pipeline_parallel_size")):
+        for key, name in (
+            ("max_seq_len", "max_model_len"),
+            ("tensor_parallel_size", "tensor_parallel_size"),
+            ("pipeline_parallel_size", "pipeline_parallel_size"),
+        ):
             value = _int_or_none(cfg.get(key))
             if value is not None:
                 s.setdefault(name, value)
@@ -234,7 +247,9 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
     non_kv = [float(x) for x in re.findall(r"Total non KV cache memory: ([\d.]+) ?GiB", text)]
     m = _first(r"Requested memory: [\d.]+ \(util\), ([\d.]+) GiB", text)
     if m and len(non_kv) > 1:
-        f["available_kv_min_gib"] = round(float(m.group(1)) - max(non_kv), 2)
+        least = round(float(m.group(1)) - max(non_kv), 2)
+        if abs(least - f.get("available_kv_gib", least)) > 0.011:  # workers differ (pipeline stages)
+            f["available_kv_min_gib"] = least
     m = _first(r"vllm serve (\S+)", text)
     if m and log.model is None:
         log.model = m.group(1)
@@ -260,8 +275,14 @@ def _parse_sglang(text: str, log: EngineLog) -> None:
     if m:
         cfg = _kv_pairs(m.group(1))
         log.model = cfg.get("model_path")
-        for key in ("tp_size", "pp_size", "page_size", "context_length", "max_running_requests",
-                    "chunked_prefill_size"):
+        for key in (
+            "tp_size",
+            "pp_size",
+            "page_size",
+            "context_length",
+            "max_running_requests",
+            "chunked_prefill_size",
+        ):
             value = _int_or_none(cfg.get(key))
             if value is not None:
                 s[key] = value
@@ -269,6 +290,16 @@ def _parse_sglang(text: str, log: EngineLog) -> None:
             s["mem_fraction_static"] = float(cfg["mem_fraction_static"])
         if cfg.get("kv_cache_dtype"):
             s["kv_cache_dtype"] = cfg["kv_cache_dtype"]
+    # The launch command, when the log quotes it (sglang.launch_server ... --mem-fraction-static 0.5 --tp 4).
+    m = _first(r"--mem-fraction-static[= ]([\d.]+)", text)
+    if m:
+        s.setdefault("mem_fraction_static", float(m.group(1)))
+    m = _first(r"--(?:tp|tp-size|tensor-parallel-size)[= ](\d+)", text)
+    if m:
+        s.setdefault("tp_size", int(m.group(1)))
+    m = _first(r"--model(?:-path)?[= ](\S+)", text)
+    if m and log.model is None:
+        log.model = m.group(1)
     m = _first(r"sglang[=\s]+v?(\d+\.\d+\.\d+[\w.]*)", text)
     if m:
         log.engine_version = m.group(1)
@@ -330,8 +361,15 @@ def _parse_llamacpp(text: str, log: EngineLog) -> None:
         swa = (swa_flags[i] == "SWA") if i < len(swa_flags) else None
         log.caches.append(
             LlamaCppCache(
-                size_mib=float(cm.group(1)), cells=int(cm.group(2)), layers=int(cm.group(3)), seqs=int(cm.group(4)),
-                k_type=cm.group(5), k_mib=float(cm.group(6)), v_type=cm.group(7), v_mib=float(cm.group(8)), swa=swa,
+                size_mib=float(cm.group(1)),
+                cells=int(cm.group(2)),
+                layers=int(cm.group(3)),
+                seqs=int(cm.group(4)),
+                k_type=cm.group(5),
+                k_mib=float(cm.group(6)),
+                v_type=cm.group(7),
+                v_mib=float(cm.group(8)),
+                swa=swa,
             )
         )
     if log.caches:
@@ -362,8 +400,11 @@ def _parse_trtllm(text: str, log: EngineLog) -> None:
     _set_float(f, "gpu_blocks", r"Number of blocks in KV cache primary pool: (\d+)", text)
     _set_float(f, "runtime_buffers_gib", r"Allocated ([\d.]+) GiB for runtime buffers", text)
     _set_float(f, "decoder_gib", r"Allocated ([\d.]+) GiB for decoder", text)
-    m = _first(r"Memory usage when calculating max tokens in paged kv cache: total: ([\d.]+) GiB, available: "
-               r"([\d.]+) GiB", text)
+    m = _first(
+        r"Memory usage when calculating max tokens in paged kv cache: total: ([\d.]+) GiB, available: "
+        r"([\d.]+) GiB",
+        text,
+    )
     if m:
         f["total_memory_gib"], f["free_for_kv_gib"] = float(m.group(1)), float(m.group(2))
     m = _first(r"tokens_per_block[\"']?[:=]\s*(\d+)", text)

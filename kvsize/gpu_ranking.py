@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import ceil
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from kvsize.errors import KvsizeError
 from kvsize.resolve import LoadedConfig
+
+if TYPE_CHECKING:
+    from kvsize.calibration import Calibration
 
 TP_CHOICES = (1, 2, 4, 8)  # one node's worth of tensor parallelism
 
@@ -37,10 +41,14 @@ def plan_gpus(
     engine: str = "vllm",
     kv_dtype: str = "auto",
     gpus: Sequence[str] | None = None,
+    calibration: Calibration | None = None,
 ) -> list[GpuPlan]:
     """For each GPU profile, the fewest GPUs (over tp in 1, 2, 4, 8 and data-parallel replicas) serving
-    `concurrency` requests of `ctx` tokens; ranked by GPUs, then by cost. Default: the data-centre profiles."""
+    `concurrency` requests of `ctx` tokens; ranked by GPUs, then by cost. Default: the data-centre profiles.
+    A `calibration` (kvsize log --save-calibration) replaces the modelled overheads and weights on the card it was
+    measured on (every card when it names none)."""
     from kvsize.api import estimate_loaded
+    from kvsize.budget import BudgetSettings
     from kvsize.profiles import load_profiles
 
     profiles = load_profiles()
@@ -52,6 +60,7 @@ def plan_gpus(
         reason = "the weights do not fit with up to 8-way tensor parallelism"
         for tp in TP_CHOICES:
             try:
+                measured = calibration if calibration is not None and calibration.gpu in (None, name) else None
                 result = estimate_loaded(
                     loaded,
                     ctx=[ctx],
@@ -61,6 +70,8 @@ def plan_gpus(
                     tp=tp,
                     gpu=name,
                     with_max_context=False,
+                    budget=measured.budget_settings(BudgetSettings()) if measured else None,
+                    weights_bytes=measured.whole_weights_bytes() if measured else None,
                 )
             except KvsizeError as exc:  # e.g. tp not dividing the KV heads in this engine
                 reason = " ".join(str(exc).split())

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvsize.cli.options import (
+    CalibrationOpt,
     DebugOpt,
     JsonOpt,
     make_console,
@@ -25,14 +26,20 @@ JunitOpt = Annotated[
 ]
 
 
-def check(path: CapacityArg, json_output: JsonOpt = False, junit: JunitOpt = None, debug: DebugOpt = False) -> None:
+def check(
+    path: CapacityArg,
+    json_output: JsonOpt = False,
+    junit: JunitOpt = None,
+    debug: DebugOpt = False,
+    calibration: CalibrationOpt = None,
+) -> None:
     """Check that every deployment in a capacity file still fits: exit 0 all pass, 1 any fails, 2 a bad file.
 
     Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations on the deployment's line."""
     with user_errors(debug):
         from kvsize.capacity_file import check_file, github_annotations, junit_xml
 
-        results = check_file(path)
+        results = check_file(path, calibration)
         if junit is not None:
             try:
                 junit.write_text(junit_xml(results), encoding="utf-8")

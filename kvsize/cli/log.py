@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from kvsize.cli.options import (
+    CalibrationOpt,
     DebugOpt,
     GpuOpt,
     GpuUtilOpt,
@@ -47,14 +48,6 @@ SaveCalibrationOpt = Annotated[
         show_default=False,
     ),
 ]
-CalibrationOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--calibration",
-        help="A file written by `kvsize log --save-calibration`: use its measured overheads.",
-        show_default=False,
-    ),
-]
 WholeWeightsOpt = Annotated[
     str | None,
     typer.Option(
@@ -82,23 +75,6 @@ def read_log(path: str) -> str:
     if len(data) > MAX_LOG_BYTES:
         raise UsageError(f"log '{path}' is over {MAX_LOG_BYTES // 1024**2} MiB", hint="Give the start-up part only.")
     return data.decode("utf-8", errors="replace")
-
-
-def load_calibration(path: str) -> Any:
-    import yaml
-
-    from kvsize.calibration import calibration_from_mapping
-    from kvsize.errors import UsageError
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read calibration '{path}': {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"calibration '{path}' is not YAML: {' '.join(str(exc).split())}") from None
-    return calibration_from_mapping(data, source=path)
 
 
 def write_calibration(path: str, calibration: Any) -> None:
@@ -156,7 +132,7 @@ def log_command(
     with kvsize's prediction: KV memory, pool tokens/blocks, concurrency, weights, llama.cpp cache sizes.
     Exit 0: every figure within --tolerance; 1: some are not; 2: not an engine log, or nothing to predict."""
     with user_errors(debug):
-        from kvsize.calibration import Deployment, calibration_from_log, check_log
+        from kvsize.calibration import Deployment, calibration_from_log, check_log, read_calibration
         from kvsize.engine_log import parse_log
         from kvsize.engines.context import Device
         from kvsize.errors import UsageError
@@ -179,7 +155,7 @@ def log_command(
             from kvsize.profiles import resolve_gpu
 
             profile = resolve_gpu(gpu)
-        cal = load_calibration(calibration) if calibration else None
+        cal = read_calibration(calibration) if calibration else None
         weights = None
         if weights_mem is not None:
             weights = parse_size(weights_mem)
@@ -234,8 +210,12 @@ def render_log_check(console: Any, result: Any, tolerance: float) -> None:
         ok = f.within(tolerance)
         style = "green" if ok else "bold red"
         table.add_row(
-            f.name, f"{f.logged:,.2f}".rstrip("0").rstrip("."), f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
-            f"[{style}]{f.error_pct:+.2f}%[/{style}]", f.unit, f.basis,
+            f.name,
+            f"{f.logged:,.2f}".rstrip("0").rstrip("."),
+            f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
+            f"[{style}]{f.error_pct:+.2f}%[/{style}]",
+            f.unit,
+            f.basis,
         )
     console.print(table)
     for note in result.notes:

@@ -199,7 +199,18 @@ WeightsOpt = Annotated[
     str | None,
     typer.Option(
         "--weights-mem",
-        help="Override the weights' size: 15GiB, ... (default: looked up)",
+        "--weights-mem-total",
+        help="The whole model's weights, split over tp x pp: 15GiB, ... (default: looked up)",
+        show_default=False,
+        metavar="SIZE",
+        rich_help_panel="GPU and budget",
+    ),
+]
+WeightsPerGpuOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights-mem-per-gpu",
+        help="The weights on each GPU, as vLLM logs them ('Model loading took 7.51 GiB'): 7.51GiB, ...",
         show_default=False,
         metavar="SIZE",
         rich_help_panel="GPU and budget",
@@ -364,6 +375,14 @@ DebugOpt = Annotated[
     bool,
     typer.Option(
         "--debug", help="Show the full traceback of errors (for bug reports).", metavar="", rich_help_panel="Output"
+    ),
+]
+CalibrationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="A file written by `kvsize log --save-calibration`: use its measured overheads.",
+        show_default=False,
     ),
 ]
 # --- verification (kvsize/cli/verify.py; `kvsize verify` takes the same options) ---

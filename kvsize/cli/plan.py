@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kvsize.cli.options import (
+    CalibrationOpt,
     CtxOpt,
     DebugOpt,
     JsonOpt,
@@ -71,12 +72,14 @@ def plan(
     revision: RevisionOpt = None,
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """Rank data-centre GPUs by how many (tp x replicas) serve --concurrency requests of --ctx tokens, then by cost.
 
     --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans."""
     with user_errors(debug):
         from kvsize.api import resolve_kv_dtypes
+        from kvsize.calibration import read_calibration
         from kvsize.config import parse_config
         from kvsize.engines import get_engine
         from kvsize.errors import UsageError
@@ -108,6 +111,7 @@ def plan(
             engine=engine.strip().lower(),
             kv_dtype=dtype.value,
             gpus=chosen,
+            calibration=read_calibration(calibration) if calibration else None,
         )
     engine_name = engine.strip().lower()
     title = (

@@ -9,6 +9,7 @@ from kvsize.cli.options import (
     BatchedTokensOpt,
     BatchOpt,
     BlockSizeOpt,
+    CalibrationOpt,
     CpuMemOpt,
     CtxOpt,
     DebugOpt,
@@ -50,6 +51,7 @@ from kvsize.cli.options import (
     VerifyOpt,
     WeightsDtypeOpt,
     WeightsOpt,
+    WeightsPerGpuOpt,
     WorkloadOpt,
     emit,
     render_estimate,
@@ -107,6 +109,8 @@ def size(
     tolerance: ToleranceOpt = None,
     report: ReportOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
+    calibration: CalibrationOpt = None,
+    weights_mem_per_gpu: WeightsPerGpuOpt = None,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
 
@@ -172,6 +176,7 @@ def size(
             gpu_mem=gpu_mem,
             reserve=reserve,
             weights_mem=weights_mem,
+            weights_mem_per_gpu=weights_mem_per_gpu,
             gpu_util=gpu_util,
             kv_memory=kv_memory,
             cpu_mem=cpu_mem,
@@ -183,6 +188,16 @@ def size(
             max_num_seqs=max_num_seqs,
         )
         loaded = load_model_config(model, revision=settings.revision)
+        options = settings.estimate_options(
+            kv_unified=kv_unified or None,
+            flash_attn=flash_attn,
+            enable_prefix_caching=enable_prefix_caching,
+            kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
+        )
+        if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
+            from kvsize.calibration import apply_calibration, read_calibration
+
+            options = apply_calibration(options, read_calibration(calibration))
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -192,12 +207,7 @@ def size(
             engine_version=engine_version,
             gpu=gpu,
             weights_dtype=weights_dtype,
-            **settings.estimate_options(
-                kv_unified=kv_unified or None,
-                flash_attn=flash_attn,
-                enable_prefix_caching=enable_prefix_caching,
-                kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
-            ),
+            **options,
             with_advice=True,
             **serving_options(
                 prefix_len=prefix_len,

@@ -1,0 +1,171 @@
+"""The corpus of published engine start-up logs (tests/data/logs, manifest.json: source, model, GPU, layout).
+
+Two figures are tested separately (issue 11):
+- pool tokens / blocks / concurrency given the KV memory the log says was available: the engine's paging
+  arithmetic, within 0.2% (or the log's print resolution, when that is coarser);
+- the KV memory predicted from the card alone: the budget (kvsize.budget), measured over the corpus.
+The logs are the engines' own text, kept verbatim with their source; nothing here was produced by kvsize.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvsize.calibration import Deployment, check_log
+from kvsize.config import parse_config
+from kvsize.engine_log import GIB, EngineLog, parse_log
+from kvsize.resolve import load_model_config
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "data" / "logs"
+MANIFEST: list[dict[str, Any]] = json.loads((LOGS / "manifest.json").read_text())
+BY_ID = {e["id"]: e for e in MANIFEST}
+
+
+def load(entry_id: str) -> EngineLog:
+    log = parse_log((LOGS / f"{entry_id}.log").read_text())
+    assert log is not None, entry_id
+    return log
+
+
+def spec_for(entry: dict[str, Any]) -> Any:
+    config = entry["config"]
+    loaded = load_model_config(str(ROOT / config) if config.startswith("tests/") else config)
+    return parse_config(loaded.raw, source=loaded.location)
+
+
+# --- the corpus itself ------------------------------------------------------------------------------------
+
+
+def test_corpus_size_and_composition() -> None:
+    engines = {e["engine"] for e in MANIFEST}
+    assert len(MANIFEST) >= 40
+    assert engines == {"vllm", "sglang", "llamacpp", "trtllm"}
+    gpus = {e["gpu"] for e in MANIFEST if e["gpu"]}
+    assert {"h100-sxm", "a100-80gb", "l40s", "l4", "rtx-3090"} <= gpus
+    assert any(e["tp"] > 1 for e in MANIFEST) and any(e["pp"] > 1 for e in MANIFEST)
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["id"] for e in MANIFEST])
+def test_every_log_is_placed_and_sourced(entry: dict[str, Any]) -> None:
+    assert entry["source"] and (LOGS / f"{entry['id']}.log").is_file()
+    assert load(entry["id"]).engine == entry["engine"]
+
+
+# --- paging arithmetic: pool figures given the logged KV memory ---------------------------------------------
+
+POOL_CASES = [e for e in MANIFEST if e.get("config") and e["engine"] in ("vllm", "sglang", "trtllm", "llamacpp")]
+
+
+def resolution_pct(figure: Any, log: EngineLog) -> float:
+    """The error the log's own rounding allows: KV memory printed to 0.01 GiB (GB for SGLang)."""
+    if figure.basis == "the logged KV memory":
+        kv = log.figures.get("available_kv_min_gib") or log.figures["available_kv_gib"]
+        return 100 * 0.005 / kv
+    if figure.basis == "the logged K + V size":
+        return 100 * 0.01 / (log.figures.get("k_size_gb", 0) + log.figures.get("v_size_gb", 0))
+    if figure.unit == "x":  # concurrency printed with two decimals
+        return 100 * 0.005 / figure.logged
+    return 0.0
+
+
+@pytest.mark.parametrize("entry", POOL_CASES, ids=[e["id"] for e in POOL_CASES])
+def test_pool_given_logged_kv_memory(entry: dict[str, Any]) -> None:
+    log = load(entry["id"])
+    spec = None if entry["engine"] == "llamacpp" else spec_for(entry)
+    dep = Deployment(
+        spec=spec,
+        tp=entry["tp"],
+        pp=entry["pp"],
+        max_model_len=None if log.settings.get("max_model_len") else entry.get("max_model_len"),
+    )
+    figures = [f for f in check_log(log, dep).figures if f.basis not in ("the card", "kvsize's weights")]
+    if not figures:
+        pytest.skip("the log prints no pool figure (or not the KV memory it came from)")
+    for f in figures:
+        allowed = max(0.2, resolution_pct(f, log))
+        assert abs(f.error_pct) <= allowed, (f, allowed)
+
+
+def test_pool_coverage() -> None:
+    """The paging test covers every engine and most of the corpus's models with a config."""
+    covered = {e["engine"] for e in POOL_CASES}
+    assert covered == {"vllm", "sglang", "trtllm", "llamacpp"} and len(POOL_CASES) >= 35
+
+
+# --- the budget: KV memory from the card alone ------------------------------------------------------------
+
+
+def _budget_rows() -> list[dict[str, Any]]:
+    spec = importlib.util.spec_from_file_location("budget_corpus", ROOT / "benchmarks" / "budget_corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    rows: list[dict[str, Any]] = module.budget_cases(ROOT)
+    return rows
+
+
+BUDGET_ROWS = _budget_rows()
+# Logs whose budget error has a cause kvsize does not model (README "Budget accuracy"); each stays in the
+# measurement, and this list may only shrink.
+UNMODELLED = {
+    # vLLM logged 53.12 GiB of weights per rank against 50.6 for an even split of the checkpoint: parts of
+    # Llama 4 are held on every rank, which kvsize does not know.
+    "llmd-meta-llama-llama-4-scout-tp4pp1dp1-8192",
+    # vLLM V0 (0.6-0.7): its profile run and sampler are not modelled (kvsize mirrors V1's), and both logs
+    # have small KV pools (3.8 and 7.7 GiB) in which 0.3-0.6 GiB of overhead is 7-8%.
+    "vllm-10517-rtx3090-llama31-8b",
+    "vllm-15815-l40s-qwen25-32b-tp2",
+}
+
+
+def test_budget_corpus_median_and_worst() -> None:
+    vllm = [abs(r["error_pct"]) for r in BUDGET_ROWS if r["engine"] == "vllm"]
+    assert len(vllm) >= 30
+    assert statistics.median(vllm) <= 2.0
+    modelled = [r for r in BUDGET_ROWS if r["engine"] == "vllm" and r["id"] not in UNMODELLED]
+    worst = max(modelled, key=lambda r: abs(r["error_pct"]))
+    assert abs(worst["error_pct"]) <= 5.0, worst
+
+
+def test_budget_unmodelled_list_is_current() -> None:
+    """Each listed log is in the measurement and still outside 5% (else it leaves the list)."""
+    errors = {r["id"]: abs(r["error_pct"]) for r in BUDGET_ROWS}
+    for entry_id in UNMODELLED:
+        assert errors[entry_id] > 5.0, entry_id
+
+
+V1_PROFILED = [
+    e["id"]
+    for e in MANIFEST
+    if e["engine"] == "vllm"
+    and e["pp"] == 1  # pipeline stages print their parts in an order of their own
+    and "torch peak memory increase" in (LOGS / f"{e['id']}.log").read_text()
+]
+
+
+@pytest.mark.parametrize("entry_id", V1_PROFILED)
+def test_budget_identity_from_logged_parts(entry_id: str) -> None:
+    """determine_available_memory (v1/worker/gpu_worker.py, 0.19): available = requested - weights -
+    torch peak increase - non-torch increase; with the parts the log printed the identity holds to rounding."""
+    text = (LOGS / f"{entry_id}.log").read_text()
+    log = load(entry_id)
+    f = log.figures
+    requested = float(re.search(r"Requested memory: [\d.]+ \(util\), ([\d.]+) GiB", text).group(1))  # type: ignore[union-attr]
+    parts = f["weights_gib"] + f["activation_peak_gib"] + f["non_torch_gib"]
+    assert abs(requested - parts - f["available_kv_gib"]) <= 0.02 + 1e-9
+
+
+def test_budget_rows_have_sources() -> None:
+    for r in BUDGET_ROWS:
+        assert BY_ID[r["id"]]["source"]
+        assert r["logged_gib"] * GIB > 0
