@@ -285,3 +285,27 @@ def test_verify_says_what_it_compares() -> None:
     result = runner.invoke(app, [LLAMA_8B, "--verify", "--gpu", "h100", "--device", "meta", "--ctx", "1k"])
     assert "compares the cache transformers holds with kvsize's --engine hf" in result.stderr
     assert "the vllm rule is not what is measured" in result.stderr and "--gpu" in result.stderr
+
+
+def test_concurrency_never_shown_past_the_engine_cap() -> None:
+    """When the engine's cap on running requests (fit.concurrency_cap, set by the engine hook) is below what the
+    KV budget holds, the table shows the cap, marked, and a line says it binds."""
+    import io
+
+    from rich.console import Console
+
+    import kvsize
+    from kvsize.report import render_estimate, served_concurrency
+
+    result = kvsize.estimate(LLAMA_8B, ctx=8192, gpu="h100")
+    [scenario] = result.scenarios
+    assert scenario.gpu is not None and scenario.gpu.max_concurrency > 2
+    capped = scenario.gpu.model_copy(update={"concurrency_cap": 2, "cap_binds": True})
+    result = result.model_copy(update={"scenarios": (scenario.model_copy(update={"gpu": capped}),)})
+    assert served_concurrency(capped) == 2
+    out = io.StringIO()
+    render_estimate(Console(file=out, width=80, no_color=True), result)
+    screen = out.getvalue()
+    assert_uncut(screen)
+    assert re.search(r"│ +yes │ +2 cap │", screen)
+    assert "concurrency cap binds: the engine runs at most 2 requests at once" in screen
