@@ -64,6 +64,8 @@ class Column:
     """Repeated in every stacked part (the row's identity)."""
     wrap: bool = False
     """May wrap (names, reasons): the last resort, after stacking."""
+    priority: int = 0
+    """Lower goes into the first table first; columns keep their order on screen."""
 
 
 def _cell(value: str | Text) -> Text:
@@ -84,17 +86,15 @@ def stacked_tables(
         return sum(widths[i] + 2 for i in indices) + len(indices) - 1
 
     keys = [i for i, c in enumerate(columns) if c.key]
+    waiting = sorted((i for i, c in enumerate(columns) if not c.key), key=lambda i: (columns[i].priority, i))
     parts: list[list[int]] = []
-    current = list(keys)
-    for i, _ in enumerate(columns):
-        if i in keys:
-            continue
-        if span(sorted([*current, i])) <= width or current == keys:
-            current.append(i)
-        else:
-            parts.append(current)
-            current = [*keys, i]
-    parts.append(current)
+    while waiting or not parts:
+        current = list(keys)
+        for i in list(waiting):  # first fit, by priority: a narrower column may still join this table
+            if span([*current, i]) <= width or current == keys:
+                current.append(i)
+                waiting.remove(i)
+        parts.append(current)
     tables: list[RenderableType] = [Text(title, style="italic")]  # a line of its own: wraps at the console
     for part in parts:
         table = Table(show_edge=False, expand=False)
@@ -207,17 +207,18 @@ def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[R
     # One engine: its pool has its own line under the table; side by side, a column.
     with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
     batched = any(s.batch > 1 for s in scenarios)
+    # What a reader acts on goes into the first table: the verdict and the limits, then the sizes.
     columns = [Column("engine", "left", key=True)] if multi_engine else []
     columns += [Column("ctx", key=True), Column("batch", key=True), Column("dtype", key=True)]
-    columns += [Column("per token"), Column("per request")]
+    columns += [Column("per token", priority=7), Column("per request", priority=5)]
     if batched:
-        columns.append(Column("total"))
+        columns.append(Column("total", priority=6))
     if multi_gpu:
-        columns.append(Column("per GPU"))
+        columns.append(Column("per GPU", priority=4))  # what the fit is judged on
     if with_gpu:
-        columns += [Column("fits"), Column("max reqs"), Column("max ctx")]
+        columns += [Column("fits", priority=1), Column("max reqs", priority=2), Column("max ctx", priority=3)]
         if with_pool:
-            columns.append(Column("pool tokens"))
+            columns.append(Column("pool tokens", priority=8))
     model_max = result.architecture.max_context
     rows = []
     for s in scenarios:

@@ -1,0 +1,77 @@
+"""Every `kvsize` command in the README runs as written from the repository's folder, offline.
+
+The commands are the lines of the README's ```bash and ```console blocks that start with `kvsize` (or
+`$ kvsize`); a trailing comment, a pipe into another tool and an output redirection are not part of the
+command. They run in a scratch folder that holds the repository's `examples/`, so relative paths resolve as
+in a fresh clone and files they write stay out of the tree. "Runs" means exit 0, or exit 1 where the answer is
+"no" (a scenario that does not fit); never a usage error (2), an environment error (3) or a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BLOCK = re.compile(r"^```(?:bash|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# Verification builds models with torch and transformers (the `verify` extra) and defaults to a GPU when one is
+# visible; those commands are exercised by tests/test_verify.py and tests/test_hf_oracle.py instead.
+NEEDS_VERIFY_EXTRA = ("kvsize verify", "--verify")
+
+
+def readme_commands() -> list[str]:
+    commands = []
+    for block in BLOCK.findall(README.read_text(encoding="utf-8")):
+        for line in block.splitlines():
+            line = line.strip().removeprefix("$ ").strip()
+            if not line.startswith("kvsize "):
+                continue
+            command = re.split(r"\s+#\s", line, maxsplit=1)[0]  # a trailing comment
+            command = re.split(r"\s[|>]\s?", command, maxsplit=1)[0].strip()  # a pipe or a redirection
+            commands.append(command)
+    return list(dict.fromkeys(commands))
+
+
+def test_the_readme_has_commands() -> None:
+    commands = readme_commands()
+    assert len(commands) >= 10
+    assert "kvsize meta-llama/Llama-3.1-8B --ctx 131072 --gpu h100" in commands
+    assert not any("path/to" in c for c in commands)
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_command_runs(command: str, tmp_path: Path) -> None:
+    if any(marker in command for marker in NEEDS_VERIFY_EXTRA):
+        pytest.skip("needs the verify extra (torch, transformers); see tests/test_verify.py")
+    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("KVSIZE_DEBUG", "HF_TOKEN")}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"), PYTHONPATH=str(ROOT), COLUMNS="100")
+    argv = shlex.split(command)
+    done = subprocess.run([sys.executable, "-m", "kvsize", *argv[1:]], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr and "Error:" not in done.stderr
+    assert done.stdout.strip()
+
+
+def test_readme_headline_is_current() -> None:
+    """The README's first output is what the command prints now, at 80 columns without colour."""
+    text = README.read_text(encoding="utf-8")
+    shown = text.split("$ kvsize meta-llama/Llama-3.1-8B --ctx 131072 --gpu h100\n", 1)[1].split("```", 1)[0]
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR",)}
+    env.update(COLUMNS="80", NO_COLOR="1", PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu",
+                           "h100"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 0
+
+    def lines(s: str) -> list[str]:
+        return [line.rstrip() for line in s.strip().splitlines()]
+
+    assert lines(done.stdout) == lines(shown)

@@ -1,0 +1,311 @@
+"""What a person sees: every table rendered in a real 80-column pseudo-terminal, with colour and with
+NO_COLOR=1, never cuts an id, a number or a verdict with "…"; and the answers a person acts on (advice, exit
+codes, the plan, the check) carry the figures worked out by hand below.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvsize.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+LLAMA_8B = "meta-llama/Llama-3.1-8B"
+runner = CliRunner()
+
+
+def in_terminal(*args: str, colour: bool = True, columns: int = 80) -> tuple[int, str]:
+    """Run `kvsize ARGS` with stdout and stderr on a pseudo-terminal of `columns` x 50 (what `stty cols 80`
+    sets); return the exit code and the screen text without escape codes."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
+    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    if not colour:
+        env["NO_COLOR"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvsize", *args], stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    code = proc.wait(timeout=120)
+    raw = b"".join(chunks).decode("utf-8", "replace")
+    if colour:
+        assert "\x1b[" in raw, "a terminal with colour gets escape codes"
+    else:
+        assert not re.search(r"\x1b\[[0-9;]*3[0-7]m", raw), "NO_COLOR=1: no colour codes"
+    return code, ANSI.sub("", raw).replace("\r\n", "\n")
+
+
+def assert_uncut(screen: str, columns: int = 80) -> None:
+    assert "…" not in screen
+    for line in screen.splitlines():
+        assert len(line.rstrip()) <= columns, line
+
+
+@pytest.mark.parametrize("colour", [True, False], ids=["colour", "NO_COLOR"])
+def test_headline_at_80_columns(colour: bool) -> None:
+    code, screen = in_terminal(LLAMA_8B, "--ctx", "131072", "--gpu", "h100", colour=colour)
+    assert code == 0
+    assert_uncut(screen)
+    # 32 layers x 8 KV heads x (128 + 128) x 2 B = 131,072 B per token; x 131,072 tokens = 16 GiB.
+    for text in ("131,072 B", "16.00 GiB", "yes", "fits", "h100-sxm"):
+        assert text in screen
+    # "max ctx" is at most the model's maximum (131,072); the engine pool has its own labelled line.
+    assert re.search(r"131,072 │ +1 │ +bf16 │ .*│ +yes │ +3 │ +131,072", screen)
+    assert "engine pool (tokens of KV):" in screen
+    # The rule paragraph waits for --explain; no doubled engine label.
+    assert "kv_cache_interface" not in screen and "vLLM 0.33: vLLM 0.33" not in screen
+    assert "--explain" in screen
+    # The legend lists only the parts drawn: nothing runs over the budget here.
+    assert "KV over budget" not in screen
+    if not colour:  # one character per part, so the bar reads without colour
+        bar = next(line for line in screen.splitlines() if line.startswith("128k x1 bf16"))
+        assert {"█", "▓", "░", "▒"} <= set(bar)
+
+
+@pytest.mark.parametrize("colour", [True, False], ids=["colour", "NO_COLOR"])
+def test_check_plan_gpus_models_at_80_columns(colour: bool) -> None:
+    code, screen = in_terminal("check", "examples/capacity.yaml", colour=colour)
+    assert code == 0
+    assert_uncut(screen)
+    for name in ("chat-8b", "long-context-70b", "in-house-3b"):
+        assert re.search(rf"{name} +│ pass", screen), name
+        assert f"pass {name}: ok:" in screen
+    assert "3 deployments: 3 pass, 0 fail" in screen
+
+    code, screen = in_terminal("plan", "meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--concurrency", "64",
+                               colour=colour)
+    assert code == 0
+    assert_uncut(screen)
+    assert "64 requests of 32,768 tokens" in screen and "vllm" in screen and "bf16" in screen
+    assert re.search(r"h100-sxm +│ +\d+ │ +\d │ +\d+ │ +\d+ │ +[\d.,]+", screen)
+    assert "rtx-4090" not in screen and "apple-m4-max" not in screen  # data-centre GPUs by default
+
+    code, screen = in_terminal("gpus", colour=colour)
+    assert code == 0
+    assert_uncut(screen)
+    for path in sorted((ROOT / "gpu_profiles").glob("*.yaml")):
+        assert re.search(rf"^ {re.escape(path.stem)} ", screen, re.MULTILINE), path.stem
+
+    code, screen = in_terminal("models", colour=colour)
+    assert code == 0
+    assert_uncut(screen)
+    models = json.loads(runner.invoke(app, ["models", "--json"]).stdout)["models"]
+    for model in models:
+        assert f" {model['hub_id']} " in screen, model["hub_id"]
+
+
+def test_piped_output_follows_columns() -> None:
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "kvsize", "check", "examples/capacity.yaml"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, check=False)
+    assert done.returncode == 0
+    assert_uncut(done.stdout)
+    env["COLUMNS"] = "200"
+    wide = subprocess.run([sys.executable, "-m", "kvsize", "check", "examples/capacity.yaml"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, check=False).stdout
+    assert max(len(line) for line in wide.splitlines()) > 80  # one wide table: the model column fits beside
+
+
+def test_engine_all_side_by_side_with_one_bar_per_engine() -> None:
+    code, screen = in_terminal(LLAMA_8B, "--ctx", "8k", "--gpu", "h100", "--engine", "all", colour=False)
+    assert code == 0
+    assert_uncut(screen)
+    for engine in ("formula", "vllm", "hf", "sglang", "trtllm", "llamacpp"):
+        assert re.search(rf"^ {engine} +│ +8,192 ", screen, re.MULTILINE), engine  # its table row
+        assert re.search(rf"^ *{engine} 8k x1 bf16 [█▓░▒]+ +fits", screen, re.MULTILINE), engine  # its bar
+
+
+def test_tp_bar_draws_one_gpu() -> None:
+    # Llama-3.1-70B at tp 4: 80 layers x (8/4) heads x 256 x 2 B = 81,920 B per token per GPU; 32k tokens =
+    # 2.5 GiB per GPU, well inside each GPU's budget: the bar shows no KV over budget.
+    code, screen = in_terminal("meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--gpu", "h100", "--tp", "4",
+                               colour=False)
+    assert code == 0
+    assert_uncut(screen)
+    assert "memory of one GPU (of tp 4 x pp 1)" in screen
+    assert "KV over budget" not in screen and "does not fit" not in screen
+
+
+def test_help_has_the_sizing_options_in_panels() -> None:
+    code, screen = in_terminal("--help", colour=False)
+    assert code == 0
+    for panel in ("Model", "Scenario", "Engine", "GPU and budget", "Offload", "Output"):
+        assert f"─ {panel} ─" in screen, panel
+    for flag in ("--ctx", "--gpu", "--kv-dtype", "--cpu-mem", "--json", "--explain"):
+        assert flag in screen
+    assert "<bool>" not in screen and "<str>" not in screen
+    assert "kvsize[plot]" in screen  # not swallowed as rich markup
+    assert "Commands" in screen
+
+
+# --- acting on the answer --------------------------------------------------------------------------------
+
+# The formula engine on a 24 GiB card with 16 GiB of weights and a 2 GiB reserve: KV budget 6 GiB.
+# Llama-3.1-8B at bf16: 131,072 B per token, so 32k tokens = 4 GiB per request; 2 requests = 8 GiB > 6 GiB.
+SMALL_CARD = (LLAMA_8B, "--engine", "formula", "--gpu-mem", "24GiB", "--weights-mem", "16GiB", "--reserve", "2GiB",
+              "--ctx", "32k", "--batch", "2")
+
+
+def test_does_not_fit_exits_1_with_advice() -> None:
+    result = runner.invoke(app, [*SMALL_CARD, "--json"])
+    assert result.exit_code == 1  # the answer is "no", printed, then exit 1
+    gpu = json.loads(result.stdout)["scenarios"][0]["gpu"]
+    assert (gpu["fits"], gpu["max_concurrency"], gpu["kv_budget_bytes"]) == (False, 1, 6 * 2**30)
+    by_change = {s["change"]: s for s in gpu["suggestions"]}
+    # fp8: 1 B per element, 2 GiB per request: 6 // 2 = 3 requests.
+    assert (by_change["--kv-dtype fp8"]["fits"], by_change["--kv-dtype fp8"]["max_concurrency"]) == (True, 3)
+    # tp 2 (32 query heads and 8 KV heads divide by 2): 8 GiB of weights per GPU, budget 24 - 2 - 8 = 14 GiB;
+    # 4 KV heads per GPU: 2 GiB per request, 7 requests.
+    assert (by_change["--tp 2"]["fits"], by_change["--tp 2"]["max_concurrency"]) == (True, 7)
+    assert by_change["--tp 2"]["kv_budget_bytes"] == 14 * 2**30
+    # Each of 2 requests may hold 3 GiB = 3 x 2^30 / 131,072 = 24,576 tokens: --ctx 24576, exactly 2 requests.
+    assert (by_change["--ctx 24576"]["fits"], by_change["--ctx 24576"]["max_concurrency"]) == (True, 2)
+    # --weights-mem was given, so a weights precision is not suggested; a custom card has no larger sibling.
+    assert not any(c.startswith(("--weights-dtype", "--gpu")) for c in by_change)
+    table = runner.invoke(app, list(SMALL_CARD))
+    assert table.exit_code == 1
+    assert "To make it fit" in table.stdout and "--kv-dtype fp8" in table.stdout
+
+
+def test_fitting_with_headroom_exits_0_without_advice() -> None:
+    result = runner.invoke(app, [LLAMA_8B, "--ctx", "8k", "--gpu", "h100", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["scenarios"][0]["gpu"]["suggestions"] == []
+
+
+def test_larger_card_of_the_same_vendor() -> None:
+    # Llama-3.1-70B's 141 GB of bf16 weights do not load on one H100 80GB; the smallest NVIDIA data-centre card
+    # that holds them and one 8k request is suggested, as pasteable flags.
+    result = runner.invoke(app, ["meta-llama/Llama-3.1-70B-Instruct", "--ctx", "8k", "--gpu", "h100", "--json"])
+    assert result.exit_code == 1
+    changes = [s["change"] for s in json.loads(result.stdout)["scenarios"][0]["gpu"]["suggestions"]]
+    assert any(c.startswith("--gpu ") for c in changes) and "--tp 2" in changes
+
+
+def test_text_glitches() -> None:
+    text = runner.invoke(app, [LLAMA_8B, "--ctx", "8k", "--gpu", "h100", "--gpu-mem", "24GiB", "--cpu-mem",
+                               "16GiB"]).stdout
+    assert "h100-sxm with 24.00 GiB" in text and "25769803776 B" not in text
+    # 16 GiB / (8,192 x 131,072 B = 1 GiB per request) = 16 requests; and never "1 requests".
+    assert "(16 requests of 8,192)" in text and " 1 requests" not in text
+    assert "estimated estimate" not in runner.invoke(app, ["Qwen/Qwen2.5-7B", "--ctx", "8k", "--gpu", "l4"]).stdout
+
+
+def test_reserve_parts_add_up() -> None:
+    from kvsize.report import reserve_parts
+
+    for gpu_args in (("--gpu", "h100"), ("--gpu", "h100", "--tp", "2"), ("--gpu", "l4", "--engine", "sglang"),
+                     ("--gpu", "h200", "--engine", "trtllm"), ("--gpu-mem", "24GiB", "--engine", "formula")):
+        data = json.loads(runner.invoke(app, [LLAMA_8B, "--ctx", "8k", *gpu_args, "--json"]).stdout)
+        from kvsize.fit import GpuFit
+
+        fit = GpuFit.model_validate(data["scenarios"][0]["gpu"])
+        parts = reserve_parts(fit)
+        assert sum(v for _, v in parts) == fit.reserve_bytes, gpu_args
+        if fit.budget.engine in ("vllm", "sglang", "trtllm"):
+            # budget.py CUDA_CONTEXT_BYTES: 79.65 GiB (nvidia-smi) - 79.19 GiB (CUDA-visible) on the H100.
+            assert ("CUDA context", 494_927_872) in parts
+
+
+# --- plan, gpus, models, check ---------------------------------------------------------------------------
+
+
+def test_plan_validates_engine_and_dtype() -> None:
+    for bad in (["--engine", "vlm"], ["--kv-dtype", "fp9"], ["--engine", "all"], ["--kv-dtype", "bf16,fp8"]):
+        result = runner.invoke(app, ["plan", LLAMA_8B, "--ctx", "8k", *bad])
+        assert result.exit_code == 2, bad
+        assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+
+
+def test_plan_json_is_one_object_and_all_gpus_adds_the_rest() -> None:
+    data = json.loads(runner.invoke(app, ["plan", LLAMA_8B, "--ctx", "8k", "--concurrency", "4", "--json"]).stdout)
+    assert set(data) == {"model", "ctx", "concurrency", "engine", "kv_dtype", "plans"}
+    ranked = {p["gpu"] for p in data["plans"]}
+    assert "h100-sxm" in ranked and "rtx-4090" not in ranked and "jetson-agx-orin-64gb" not in ranked
+    every = json.loads(runner.invoke(app, ["plan", LLAMA_8B, "--ctx", "8k", "--all-gpus", "--json"]).stdout)
+    assert {p["gpu"] for p in every["plans"]} == {p.stem for p in (ROOT / "gpu_profiles").glob("*.yaml")}
+
+
+def test_check_names_the_deployment_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "capacity.yaml"
+    path.write_text(
+        "deployments:\n"
+        "  - name: ok\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8k}\n"
+        "  - name: typo\n    model: meta-llama/Llama-3.1-8B\n    gpu: h1000\n    require: {ctx: 8k}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}: line 6: deployment 'typo': unknown GPU profile 'h1000'" in result.stderr
+
+
+def test_check_fails_one_unloadable_model_and_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    path = tmp_path / "capacity.yaml"
+    path.write_text(
+        "deployments:\n"
+        "  - name: missing\n    model: ./no-such-folder/config.json\n    gpu: h100\n    require: {ctx: 8k}\n"
+        "  - name: ok\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8k}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(path), "--json"])
+    assert result.exit_code == 1
+    missing, ok = json.loads(result.stdout)["deployments"]
+    assert missing["pass"] is False and "cannot be loaded" in missing["reason"] and missing["line"] == 2
+    assert ok["pass"] is True and ok["line"] == 6
+    assert f"::error file={path},line=2,title=kvsize capacity: missing::" in result.stderr
+
+
+def test_verify_says_what_it_compares() -> None:
+    result = runner.invoke(app, [LLAMA_8B, "--verify", "--gpu", "h100", "--device", "meta", "--ctx", "1k"])
+    assert "compares the cache transformers holds with kvsize's --engine hf" in result.stderr
+    assert "the vllm rule is not what is measured" in result.stderr and "--gpu" in result.stderr
+
+
+def test_concurrency_never_shown_past_the_engine_cap() -> None:
+    """When the engine's cap on running requests (fit.concurrency_cap, set by the engine hook) is below what the
+    KV budget holds, the table shows the cap, marked, and a line says it binds."""
+    import io
+
+    from rich.console import Console
+
+    import kvsize
+    from kvsize.report import render_estimate, served_concurrency
+
+    result = kvsize.estimate(LLAMA_8B, ctx=8192, gpu="h100")
+    [scenario] = result.scenarios
+    assert scenario.gpu is not None and scenario.gpu.max_concurrency > 2
+    capped = scenario.gpu.model_copy(update={"concurrency_cap": 2, "cap_binds": True})
+    result = result.model_copy(update={"scenarios": (scenario.model_copy(update={"gpu": capped}),)})
+    assert served_concurrency(capped) == 2
+    out = io.StringIO()
+    render_estimate(Console(file=out, width=80, no_color=True), result)
+    screen = out.getvalue()
+    assert_uncut(screen)
+    assert re.search(r"│ +yes │ +2 cap │", screen)
+    assert "concurrency cap binds: the engine runs at most 2 requests at once" in screen
