@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvsize.cli.options import (
     AllocationOpt,
     BatchedTokensOpt,
@@ -113,7 +115,7 @@ def size(
         )
         return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded, offload_settings, serving_options
+        from kvsize.api import estimate_loaded, offload_settings
         from kvsize.budget import BudgetSettings
         from kvsize.resolve import load_model_config
         from kvsize.units import parse_count, parse_fraction, parse_size
@@ -125,6 +127,17 @@ def size(
             batch=split_list(batch),
             kv_dtype=split_list(kv_dtype),
             engine=split_list(engine),
+            **serving_kwargs(
+                prefix_len=prefix_len,
+                enable_prefix_caching=enable_prefix_caching,
+                prompt_len=prompt_len,
+                output_len=output_len,
+                workload=workload,
+                kv_budget_tokens=kv_budget_tokens,
+                allocation=allocation,
+                disk=disk,
+                disk_bandwidth=disk_bandwidth,
+            ),
             engine_version=engine_version,
             tp=parse_count(tp, "tensor-parallel size"),
             pp=parse_count(pp, "pipeline-parallel size"),
@@ -147,17 +160,6 @@ def size(
                 kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
             ),
             offload=offload_settings(cpu_mem, link_bandwidth),
-            **serving_options(
-                prefix_len=prefix_len,
-                enable_prefix_caching=enable_prefix_caching,
-                prompt_len=prompt_len,
-                output_len=output_len,
-                workload=workload,
-                kv_budget_tokens=kv_budget_tokens,
-                allocation=allocation,
-                disk=disk,
-                disk_bandwidth=disk_bandwidth,
-            ),
         )
         if plot:
             from kvsize.config import parse_config
@@ -165,3 +167,10 @@ def size(
 
             write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
     emit(lambda console: render_estimate(console, result), lambda: result.model_dump_json(indent=2), json_output)
+
+
+def serving_kwargs(**options: Any) -> dict[str, Any]:
+    """The serving-time options (--prefix-len, --prompt-len, --workload, ...) as estimate keywords."""
+    from kvsize.api import serving_options
+
+    return serving_options(**options)
