@@ -207,7 +207,6 @@ class EstimateOptions(TypedDict, total=False):
     budget: BudgetSettings | None
     weights_dtype: str | None
     offload: tuple[int, int | None] | None
-    with_max_context: bool
     prefix_len: int | None
     enable_prefix_caching: bool | None
     prompt_len: int | None
@@ -216,6 +215,7 @@ class EstimateOptions(TypedDict, total=False):
     kv_budget_tokens: int | None
     allocation: str
     disk: tuple[int, int | None] | None
+    with_max_context: bool
 
 
 def estimate(
@@ -257,7 +257,6 @@ def estimate_loaded(
     budget: BudgetSettings | None = None,
     weights_dtype: str | None = None,
     offload: tuple[int, int | None] | None = None,
-    with_max_context: bool = True,
     prefix_len: int | None = None,
     enable_prefix_caching: bool | None = None,
     prompt_len: int | None = None,
@@ -266,6 +265,7 @@ def estimate_loaded(
     kv_budget_tokens: int | None = None,
     allocation: str = "paged",
     disk: tuple[int, int | None] | None = None,
+    with_max_context: bool = True,
 ) -> Estimate:
     spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")

@@ -90,8 +90,6 @@ class GpuFit(BaseModel):
     TensorRT-LLM max_tokens; None for engines without a pool."""
     concurrency: float | None = None
     """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
-    speed: SpeedBound | None = None
-    offload: OffloadTier | None = None
     # --- serving-time figures (kvsize/serving.py) ---
     steady_state_concurrency: float | None = None
     """Steady state: KV budget / the mean bytes a request holds over its life (P + O/2 rounded to blocks,
@@ -101,6 +99,8 @@ class GpuFit(BaseModel):
     """Little's law on the roofline step time (a bound)."""
     prefill_saved_seconds: float | None = None
     """Prefill roofline time one request saves by hitting the shared prefix (time to first token)."""
+    speed: SpeedBound | None = None
+    offload: OffloadTier | None = None
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ app.command("plan", epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instru
     plan.plan
 )
 app.command("verify", epilog=verify.VERIFY_EPILOG)(verify.verify_command)
+
 app.command("evict", epilog="Example: kvsize evict --tokens 16000 --keep 10% --block-size 16")(evict.evict)
 
 
