@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kvsize.cli.options import (
     AllocationOpt,
     BatchedTokensOpt,
@@ -46,6 +44,7 @@ from kvsize.cli.options import (
     WorkloadOpt,
     emit,
     render_estimate,
+    serving_kwargs,
     split_list,
     user_errors,
 )
@@ -167,10 +166,3 @@ def size(
 
             write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
     emit(lambda console: render_estimate(console, result), lambda: result.model_dump_json(indent=2), json_output)
-
-
-def serving_kwargs(**options: Any) -> dict[str, Any]:
-    """The serving-time options (--prefix-len, --prompt-len, --workload, ...) as estimate keywords."""
-    from kvsize.api import serving_options
-
-    return serving_options(**options)
