@@ -269,6 +269,13 @@ def stderr_line(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
+def serving_kwargs(**options: Any) -> dict[str, Any]:
+    """The serving-time options (--prefix-len, --prompt-len, --workload, ...) as estimate keywords."""
+    from kvsize.api import serving_options
+
+    return serving_options(**options)
+
+
 @contextmanager
 def user_errors(debug: bool = False) -> Iterator[None]:
     """The only place expected errors become output: one line on stderr, and the error's exit code."""
@@ -305,10 +312,3 @@ def emit(render: Any, json_text: Any, json_output: bool) -> None:
 
     # Piped or captured output gets a fixed, wide layout instead of rich's 80-column fallback.
     render(Console(highlight=False, width=None if sys.stdout.isatty() else 120))
-
-
-def serving_kwargs(**options: Any) -> dict[str, Any]:
-    """The serving-time options (--prefix-len, --prompt-len, --workload, ...) as estimate keywords."""
-    from kvsize.api import serving_options
-
-    return serving_options(**options)
