@@ -35,7 +35,7 @@ def serving_lines(scenarios: Sequence[Scenario]) -> list[Text]:
     g = s.gpu
     if g is not None and g.workload is not None:
         w = g.workload
-        what = f"{w.requests} requests"
+        what = f"{w.requests:,} requests"
         if s.prompt_len and s.output_len and w.requests == 1:
             what = f"P {s.prompt_len:,} + O {s.output_len:,}"
         lines.append(
