@@ -145,6 +145,8 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
     gpu_rows = [s for s in result.scenarios if s.gpu is not None]
     if gpu_rows:
         console.print(_gpu_panel(gpu_rows, width, explain=explain, multi_engine=multi_engine))
+    from kvsize.report_serving import serving_lines
+
     for line in serving_lines(result.scenarios):
         console.print(line)
     for note in result.notes:
@@ -562,65 +564,3 @@ def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> No
     for reason, names in unserved.items():
         console.print(Text.from_markup(f"[red]cannot serve it[/] on {escape(', '.join(names))}: {escape(reason)}"))
 
-
-def serving_lines(scenarios: Sequence[Scenario]) -> list[Text]:
-    """Serving-time figures (kvsize/serving.py) of the first scenario, one short line each, labelled."""
-    if not scenarios:
-        return []
-    s = scenarios[0]
-    lines: list[str] = []
-    if s.prefix is not None:
-        p = s.prefix
-        kinds = ", ".join(f"{k} {v:,}" for k, v in p.shared_tokens_by_kind.items())
-        if p.enabled and p.shared_bytes:
-            lines.append(
-                f"prefix {p.prefix_len:,} tokens: {format_bytes(p.shared_bytes)} stored once "
-                f"(tokens per layer: {kinds}) (exact)"
-            )
-        else:
-            lines.append(f"prefix {p.prefix_len:,} tokens: not shared, every request stores it (exact)")
-        lines.append(f"[dim]{escape(p.rule)}[/]")
-        if s.gpu is not None and s.gpu.prefill_saved_seconds is not None:
-            lines.append(f"prefix hit saves >= {s.gpu.prefill_saved_seconds:.3g} s of prefill per request (bound)")
-    if s.kv_budget_tokens is not None:
-        lines.append(f"KV budget {s.kv_budget_tokens:,} tokens per layer per request (eviction) (lossy)")
-    g = s.gpu
-    if g is not None and g.workload is not None:
-        w = g.workload
-        what = f"{w.requests} requests"
-        if s.prompt_len and s.output_len and w.requests == 1:
-            what = f"P {s.prompt_len:,} + O {s.output_len:,}"
-        lines.append(
-            f"steady state ({what}, {w.allocation}): mean resident {format_bytes(w.mean_resident_bytes)}, "
-            f"{w.steady_state_concurrency:,.1f} requests (bound)"
-        )
-        lines.append(
-            f"p50 / p99 residency {format_bytes(w.p50_resident_bytes)} / {format_bytes(w.p99_resident_bytes)}; "
-            f"p99 requests that fit: {w.concurrency_p99:,} (exact)"
-        )
-        lines.append(
-            f"token state in reserved memory: paged {w.token_state_share_paged:.1%}, "
-            f"contiguous {w.token_state_share_contiguous:.1%} (exact)"
-        )
-    if g is not None and g.throughput is not None:
-        t = g.throughput
-        lines.append(
-            f"Little's law: <= {t.requests_per_s:,.2f} req/s, {t.output_tokens_per_s:,.0f} output tok/s "
-            f"({t.request_seconds:.3g} s per request) (bound)"
-        )
-    if g is not None and g.offload is not None and g.offload.tiers:
-        off = g.offload
-        for tier in off.tiers:
-            even = tier.break_even_context
-            beats = ""
-            if even is not None:
-                beats = "; beats recompute at any ctx" if even <= 1 else f"; beats recompute from {even:,}"
-            lines.append(
-                f"{tier.tier} tier {format_bytes(tier.bytes)}: {tier.tokens:,} tokens, restore "
-                f"{tier.restore_seconds_per_request:.3g} s/request at {tier.link_bytes_per_s / 1e9:g} GB/s"
-                f"{beats} (bound)"
-            )
-        if off.recompute_seconds_per_request is not None:
-            lines.append(f"recompute (prefill) {off.recompute_seconds_per_request:.3g} s/request (bound)")
-        lines.append(f"[dim]link: {escape(off.link_source)}[/]")
-    return [Text.from_markup(line) for line in lines]

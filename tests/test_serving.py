@@ -372,3 +372,40 @@ def test_every_pcie_profile_states_its_host_link() -> None:
             assert link.host_link_gb_s_per_direction == 450, profile.id  # 900 GB/s both ways
         elif link.host_link_kind == "unified":
             assert link.host_link_gb_s_per_direction is None, profile.id
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 9000), st.integers(1, 9000), st.sampled_from(["vllm", "sglang", "trtllm", "formula"]))
+def test_sharing_is_whole_blocks_and_never_costs_memory(prefix: int, extra: int, engine: str) -> None:
+    # Law: a shared prefix is at most the prefix, a whole number of the engine's blocks (token pools: pages of 1),
+    # and batch requests with it never need more than without it.
+    ctx = prefix + extra
+    got = share(engine, LLAMA, prefix, ctx=ctx)
+    tokens = got.shared_tokens_by_kind["full"]
+    block = {"vllm": 16, "trtllm": 32}.get(engine, 1)
+    assert tokens <= prefix and tokens % block == 0
+    per_request = get_engine(engine).estimate(parse_config(LLAMA), ctx=ctx, batch=1, kv_dtype=BF16).bytes_per_request
+    assert got.shared_bytes <= per_request
+    assert shared_total(per_request, 8, got.shared_bytes) <= 8 * per_request
+
+
+def test_capacity_file_requires_serving_figures(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "capacity.yaml").write_text(
+        "deployments:\n"
+        "  - name: chat\n"
+        "    model: ./config.json\n"
+        "    gpu: h100\n"
+        "    require:\n"
+        "      ctx: 8k\n"
+        "      prefix_len: 1024\n"
+        "      prompt_len: 1500\n"
+        "      output_len: 500\n"
+        "      min_steady_state_concurrency: 100000\n"
+    )
+    out = runner.invoke(app, ["check", str(tmp_path / "capacity.yaml"), "--json"])
+    assert out.exit_code == 1, out.output
+    [row] = json.loads(out.output)["deployments"]
+    # 1024 tokens x 131,072 B stored once.
+    assert row["shared_bytes"] == 1024 * PER_TOKEN
+    assert row["steady_state_concurrency"] < 100000 and "steady-state" in row["reason"]

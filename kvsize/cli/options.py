@@ -457,6 +457,13 @@ def stderr_line(line: str) -> None:
         sys.stderr.write(clean(line) + "\n")
 
 
+def serving_kwargs(**options: Any) -> dict[str, Any]:
+    """The serving-time options (--prefix-len, --prompt-len, --workload, ...) as estimate keywords."""
+    from kvsize.api import serving_options
+
+    return serving_options(**options)
+
+
 @contextmanager
 def user_errors(debug: bool = False) -> Iterator[None]:
     """The only place expected errors become output: one line on stderr, and the error's exit code."""

@@ -55,6 +55,7 @@ from kvsize.cli.options import (
     WorkloadOpt,
     emit,
     render_estimate,
+    serving_kwargs,
     split_list,
     stderr_line,
     user_errors,
@@ -164,7 +165,7 @@ def size(
         )
         return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded, serving_options
+        from kvsize.api import estimate_loaded
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
 
@@ -204,12 +205,7 @@ def size(
             batch=split_list(batch),
             kv_dtype=split_list(kv_dtype),
             engine=split_list(engine),
-            engine_version=engine_version,
-            gpu=gpu,
-            weights_dtype=weights_dtype,
-            **options,
-            with_advice=True,
-            **serving_options(
+            **serving_kwargs(
                 prefix_len=prefix_len,
                 enable_prefix_caching=enable_prefix_caching,
                 prompt_len=prompt_len,
@@ -220,6 +216,11 @@ def size(
                 disk=disk,
                 disk_bandwidth=disk_bandwidth,
             ),
+            engine_version=engine_version,
+            gpu=gpu,
+            weights_dtype=weights_dtype,
+            **options,
+            with_advice=True,
         )
         if plot:
             from kvsize.config import parse_config

@@ -252,7 +252,8 @@ class TrtllmEngine(Engine):
         return (
             f"TensorRT-LLM {self.version} block reuse: whole blocks of {self.tokens_per_block} tokens found in the "
             "radix tree are shared, the partial block is copied per request (docs/source/features/kvcache.md "
-            "'Reuse Across Requests'); windowed (VSWA) layers keep only the prefix blocks inside the window"
+            "'Reuse Across Requests'); windowed (VSWA) layers keep only the prefix blocks inside the window; the "
+            "hit is assumed to stop at prompt - 1 as in vLLM and SGLang"
         )
 
     def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
