@@ -608,6 +608,10 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     d_state = f.need_int(*_SSM_STATE_KEYS)
     conv_kernel = f.need_int("conv_kernel", "mamba_d_conv", "d_conv", "conv_dimension")
     d_inner = f.integer("mamba_d_ssm")
+    if d_inner is None and f.raw("model_type") in ("mamba", "falcon_mamba"):
+        # A stored intermediate_size overrides expand x hidden (transformers MambaConfig/FalconMambaConfig keep the
+        # kwarg; vLLM mamba.py reads config.intermediate_size): falcon-mamba-7b says expand 16 but 8192.
+        d_inner = f.integer("intermediate_size")
     if d_inner is None:
         expand = f.integer("expand", "mamba_expand", "expansion_factor")
         d_inner = expand * f.need_int(*_HIDDEN_KEYS) if expand else f.need_int("intermediate_size")
