@@ -924,6 +924,12 @@ EXPECTED: dict[str, Expected] = {
 #   * qwen3_5 / qwen3_5_moe text: layer_types "linear_attention" -> gated deltanet: conv =
 #     (2*Hk*Dk + Hv*Dv) * (linear_conv_kernel_dim - 1), ssm = Hv*Dk*Dv (Qwen3_5GatedDeltaNet conv_dim and
 #     recurrent state, as for Qwen3-Next above); "full_attention" -> 2 x kv_heads x head_dim.
+#   * Mamba-1 (mamba, falcon_mamba): every layer conv = d_inner * (conv_kernel - 1), ssm = d_inner * state_size,
+#     d_inner = intermediate_size when stored (MambaConfig/FalconMambaConfig keep the kwarg over expand x hidden;
+#     vLLM mamba.py reads config.intermediate_size), else expand x hidden; no position limit (max_context None).
+#   * jamba: layer i attention when i % attn_layer_period == attn_layer_offset, else Mamba-1 with
+#     d_inner = mamba_expand x hidden, conv kernel mamba_d_conv, state mamba_d_state (JambaConfig
+#     layers_block_type, JambaMambaMixer).
 #   * Encoder-decoder (t5, bart, whisper): decoder layers = num_decoder_layers | decoder_layers | num_layers,
 #     each full self-attention plus cross-attention over the encoder of the same width; encoder tokens =
 #     whisper max_source_positions (30 s = 1500 frames), t5 n_positions, bart max_position_embeddings.
@@ -963,6 +969,7 @@ _PLAIN = {
 }
 _MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe_lite", "glm_moe_dsa"}
 _ENC_DEC = {"t5", "bart", "whisper"}
+_SSM = {"mamba", "falcon_mamba", "jamba"}
 
 
 def _first(c: dict[str, object], *keys: str) -> object:
@@ -996,7 +1003,30 @@ def derive(raw: dict[str, object]) -> Expected | None:
         layers = _i(c, "num_hidden_layers")
         per = _i(c, "kv_lora_rank") + _i(c, "qk_rope_head_dim")
         return Expected({"mla": layers}, "MLA", layers * per, {}, 0, 0, 0, _i(c, "max_position_embeddings"))
-    if model_type not in _PLAIN | _ENC_DEC | {"nemotron_h", "qwen3_5_text", "qwen3_5_moe_text"}:
+    if model_type in ("mamba", "falcon_mamba"):
+        d_inner = _first(c, "intermediate_size") or _i(c, "expand") * _i(c, "hidden_size")
+        assert isinstance(d_inner, int)
+        state = d_inner * (_i(c, "conv_kernel") - 1) + d_inner * _i(c, "state_size")
+        layers = _i(c, "num_hidden_layers")
+        return Expected({"mamba": layers}, "SSM", 0, {}, layers * state, 0, 0, None)
+    if model_type == "jamba":
+        layers, period, offset = _i(c, "num_hidden_layers"), _i(c, "attn_layer_period"), _i(c, "attn_layer_offset")
+        n_attn = sum(1 for i in range(layers) if i % period == offset)
+        d_inner = _i(c, "mamba_expand") * _i(c, "hidden_size")
+        state = d_inner * (_i(c, "mamba_d_conv") - 1) + d_inner * _i(c, "mamba_d_state")
+        heads = _i(c, "num_attention_heads")
+        attn = 2 * _i(c, "num_key_value_heads") * (_i(c, "hidden_size") // heads)
+        return Expected(
+            {"full": n_attn, "mamba": layers - n_attn},
+            "hybrid",
+            n_attn * attn,
+            {},
+            (layers - n_attn) * state,
+            0,
+            0,
+            _i(c, "max_position_embeddings"),
+        )
+    if model_type not in _PLAIN | _ENC_DEC | {"nemotron_h", "qwen3_5_text", "qwen3_5_moe_text"} | _SSM:
         return None
     heads = _i(c, "num_attention_heads", "n_head", "decoder_attention_heads", "num_heads")
     hidden = _i(c, "hidden_size", "n_embd", "d_model")
