@@ -901,7 +901,7 @@ EXPECTED: dict[str, Expected] = {
 # The configs added with the registry's growth (issue 14) are derived here from their raw fields, read
 # straight from kvsize/models/registry.jsonl with `json` (kvsize's parser is not used). Each family's rule,
 # with its source in transformers 5.24 (src/transformers/models/<family>/...) and the engines:
-#   * Decoder attention (llama, mistral, mixtral, qwen2/qwen2_moe/qwen3/qwen3_moe, qwen3_vl(_moe)_text,
+#   * Decoder attention (llama, gemma, mistral, mixtral, qwen2/qwen2_moe/qwen3/qwen3_moe, qwen3_vl(_moe)_text,
 #     ministral3, olmo2, cohere, internlm/internlm2, baichuan, mimo, minimax_m2, glm4_moe, phi, phi3, gptj,
 #     gpt_bigcode, openai-gpt, deepseek (v1 MoE), chatglm): per layer 2 x kv_heads x head_dim, where
 #     kv_heads = num_key_value_heads (None or absent -> num_attention_heads, LlamaConfig.__init__);
@@ -940,6 +940,7 @@ EXPECTED: dict[str, Expected] = {
 _REGISTRY = _Path(__file__).resolve().parents[1] / "kvsize" / "models" / "registry.jsonl"
 _PLAIN = {
     "llama",
+    "gemma",
     "mistral",
     "mixtral",
     "qwen2",
