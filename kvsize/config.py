@@ -716,6 +716,10 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     )
     # Mamba-2: conv over x, B and C (d_inner + 2 * n_groups * d_state channels); SSM state of
     # num_heads x head_dim x d_state (transformers Mamba2Cache, vLLM MambaStateShapeCalculator).
+    # Explicit Mamba heads fix d_inner = heads x head_dim (transformers NemotronHMamba2Mixer intermediate_size;
+    # vLLM nemotron_h.py): Nemotron-3-Nano has expand x hidden = 5376 but 64 x 64 = 4096.
+    if f.integer("mamba_num_heads"):  # Nemotron-H only (Falcon-H1 and Zamba2 size the conv by their d_inner)
+        d_inner = num_heads * head_dim
     return StateSpec(
         kind=StateKind.MAMBA2,
         conv_channels=d_inner + 2 * n_groups * d_state,

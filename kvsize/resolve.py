@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from kvsize.errors import ConfigError
+from kvsize.errors import ConfigError, EnvironmentProblem, KvsizeError, ModelNotFound
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are under 100 KiB; refuse anything absurd
 
@@ -84,6 +84,17 @@ def _as_object(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
+def did_you_mean(candidates: list[str]) -> str:
+    """The hint for a name not found: registry ids to paste, and where to look further."""
+    return f"Did you mean: {', '.join(candidates)}? ('kvsize models --search TEXT' searches the built-in models.)"
+
+
+def with_suggestions(exc: KvsizeError, candidates: list[str]) -> KvsizeError:
+    """The same error (same class, so the same exit code) with the registry's candidates added to its hint."""
+    hint = f"{exc.hint} {did_you_mean(candidates)}" if exc.hint else did_you_mean(candidates)
+    return type(exc)(str(exc), hint=hint)
+
+
 def load_model_config(
     ref: str, *, revision: str | None = None, token: str | None = None, fetch: ConfigFetcher | None = None
 ) -> LoadedConfig:
@@ -141,7 +152,18 @@ def load_model_config(
         from kvsize.hub import fetch_config_from_hub
 
         fetch = fetch_config_from_hub
-    config_file = fetch(ref, revision=revision, token=token)
+    if "/" not in ref or any(c.isspace() for c in ref):
+        # Not a hub id (org/name): answer at once with the registry's closest names rather than ask the hub.
+        candidates = registry.suggest(ref)
+        if candidates:
+            raise ModelNotFound(f"'{ref}' is not a built-in model or a hub id", hint=did_you_mean(candidates))
+    try:
+        config_file = fetch(ref, revision=revision, token=token)
+    except (ModelNotFound, EnvironmentProblem) as exc:
+        candidates = registry.suggest(ref)
+        if not candidates:
+            raise
+        raise with_suggestions(exc, candidates) from None
     raw = _as_object(read_json_file(config_file), f"{ref} config.json")
     return LoadedConfig(
         model=ref,

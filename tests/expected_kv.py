@@ -35,7 +35,10 @@ Sources read for defaults (huggingface/transformers, via the search tool):
 
 from __future__ import annotations
 
+import json as _json
+from collections import Counter as _Counter
 from dataclasses import dataclass
+from pathlib import Path as _Path
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=262_144,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # meta-llama/Llama-2-13b-hf: 40 layers x 40 KV heads (MHA) x head_dim 5120/40=128
@@ -71,7 +75,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=409_600,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # meta-llama/Llama-2-70b-hf: 80 layers x 8 KV heads x head_dim 8192/64=128
@@ -82,7 +87,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=163_840,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # ------------------------------------------------------------ Llama 3 / 3.1 / 3.3
@@ -94,7 +100,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=65_536,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # meta-llama/Llama-3.1-8B: 32 layers x 8 KV heads x head_dim 4096/32=128 -> 32*2*8*128 = 65536
@@ -104,7 +111,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=65_536,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Llama-3.1-8B-Instruct: same dims as base -> 32*2*8*128 = 65536
@@ -114,7 +122,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=65_536,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Llama-3.1-70B-Instruct: 80 layers x 8 KV heads x head_dim 8192/64=128
@@ -125,7 +134,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=163_840,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Meta-Llama-3.1-405B: 126 layers x 8 KV heads x head_dim 16384/128=128
@@ -136,7 +146,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=258_048,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Llama-3.3-70B-Instruct: no head_dim key; 80 layers x 8 KV heads x 8192/64=128
@@ -147,7 +158,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=163_840,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # ------------------------------------------------------------------ Llama 3.2
@@ -159,7 +171,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=16_384,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Llama-3.2-3B: 28 layers x 8 KV heads x explicit head_dim 128 (=3072/24)
@@ -170,7 +183,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=57_344,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Llama-3.2-3B-Instruct: same dims -> 28*2*8*128 = 57344
@@ -180,7 +194,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=57_344,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # meta-llama/Llama-3.2-90B-Vision-Instruct (mllama, text_config): 100 layers, of which 20 are
@@ -195,7 +210,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=163_840,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=40_960, encoder_tokens=6404,
+        cross_elements_per_token=40_960,
+        encoder_tokens=6404,
         max_context=131072,
     ),
     # ------------------------------------------------------------------ Llama 4
@@ -210,7 +226,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=98_304,
         windows={"chunked:8192": 36},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=10485760,
     ),
     # meta-llama/Llama-4-Maverick-17B-128E-Instruct: same attention layout as Scout:
@@ -221,7 +238,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=98_304,
         windows={"chunked:8192": 36},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=1048576,
     ),
     # ------------------------------------------------------------------ LLaVA
@@ -234,7 +252,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=262_144,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # ------------------------------------------------------------------ Llama-architecture others
@@ -245,7 +264,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=32_768,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # HuggingFaceTB/SmolLM2-135M-Instruct: 30 layers x 3 KV heads x head_dim 576/9=64
@@ -256,7 +276,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=11_520,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # HuggingFaceTB/SmolLM2-360M-Instruct: 32 layers x 5 KV heads x head_dim 960/15=64
@@ -267,7 +288,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=20_480,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # TinyLlama/TinyLlama-1.1B-Chat-v1.0: 22 layers x 4 KV heads x head_dim 2048/32=64
@@ -278,7 +300,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=11_264,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=2048,
     ),
     # deepseek-ai/deepseek-llm-7b-base: Llama arch, 30 layers x 32 KV heads (MHA) x 4096/32=128
@@ -289,7 +312,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=245_760,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # ------------------------------------------------------------------ Mistral / Mixtral
@@ -301,7 +325,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=65_536,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # mistralai/Ministral-8B-Instruct-2410: plain sliding_window 32768 -> every layer slides (Mistral rule);
@@ -313,7 +338,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=73_728,
         windows={"sliding:32768": 36},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # mistralai/Mixtral-8x7B-v0.1: sliding_window null; 32 layers x 8 KV heads x 4096/32=128
@@ -324,7 +350,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=65_536,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # mistralai/Mixtral-8x22B-v0.1: sliding_window null; 56 layers x 8 KV heads x 6144/48=128
@@ -335,7 +362,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=114_688,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=65536,
     ),
     # ------------------------------------------------------------------ Mamba2 (pure SSM)
@@ -351,7 +379,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=0,
         windows={},
         state_elements_per_request=69_074_944,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=None,
     ),
     # ------------------------------------------------------------------ Qwen 1.5 / 2 / 2.5
@@ -363,7 +392,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=163_840,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2-0.5B-Instruct: 24 layers x 2 KV heads x 896/14=64 -> 24*2*2*64 = 6144
@@ -373,7 +403,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=6_144,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2-1.5B-Instruct: 28 layers x 2 KV heads x 1536/12=128 -> 28*2*2*128 = 14336
@@ -383,7 +414,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=14_336,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2-7B: 28 layers x 4 KV heads x 3584/28=128 -> 28*2*4*128 = 28672
@@ -393,7 +425,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=28_672,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # Qwen/Qwen2-7B-Instruct: same dims -> 28*2*4*128 = 28672; max_position_embeddings 32768
@@ -403,7 +436,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=28_672,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2.5-3B: 36 layers x 2 KV heads x 2048/16=128 -> 36*2*2*128 = 18432
@@ -413,7 +447,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=18_432,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2.5-3B-Instruct: same dims (max_window_layers 70 > 36 layers, irrelevant: sliding off)
@@ -424,7 +459,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=18_432,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2.5-7B: 28 layers x 4 KV heads x 3584/28=128 -> 28*2*4*128 = 28672
@@ -434,7 +470,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=28_672,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # Qwen/Qwen2.5-7B-Instruct: same dims -> 28672; max_position_embeddings 32768
@@ -444,7 +481,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=28_672,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # Qwen/Qwen2.5-14B: 48 layers x 8 KV heads x 5120/40=128 -> 48*2*8*128 = 98304
@@ -454,7 +492,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=98_304,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # Qwen/Qwen2.5-32B: 64 layers x 8 KV heads x 5120/40=128 -> 64*2*8*128 = 131072
@@ -464,7 +503,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=131_072,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # Qwen/Qwen2.5-VL-7B-Instruct: LM at top level; sliding_window null; 28 layers x 4 KV heads x
@@ -475,7 +515,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=28_672,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=128000,
     ),
     # ------------------------------------------------------------------ Qwen3
@@ -487,7 +528,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=57_344,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=40960,
     ),
     # Qwen/Qwen3-1.7B: 28 layers x 8 KV heads x head_dim 128 -> 28*2*8*128 = 57344
@@ -497,7 +539,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=57_344,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=40960,
     ),
     # Qwen/Qwen3-8B: 36 layers x 8 KV heads x head_dim 128 -> 36*2*8*128 = 73728
@@ -507,7 +550,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=73_728,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=40960,
     ),
     # Qwen/Qwen3-14B: 40 layers x 8 KV heads x head_dim 128 -> 40*2*8*128 = 81920
@@ -517,7 +561,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=81_920,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=40960,
     ),
     # Qwen/Qwen3-32B: 64 layers x 8 KV heads x explicit head_dim 128 (5120/64 would be 80)
@@ -528,7 +573,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=131_072,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=40960,
     ),
     # Qwen/Qwen3-30B-A3B: 48 layers x 4 KV heads x head_dim 128 -> 48*2*4*128 = 49152
@@ -538,7 +584,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=49_152,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=40960,
     ),
     # Qwen/Qwen3-Next-80B-A3B-Thinking: 48 layers, no layer_types, full_attention_interval 4:
@@ -555,7 +602,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=12_288,
         windows={},
         state_elements_per_request=19_759_104,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=262144,
     ),
     # ------------------------------------------------------------------ DeepSeek MLA
@@ -567,7 +615,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=34_560,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=163840,
     ),
     # deepseek-ai/DeepSeek-V3: 61 layers MLA (the num_nextn_predict_layers=1 MTP layer not counted)
@@ -578,7 +627,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=35_136,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=163840,
     ),
     # deepseek-ai/DeepSeek-R1: identical attention to V3 -> 61*576 = 35136
@@ -588,7 +638,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=35_136,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=163840,
     ),
     # ------------------------------------------------------------------ Gemma
@@ -599,7 +650,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=9_216,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # google/gemma-2-2b: 26 layers, no layer_types -> even i slide (13: 0,2,...,24), odd full (13);
@@ -610,7 +662,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=53_248,
         windows={"sliding:4096": 13},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # google/gemma-2-2b-it: same as gemma-2-2b -> 13 sliding(4096) + 13 full, 26*2*4*256 = 53248
@@ -620,7 +673,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=53_248,
         windows={"sliding:4096": 13},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # google/gemma-3-1b-it: 26 layers, pattern 6: full when (i+1)%6==0 -> i=5,11,17,23 = 4 full;
@@ -632,7 +686,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=13_312,
         windows={"sliding:512": 22},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=32768,
     ),
     # google/gemma-3-4b-it: text_config gives 34 layers, hidden 2560, sliding_window 1024 only;
@@ -645,7 +700,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=69_632,
         windows={"sliding:1024": 29},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # ------------------------------------------------------------------ Phi
@@ -657,7 +713,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=98_304,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=2048,
     ),
     # microsoft/Phi-3-mini-4k-instruct: plain sliding_window 2047 -> all 32 layers slide;
@@ -668,7 +725,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=196_608,
         windows={"sliding:2047": 32},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
     # microsoft/Phi-4-mini-instruct: plain sliding_window 262144 -> all 32 layers "sliding",
@@ -681,7 +739,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=65_536,
         windows={"sliding:262144": 32},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # microsoft/phi-4: sliding_window null; 40 layers x 10 KV heads x 5120/40=128
@@ -692,7 +751,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=102_400,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=16384,
     ),
     # ------------------------------------------------------------------ GPT-2 / NeoX / StarCoder2
@@ -703,7 +763,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=18_432,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=1024,
     ),
     # openai-community/gpt2-medium: 24 layers x 16 heads x 1024/16=64 -> 24*2*16*64 = 49152
@@ -713,7 +774,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=49_152,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=1024,
     ),
     # togethercomputer/RedPajama-INCITE-Chat-3B-v1: GPT-NeoX, 32 layers x 32 heads (MHA) x
@@ -724,7 +786,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=163_840,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=2048,
     ),
     # bigcode/starcoder2-7b: plain sliding_window 4096 on every layer; 32 layers x 4 KV heads x
@@ -735,7 +798,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=32_768,
         windows={"sliding:4096": 32},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=16384,
     ),
     # ------------------------------------------------------------------ EXAONE 4 / gpt-oss
@@ -747,7 +811,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=131_072,
         windows={"sliding:4096": 48},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # openai/gpt-oss-20b: layer_types 12 sliding (even i) + 12 full (odd i); window 128;
@@ -758,7 +823,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=24_576,
         windows={"sliding:128": 12},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # openai/gpt-oss-120b: layer_types 18 sliding + 18 full; window 128; 8 KV x 64 -> 1024/layer;
@@ -769,7 +835,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=36_864,
         windows={"sliding:128": 18},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # ------------------------------------------------------------------ NVIDIA Nemotron
@@ -787,7 +854,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=20_480,
         windows={},
         state_elements_per_request=229_810_176,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=8192,
     ),
     # nvidia/Llama-3_3-Nemotron-Super-49B-v1: 80 block_configs; attention.no_op at
@@ -800,7 +868,8 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=100_352,
         windows={},
         state_elements_per_request=0,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=131072,
     ),
     # ------------------------------------------------------------------ Zamba2
@@ -819,7 +888,228 @@ EXPECTED: dict[str, Expected] = {
         elements_per_token=186_368,
         windows={},
         state_elements_per_request=38_962_944,
-        cross_elements_per_token=0, encoder_tokens=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
         max_context=4096,
     ),
 }
+
+
+# ======================================================================================================
+# Bulk entries: an independent field-reading calculator (test code, written apart from kvsize/config.py).
+#
+# The configs added with the registry's growth (issue 14) are derived here from their raw fields, read
+# straight from kvsize/models/registry.jsonl with `json` (kvsize's parser is not used). Each family's rule,
+# with its source in transformers 5.24 (src/transformers/models/<family>/...) and the engines:
+#   * Decoder attention (llama, gemma, mistral, mixtral, qwen2/qwen2_moe/qwen3/qwen3_moe, qwen3_vl(_moe)_text,
+#     ministral3, olmo2, cohere, internlm/internlm2, baichuan, mimo, minimax_m2, glm4_moe, phi, phi3, gptj,
+#     gpt_bigcode, openai-gpt, deepseek (v1 MoE), chatglm): per layer 2 x kv_heads x head_dim, where
+#     kv_heads = num_key_value_heads (None or absent -> num_attention_heads, LlamaConfig.__init__);
+#     gpt_bigcode multi_query -> 1 (GPTBigCodeAttention kv_heads = 1 if multi_query);
+#     chatglm multi_query_attention -> multi_query_group_num (THUDM modeling_chatglm.py SelfAttention);
+#     head_dim = head_dim | kv_channels (chatglm) | hidden // heads (hidden = hidden_size | n_embd).
+#   * Sliding windows: qwen2/qwen2_moe/qwen3/qwen3_moe/mimo only when use_sliding_window is true (Qwen2Config:
+#     layer_types "sliding_attention" only if use_sliding_window); gemma2 without layer_types: layer i sliding
+#     when (i + 1) % 2 (Gemma2Config.__init__ default layer_types); phi3, mistral, mixtral: an integer
+#     sliding_window applies to every layer (Phi3Config, MistralConfig; a window >= the context is listed);
+#     an explicit layer_types list (olmo3) counts as is; sliding_window null (mistral3 text, minimax_m2, phi-4) -> none.
+#   * MLA (deepseek_v2/v3/v32, kimi_k2, kimi_k25 text, glm4_moe_lite, glm_moe_dsa): kv_lora_rank +
+#     qk_rope_head_dim per layer (one latent; DeepSeek-V2 paper 2.1.2, vLLM MLAAttentionSpec); the MTP layers
+#     (num_nextn_predict_layers) are not decoder layers. The DSA indexer cache of deepseek_v32 / glm_moe_dsa
+#     (index_head_dim per token in vLLM's DeepseekV32IndexerCache) is outside this convention (see issue 14).
+#   * nemotron_h: hybrid_override_pattern 'M' -> mamba2, '*' -> full attention, '-'/'E' -> no cache
+#     (configuration_nemotron_h.py; its layers_block_type list form: mamba / attention / moe, mlp); mamba2
+#     state per layer: conv = (H*P + 2*G*N) * (conv_kernel - 1) with H*P = mamba_num_heads * mamba_head_dim
+#     (NemotronHMamba2Mixer.intermediate_size), ssm = H*P*N.
+#   * qwen3_5 / qwen3_5_moe text: layer_types "linear_attention" -> gated deltanet: conv =
+#     (2*Hk*Dk + Hv*Dv) * (linear_conv_kernel_dim - 1), ssm = Hv*Dk*Dv (Qwen3_5GatedDeltaNet conv_dim and
+#     recurrent state, as for Qwen3-Next above); "full_attention" -> 2 x kv_heads x head_dim.
+#   * Mamba-1 (mamba, falcon_mamba): every layer conv = d_inner * (conv_kernel - 1), ssm = d_inner * state_size,
+#     d_inner = intermediate_size when stored (MambaConfig/FalconMambaConfig keep the kwarg over expand x hidden;
+#     vLLM mamba.py reads config.intermediate_size), else expand x hidden; no position limit (max_context None).
+#   * jamba: layer i attention when i % attn_layer_period == attn_layer_offset, else Mamba-1 with
+#     d_inner = mamba_expand x hidden, conv kernel mamba_d_conv, state mamba_d_state (JambaConfig
+#     layers_block_type, JambaMambaMixer).
+#   * Encoder-decoder (t5, bart, whisper): decoder layers = num_decoder_layers | decoder_layers | num_layers,
+#     each full self-attention plus cross-attention over the encoder of the same width; encoder tokens =
+#     whisper max_source_positions (30 s = 1500 frames), t5 n_positions, bart max_position_embeddings.
+#   * Nested configs (qwen3_vl, mistral3, kimi_k25): the language model is text_config.
+#   * max_context: max_position_embeddings | n_positions | seq_length (chatglm); whisper max_target_positions.
+# ======================================================================================================
+
+_REGISTRY = _Path(__file__).resolve().parents[1] / "kvsize" / "models" / "registry.jsonl"
+_PLAIN = {
+    "llama",
+    "gemma",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "qwen3_vl_text",
+    "qwen3_vl_moe_text",
+    "ministral3",
+    "olmo2",
+    "olmo3",
+    "cohere",
+    "internlm",
+    "internlm2",
+    "baichuan",
+    "mimo",
+    "minimax_m2",
+    "glm4_moe",
+    "phi",
+    "phi3",
+    "gptj",
+    "gpt_bigcode",
+    "openai-gpt",
+    "deepseek",
+    "chatglm",
+    "gemma2",
+}
+_MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe_lite", "glm_moe_dsa"}
+_ENC_DEC = {"t5", "bart", "whisper"}
+_SSM = {"mamba", "falcon_mamba", "jamba"}
+
+
+def _first(c: dict[str, object], *keys: str) -> object:
+    for key in keys:
+        if c.get(key) is not None:
+            return c[key]
+    return None
+
+
+def _i(c: dict[str, object], *keys: str) -> int:
+    value = _first(c, *keys)
+    assert isinstance(value, int), (keys, value)
+    return value
+
+
+def _label(kv_heads: set[int], heads: int, mla: bool, state: bool) -> str:
+    if mla:
+        return "MLA"
+    if state:
+        return "hybrid"
+    if kv_heads == {1}:
+        return "MQA"
+    return "MHA" if kv_heads == {heads} else "GQA"
+
+
+def derive(raw: dict[str, object]) -> Expected | None:
+    """Expected shapes from a raw config, or None for a family this calculator does not cover."""
+    c: dict[str, object] = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw  # type: ignore[assignment]
+    model_type = c.get("model_type") or raw.get("model_type")
+    if model_type in _MLA:
+        layers = _i(c, "num_hidden_layers")
+        per = _i(c, "kv_lora_rank") + _i(c, "qk_rope_head_dim")
+        return Expected({"mla": layers}, "MLA", layers * per, {}, 0, 0, 0, _i(c, "max_position_embeddings"))
+    if model_type in ("mamba", "falcon_mamba"):
+        d_inner = _first(c, "intermediate_size") or _i(c, "expand") * _i(c, "hidden_size")
+        assert isinstance(d_inner, int)
+        state = d_inner * (_i(c, "conv_kernel") - 1) + d_inner * _i(c, "state_size")
+        layers = _i(c, "num_hidden_layers")
+        return Expected({"mamba": layers}, "SSM", 0, {}, layers * state, 0, 0, None)
+    if model_type == "jamba":
+        layers, period, offset = _i(c, "num_hidden_layers"), _i(c, "attn_layer_period"), _i(c, "attn_layer_offset")
+        n_attn = sum(1 for i in range(layers) if i % period == offset)
+        d_inner = _i(c, "mamba_expand") * _i(c, "hidden_size")
+        state = d_inner * (_i(c, "mamba_d_conv") - 1) + d_inner * _i(c, "mamba_d_state")
+        heads = _i(c, "num_attention_heads")
+        attn = 2 * _i(c, "num_key_value_heads") * (_i(c, "hidden_size") // heads)
+        return Expected(
+            {"full": n_attn, "mamba": layers - n_attn},
+            "hybrid",
+            n_attn * attn,
+            {},
+            (layers - n_attn) * state,
+            0,
+            0,
+            _i(c, "max_position_embeddings"),
+        )
+    if model_type not in _PLAIN | _ENC_DEC | {"nemotron_h", "qwen3_5_text", "qwen3_5_moe_text"} | _SSM:
+        return None
+    heads = _i(c, "num_attention_heads", "n_head", "decoder_attention_heads", "num_heads")
+    hidden = _i(c, "hidden_size", "n_embd", "d_model")
+    head_dim = _first(c, "head_dim", "kv_channels", "d_kv") or hidden // heads
+    assert isinstance(head_dim, int)
+    kv = _first(c, "num_key_value_heads") or heads
+    if model_type == "gpt_bigcode" and c.get("multi_query"):
+        kv = 1
+    if model_type == "chatglm" and c.get("multi_query_attention"):
+        kv = _i(c, "multi_query_group_num")
+    assert isinstance(kv, int)
+    attn = 2 * kv * head_dim
+    if model_type in _ENC_DEC:
+        layers = _i(c, "num_decoder_layers", "decoder_layers", "num_layers")
+        encoder = _i(c, "max_source_positions", "n_positions", "max_position_embeddings")
+        ctx = _i(c, "max_target_positions", "n_positions", "max_position_embeddings")
+        return Expected(
+            {"full+cross": layers}, _label({kv}, heads, False, False), layers * attn, {}, 0, layers * attn, encoder, ctx
+        )
+    ctx_value = _first(c, "max_position_embeddings", "n_positions", "seq_length")
+    ctx = ctx_value if isinstance(ctx_value, int) else None
+    if model_type == "nemotron_h":
+        blocks = c.get("layers_block_type")  # the newer form of the pattern: a list of block names
+        symbol = {"mamba": "M", "attention": "*"}
+        pattern = (
+            "".join(symbol.get(b, "-") for b in blocks)
+            if isinstance(blocks, list)
+            else str(c["hybrid_override_pattern"])
+        )
+        hp = _i(c, "mamba_num_heads") * _i(c, "mamba_head_dim")
+        n_state, groups = _i(c, "ssm_state_size"), _i(c, "n_groups")
+        state = (hp + 2 * groups * n_state) * (_i(c, "conv_kernel") - 1) + hp * n_state
+        counts = _Counter(pattern)
+        kinds = {"mamba2": counts["M"], "full": counts["*"], "none": counts["-"] + counts["E"]}
+        return Expected(
+            {k: n for k, n in kinds.items() if n}, "hybrid", counts["*"] * attn, {}, counts["M"] * state, 0, 0, ctx
+        )
+    if model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
+        types = _Counter(c["layer_types"])  # type: ignore[arg-type]
+        hk, dk = _i(c, "linear_num_key_heads"), _i(c, "linear_key_head_dim")
+        hv, dv = _i(c, "linear_num_value_heads"), _i(c, "linear_value_head_dim")
+        state = (2 * hk * dk + hv * dv) * (_i(c, "linear_conv_kernel_dim") - 1) + hv * dk * dv
+        return Expected(
+            {"full": types["full_attention"], "gated_deltanet": types["linear_attention"]},
+            "hybrid",
+            types["full_attention"] * attn,
+            {},
+            types["linear_attention"] * state,
+            0,
+            0,
+            ctx,
+        )
+    layers = _i(c, "num_hidden_layers", "n_layer", "num_layers")
+    window = c.get("sliding_window")
+    if isinstance(c.get("layer_types"), list):
+        types = _Counter(c["layer_types"])  # type: ignore[arg-type]
+        sliding = types["sliding_attention"]
+    elif model_type == "gemma2":
+        sliding = sum(1 for i in range(layers) if (i + 1) % 2)
+    elif model_type in ("phi3", "mistral", "mixtral") and isinstance(window, int):
+        sliding = layers
+    else:  # qwen2-style configs switch their window off with use_sliding_window false; others have none
+        assert not c.get("use_sliding_window"), "no registry config turns Qwen's sliding window on"
+        sliding = 0
+    kinds = {"sliding": sliding, "full": layers - sliding}
+    windows = {f"sliding:{window}": sliding} if sliding else {}
+    return Expected(
+        {k: n for k, n in kinds.items() if n}, _label({kv}, heads, False, False), layers * attn, windows, 0, 0, 0, ctx
+    )
+
+
+def _bulk() -> dict[str, Expected]:
+    out = {}
+    for line in _REGISTRY.read_text(encoding="utf-8").splitlines():
+        entry = _json.loads(line)
+        if entry["hub_id"] not in EXPECTED:
+            derived = derive(entry["config"])
+            assert derived is not None, f"{entry['hub_id']}: add a hand-worked entry or a rule to derive()"
+            out[entry["hub_id"]] = derived
+    return out
+
+
+HAND_WORKED = dict(EXPECTED)
+"""The entries worked out by hand above (the calculator is checked against those it covers)."""
+EXPECTED.update(_bulk())

@@ -37,7 +37,8 @@ def test_layers_match_hand_computed(hub_id: str) -> None:
     assert dict(windows) == expected.windows
     states = [layer.state for layer in spec.layers if layer.state is not None]
     assert sum(s.conv_elements + s.ssm_elements for s in states) == expected.state_elements_per_request
-    cross = [a for a in attn if a.kind is AttentionKind.CROSS]
+    # cross-attention: Mllama's cross layers (attention kind CROSS) and encoder-decoder layers' second attention
+    cross = [a for a in attn if a.kind is AttentionKind.CROSS] + [x.cross for x in spec.layers if x.cross is not None]
     assert sum(a.elements_per_token for a in cross) == expected.cross_elements_per_token
     assert max((a.encoder_tokens or 0 for a in cross), default=0) == expected.encoder_tokens
     assert spec.max_context == expected.max_context

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from kvsize.cli.options import DebugOpt, JsonOpt, emit, user_errors
+
+if TYPE_CHECKING:
+    from kvsize.spec import ArchSpec
 
 
 def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
@@ -29,19 +34,50 @@ def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
     emit(render, as_json, json_output)
 
 
-def models(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
+SearchOpt = Annotated[
+    str | None,
+    typer.Option("--search", "-s", help="A loose name ('qwen3 235b', 'llama-3.1-8b'): matching models, best first."),
+]
+FamilyOpt = Annotated[
+    str | None, typer.Option("--family", help="Only families containing this text ('qwen', 'llama 3.1', 'gemma').")
+]
+AttentionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--attention",
+        help="Only this attention: MHA, GQA, MQA, MLA, hybrid, SSM, or a layer kind (full, sliding, chunked, "
+        "cross, mamba, mamba2, gated_deltanet).",
+    ),
+]
+
+
+def models(
+    search: SearchOpt = None,
+    family: FamilyOpt = None,
+    attention: AttentionOpt = None,
+    json_output: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
     """List the built-in models: their configs ship with kvsize, so they work offline and without a token.
 
-    --json prints one object whose "models" lists each hub_id with a summary."""
+    --json prints one object whose "models" lists each hub_id with its family and a summary."""
     with user_errors(debug):
         from kvsize.config import parse_config
-        from kvsize.registry import load_registry_config, registry_entries
+        from kvsize.registry import load_registry_config, select_entries
 
+        entries = select_entries(search=search, family=family)
         rows = []
-        for entry in registry_entries().values():
+        for entry in entries:
             spec = parse_config(load_registry_config(entry), source=entry.hub_id)
+            if attention and not spec_has_attention(spec, attention):
+                continue
             kinds = ", ".join(f"{n} {layer.kind}" for layer, n in spec.layer_groups())
             rows.append((entry, f"{spec.model_type}: {spec.attention_label} ({kinds})"))
+    if not rows:
+        filters = (("search", search), ("family", family), ("attention", attention))
+        asked = ", ".join(f"--{name} {value!r}" for name, value in filters if value)
+        typer.echo(f"No built-in model matches {asked}; 'kvsize models' lists them all.", err=True)
+        raise typer.Exit(1)
 
     def render(console: Any) -> None:
         from kvsize.report import render_models
@@ -51,6 +87,25 @@ def models(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
     def as_json() -> str:
         import json
 
-        return json.dumps({"models": [{"hub_id": e.hub_id, "summary": s} for e, s in rows]}, indent=2)
+        items = [{"hub_id": e.hub_id, "family": e.family, "summary": s} for e, s in rows]
+        return json.dumps({"models": items}, indent=2)
 
     emit(render, as_json, json_output)
+
+
+def spec_has_attention(spec: ArchSpec, wanted: str) -> bool:
+    """True when the model's attention label (MHA, GQA, ...) or one of its layer kinds is `wanted`."""
+    from kvsize.errors import UsageError
+    from kvsize.spec import AttentionKind, StateKind
+
+    labels = {"mha", "gqa", "mqa", "mla", "hybrid", "ssm"}
+    kinds = {k.value for k in AttentionKind} | {k.value for k in StateKind}
+    key = wanted.strip().lower()
+    if key not in labels | kinds:
+        raise UsageError(
+            f"--attention {wanted!r} is not an attention kind",
+            hint=f"Use one of: MHA, GQA, MQA, MLA, hybrid, SSM, {', '.join(sorted(kinds))}.",
+        )
+    if key in labels:
+        return spec.attention_label.lower() == key
+    return any(key in layer.kind.split("+") for layer, _ in spec.layer_groups())
