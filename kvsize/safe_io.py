@@ -43,13 +43,13 @@ def open_regular(path: Path, *, what: str) -> tuple[int, int]:
         info = os.stat(target)
     except (OSError, ValueError) as exc:  # ValueError: an embedded NUL byte
         reason = _why(exc) if isinstance(exc, OSError) else "not a usable path"
-        raise ConfigError(f"{path}: cannot read the {what} ({reason})") from None
+        raise ConfigError(f"{path}: cannot read it ({reason})", hint=f"Give the path of the {what}.") from None
     if not stat.S_ISREG(info.st_mode):
         raise ConfigError(f"{path}: the {what} is {_kind(info.st_mode)}", hint="Give a regular file.")
     try:
         fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the {what} ({_why(exc)})") from None
+        raise ConfigError(f"{path}: cannot read it ({_why(exc)})", hint=f"Check the {what}.") from None
     try:
         info = os.fstat(fd)  # the file may have been swapped between the stat and the open
         if not stat.S_ISREG(info.st_mode):
@@ -81,16 +81,16 @@ def read_small_file(path: Path, *, max_bytes: int, what: str) -> bytes:
                 raise ConfigError(f"{path}: the {what} grew past {max_bytes:,} bytes while being read")
         return b"".join(chunks)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the {what} ({_why(exc)})") from None
+        raise ConfigError(f"{path}: cannot read it ({_why(exc)})", hint=f"Check the {what}.") from None
     finally:
         os.close(fd)
 
 
 def read_small_text(path: Path, *, max_bytes: int, what: str) -> str:
-    """`read_small_file` decoded as UTF-8 (a leading byte-order mark is dropped)."""
+    """`read_small_file` decoded as UTF-8 (strict: a byte-order mark is left for the parser to refuse)."""
     data = read_small_file(path, max_bytes=max_bytes, what=what)
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path}: the {what} is not UTF-8 text (byte {exc.start})", hint=f"Give the {what} as UTF-8."
@@ -111,6 +111,6 @@ def read_prefix(path: Path, *, size: int, offset: int = 0, what: str) -> bytes:
             left -= len(chunk)
         return b"".join(chunks)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the {what} ({_why(exc)})") from None
+        raise ConfigError(f"{path}: cannot read it ({_why(exc)})", hint=f"Check the {what}.") from None
     finally:
         os.close(fd)
