@@ -157,7 +157,19 @@ def kv_budget(
         # (kvsize/engines/sglang.py spec_mem_fraction_static, from arg_groups/memory_hook.py).
         from kvsize.engines.sglang import spec_mem_fraction_static
 
-        util = s.gpu_util if s.gpu_util is not None else spec_mem_fraction_static(spec, memory_bytes, tp=tp, pp=pp)
+        util = (
+            s.gpu_util
+            if s.gpu_util is not None
+            else spec_mem_fraction_static(
+                spec,
+                memory_bytes,
+                tp=tp,
+                pp=pp,
+                amd=device is not None and device.platform == "rocm",
+                chunked_prefill_size=s.max_batched_tokens,
+                max_running_requests=s.max_num_seqs,
+            )
+        )
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
         non_torch = s.non_torch_bytes if s.non_torch_bytes is not None else (NON_TORCH_TP if multi else 0)
         requested = math.ceil(visible * util)

@@ -164,6 +164,7 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "minimax_text_01",
     "minimax_m1",
     "minimax_m2",
+    "openai-gpt",
 }
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")

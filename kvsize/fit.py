@@ -171,7 +171,7 @@ def pool_figures(
     if isinstance(engine, TrtllmEngine):  # the budget already applied free_gpu_memory_fraction
         tokens = engine.pool(
             spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp, free_gpu_memory_fraction=1.0
-        ).max_tokens
+        ).pool_tokens  # whole blocks, as allocatePools logs them
         return tokens, tokens / ctx
     return None, None
 

@@ -261,15 +261,18 @@ def truncate_layers(raw: Mapping[str, Any], layers: int) -> tuple[dict[str, Any]
         return dict(raw), []
     new = dict(text)
     cut: list[str] = []
+    picked = _representative_layers(text, total, layers)
+    keep = picked if picked is not None else list(range(layers))
     for key, value in text.items():
         if key in _LAYER_COUNT_KEYS and value == total:
             new[key] = layers
         elif isinstance(value, (list, str)) and len(value) == total and key != "model_type":
-            new[key] = value[:layers]
+            kept = [value[i] for i in keep]
+            new[key] = "".join(kept) if isinstance(value, str) else kept
             cut.append(key)
     for key in ("cross_attention_layers", "mlp_only_layers"):
         if isinstance(text.get(key), list):
-            new[key] = [i for i in text[key] if isinstance(i, int) and i < layers]
+            new[key] = [keep.index(i) for i in text[key] if isinstance(i, int) and i in keep]
             cut.append(key)
     shared = text.get("num_kv_shared_layers")
     if isinstance(shared, int) and shared:
@@ -280,7 +283,41 @@ def truncate_layers(raw: Mapping[str, Any], layers: int) -> tuple[dict[str, Any]
     else:
         out[where] = new
     lists = f" (cut: {', '.join(cut)})" if cut else ""
+    if picked is not None:
+        return out, [
+            f"built {layers} of {total} decoder layers, layers {', '.join(map(str, picked))}: the first {layers} "
+            f"hold no attention layer, which transformers' hybrid cache needs to report its length{lists}"
+        ]
     return out, [f"built only the first {layers} of {total} decoder layers{lists}"]
+
+
+# Per-layer kind lists whose values name attention layers (Nemotron-H '*', layer_types, MiniMax attn_type_list 1).
+_KIND_LIST_KEYS = ("hybrid_override_pattern", "layers_block_type", "layer_types", "attn_type_list")
+_ATTENTION_KINDS = frozenset(
+    {"*", "attention", "full_attention", "sliding_attention", "chunked_attention", "hybrid", 1}
+)
+
+
+def _representative_layers(text: Mapping[str, Any], total: int, layers: int) -> list[int] | None:
+    """Indices to build when the first `layers` layers of a hybrid hold no attention layer but the model has one:
+    transformers' hybrid caches read their length from an attention layer (`Cache.get_seq_length` raises
+    "can only be called on Attention layers" otherwise), so the build keeps the first layer of each kind, the
+    first attention layer included, then the earliest others. None: the first `layers` layers will do."""
+    if isinstance(text.get("num_kv_shared_layers"), int) and text.get("num_kv_shared_layers"):
+        return None
+    kinds = next(
+        (list(v) for k in _KIND_LIST_KEYS if isinstance(v := text.get(k), (list, str)) and len(v) == total), None
+    )
+    if kinds is None or not any(k in _ATTENTION_KINDS for k in kinds if isinstance(k, (str, int))):
+        return None
+    if any(k in _ATTENTION_KINDS for k in kinds[:layers] if isinstance(k, (str, int))):
+        return None
+    firsts = [kinds.index(k) for k in dict.fromkeys(k for k in kinds if isinstance(k, (str, int)))]
+    attention = next(i for i, k in enumerate(kinds) if isinstance(k, (str, int)) and k in _ATTENTION_KINDS)
+    picks = [attention] + [i for i in firsts if i != attention]
+    picks = picks[:layers]
+    rest = [i for i in range(total) if i not in picks][: layers - len(picks)]
+    return sorted(picks + rest)
 
 
 def extrapolate(full: ArchSpec, built: ArchSpec, measured: Sequence[int]) -> int | None:
@@ -528,7 +565,15 @@ def _layer_objects(torch: Any, cache: Any) -> list[list[Any]]:
     kept (key_cache / value_cache, conv_states / ssm_states)."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
-        return [list(_walk_tensors(torch, vars(layer))) for layer in layers]
+        found = [list(_walk_tensors(torch, vars(layer))) for layer in layers]
+        # Caches that keep extra per-layer lists beside `layers` (MiniMaxCache.linear_cache: the lightning
+        # attention state of each linear layer, [] for the others).
+        for value in vars(cache).values():
+            if isinstance(value, list) and value and any(isinstance(v, torch.Tensor) for v in value):
+                found += [[] for _ in range(len(value) - len(found))]
+                for i, item in enumerate(value):
+                    found[i] += list(_walk_tensors(torch, item))
+        return found
     lists = [v for v in vars(cache).values() if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)]
     count = max((len(v) for v in lists), default=0)
     return [[v[i] for v in lists if i < len(v)] for i in range(count)]
@@ -541,7 +586,7 @@ def measure_cache(cache: Any) -> CacheMeasure:
     logical, storage = [], []
     scalars = 0
     seen: set[tuple[str, int]] = set()
-    for tensors in _layer_objects(torch, cache):
+    for tensors in _layer_objects(torch, cache) if cache is not None else []:
         data = stored = 0
         for t in tensors:
             size = t.numel() * t.element_size()
@@ -589,8 +634,15 @@ def _forward_kwargs(model: Any, cache: Any) -> dict[str, Any]:
 
 
 def _returned_cache(out: Any) -> Any:
+    """The cache a forward returned, or None for models that keep none (GPT-1: its output has neither `cache`
+    nor `past_key_values`; transformers' deprecated `past_key_values` property then raises AttributeError)."""
     cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
+    if cache is not None:
+        return cache
+    try:
+        return getattr(out, "past_key_values", None)
+    except AttributeError:
+        return None
 
 
 def make_cache(transformers: Any, model: Any, *, kv_dtype: KvDtype, implementation: str, max_cache_len: int) -> Any:

@@ -152,8 +152,9 @@ def test_sglang_tp_beyond_kv_heads_floors() -> None:
     est = sglang().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16, tp=16)
     assert est.kv_cache_bytes_per_gpu == 16_384_000
     assert est.kv_cache_bytes == 16 * 16_384_000
-    # tp 3: 8 // 3 = 2 heads per rank: 32 x 2 x 256 x 2 = 32,768 B per token.
-    assert sglang().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16, tp=3).kv_cache_bytes_per_gpu == 32_768_000
+    # tp 3: SGLang refuses it (models/llama.py LlamaAttention asserts 32 heads % 3 == 0, SGLang 0.5.23).
+    with pytest.raises(UsageError, match="32 attention heads"):
+        sglang().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16, tp=3)
 
 
 def test_sglang_pipeline_split() -> None:
@@ -245,8 +246,10 @@ def test_trtllm_quantized_dtypes() -> None:
 def test_trtllm_tp_rounds_heads_up() -> None:
     # tp 16: ceil(8 / 16) = 1 head: 32 x 1 x 256 x 2 = 16,384 B per token x 1,024 = 16,777,216 B per GPU.
     assert trtllm().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16, tp=16).kv_cache_bytes_per_gpu == 16_777_216
-    # tp 3: ceil(8 / 3) = 3 heads (SGLang floors to 2): 32 x 3 x 256 x 2 = 49,152 B x 1,024 = 50,331,648 B.
-    assert trtllm().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16, tp=3).kv_cache_bytes_per_gpu == 50_331_648
+    # tp 3: refused, 32 query heads % 3 != 0 (_torch/modules/attention.py Attention asserts num_heads % tp_size == 0);
+    # the rounding up of KV heads is pinned in tests/test_engine_truth_others.py on a model tp divides.
+    with pytest.raises(UsageError, match="32 attention heads"):
+        trtllm().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16, tp=3)
 
 
 def test_trtllm_pipeline_split() -> None:
@@ -276,12 +279,13 @@ def test_llamacpp_cells_padded_to_256() -> None:
     est = llamacpp().estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=KvDtype.FP16)
     assert est.block_size is None
     assert est.kv_cache_bytes == 134_217_728
-    # 3 requests of 100 tokens: -c 300 -np 3. Unified: pad(300, 256) = 512 cells x 131,072 = 67,108,864 B.
-    est = llamacpp().estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
+    # 3 requests of 100 tokens: -c 300 -np 3 --kv-unified: pad(300, 256) = 512 cells x 131,072 = 67,108,864 B.
+    est = llamacpp(kv_unified=True).estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
     assert est.kv_cache_bytes == 67_108_864
     assert est.bytes_per_request == 22_369_622  # cdiv(67,108,864, 3)
-    # Per-sequence streams: n_ctx_seq = pad(512 // 3 = 170, 256) = 256, x 3 streams = 768 cells = 100,663,296 B.
-    est = llamacpp(kv_unified=False).estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
+    # Explicit -np 3 (kv_unified false, common/common.h): n_ctx_seq = pad(512 // 3 = 170, 256) = 256, x 3 streams
+    # = 768 cells = 100,663,296 B (src/llama-context.cpp llama_context ctor).
+    est = llamacpp().estimate(spec(LLAMA), ctx=100, batch=3, kv_dtype=KvDtype.FP16)
     assert est.kv_cache_bytes == 100_663_296
 
 
@@ -317,10 +321,11 @@ def test_llamacpp_swa_cache() -> None:
     assert est.kv_cache_bytes == 201_326_592 + 18_874_368
     # 4 requests, unified: n_ctx 32,768; full 12 x 2,048 x 32,768 = 805,306,368 B; SWA pad(128 x 4 + 512, 256) = 1,024
     # cells: 12 x 2,048 x 1,024 = 25,165,824 B.
-    est = llamacpp().estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
+    est = llamacpp(kv_unified=True).estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
     assert est.kv_cache_bytes == 805_306_368 + 25_165_824
-    # Per-sequence streams: 4 x pad(min(8192, 128 + 512), 256) = 4 x 768 = 3,072 SWA cells: 75,497,472 B.
-    est = llamacpp(kv_unified=False).estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
+    # Per-sequence streams (the default with -np 4): 4 x pad(min(8192, 128 + 512), 256) = 4 x 768 = 3,072 SWA
+    # cells: 75,497,472 B.
+    est = llamacpp().estimate(spec(GPT_OSS), ctx=8192, batch=4, kv_dtype=BF16)
     assert est.kv_cache_bytes == 805_306_368 + 75_497_472
 
 

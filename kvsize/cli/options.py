@@ -96,6 +96,37 @@ SkipLayersOpt = Annotated[
         show_default=False,
     ),
 ]
+KvUnifiedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--kv-unified",
+        help="llama.cpp: one KV cache shared by all sequences (llama.cpp's --kv-unified, or llama-server's "
+        "-np auto). Default: --batch B is -np B, one stream per sequence.",
+    ),
+]
+UbatchSizeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ubatch-size",
+        help="llama.cpp physical batch (-ub, default 512); with --batch-size it sizes the sliding-window cache.",
+        show_default=False,
+    ),
+]
+LlamaBatchSizeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--batch-size", help="llama.cpp logical batch (-b, default 2048); caps --ubatch-size.", show_default=False
+    ),
+]
+FlashAttnOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--flash-attn/--no-flash-attn",
+        help="llama.cpp flash attention (default: on in 2026 builds, off before 2025-05); off pads V rows and, "
+        "before 2025-05, pads the context to 32 cells instead of 256.",
+        show_default=False,
+    ),
+]
 GpuOpt = Annotated[
     str | None,
     typer.Option(

@@ -56,6 +56,41 @@ def pipeline_stages(num_layers: int, pp: int) -> list[range]:
     return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
 
 
+def check_head_split(spec: ArchSpec, tp: int, *, engine: str, source: str, kv_rule: str = "divide") -> None:
+    """Raise UsageError unless `tp` splits every attention layer's heads as the engine's attention modules assert:
+    query heads divisible by tp; KV heads divisible by tp when there are at least tp of them, otherwise tp
+    divisible by the KV heads (replicated, `kv_rule="divide"`: vLLM / SGLang LlamaAttention) or any count
+    (`kv_rule="ceil"`: TensorRT-LLM rounds KV heads per rank up). MLA splits only the query heads."""
+    if tp <= 1:
+        return
+    seen: set[tuple[int, int, bool]] = set()
+    query = spec.num_attention_heads
+    for layer in spec.layers:
+        attn = layer.attention
+        if attn is None or attn.kind is AttentionKind.SHARED:
+            continue
+        heads = attn.num_query_heads or query
+        key = (heads or 0, attn.num_kv_heads, attn.kind is AttentionKind.MLA)
+        if key in seen:
+            continue
+        seen.add(key)
+        if heads and heads % tp:
+            raise UsageError(
+                f"--tp {tp} does not divide the model's {heads} attention heads: {engine} requires "
+                f"num_attention_heads % tp == 0 ({source})",
+                hint=f"Use a --tp that divides {heads}.",
+            )
+        kv = attn.num_kv_heads
+        if attn.kind is AttentionKind.MLA or kv_rule != "divide" or kv == 0:
+            continue
+        if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+            raise UsageError(
+                f"--tp {tp} cannot split the model's {kv} KV heads: {engine} requires kv_heads % tp == 0 when "
+                f"kv_heads >= tp, else tp % kv_heads == 0 ({source})",
+                hint=f"Use a --tp that divides {kv}, or a multiple of it.",
+            )
+
+
 class Engine(ABC):
     """An engine's allocation rules. Subclasses override only the rule that differs.
 

@@ -44,7 +44,7 @@ from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
 
 RULE_LATENT = "5.15+"
 RULE_PER_HEAD = "<5.15"
@@ -66,6 +66,13 @@ REMOTE_CODE_ONLY: dict[str, str] = {
     "internlm2": "InternLM2's custom code",
     "minicpm": "OpenBMB's MiniCPM code",
     "yi": "the original Yi code (Yi-1.5 configs use model_type 'llama')",
+}
+
+
+# model_types whose transformers model keeps no KV cache at all: every generated token reruns the whole sequence.
+NO_CACHE_MODEL_TYPES: dict[str, str] = {
+    "openai-gpt": "transformers' GPT-1 (models/openai/modeling_openai.py OpenAIGPTModel) takes no past_key_values "
+    "and returns no cache: each step recomputes the whole sequence",
 }
 
 
@@ -316,7 +323,11 @@ class HfEngine(Engine):
         return ctx
 
     def hf_state_bytes(self, state: StateSpec, dtype: KvDtype) -> int:
-        """Conv state `[conv_channels, conv_kernel]` in the activation dtype plus the recurrent state in fp32."""
+        """Conv state `[conv_channels, conv_kernel]` in the activation dtype plus the recurrent state in fp32.
+        MiniMax lightning layers keep only their K^T V state, in the activation dtype (MiniMaxCache.linear_cache;
+        models/minimax/modeling_minimax.py, checked with `kvsize verify` on CPU)."""
+        if state.kind is StateKind.LIGHTNING:
+            return self.row_bytes(prod(state.ssm_shape), dtype)
         conv = self.row_bytes(state.conv_channels * state.conv_kernel, dtype)
         return conv + self.row_bytes(prod(state.ssm_shape), RECURRENT_STATE_DTYPE)
 
@@ -324,6 +335,8 @@ class HfEngine(Engine):
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
     ) -> tuple[int, int, int]:
         per_token = tokens = state = 0
+        if spec.model_type in NO_CACHE_MODEL_TYPES:
+            return 0, 0, 0
         if layer.attention is not None:
             per_token = self.attention_bytes(spec, layer.attention, dtype)
             tokens = self.tokens_allocated(layer.attention, ctx) if per_token else 0
@@ -335,6 +348,8 @@ class HfEngine(Engine):
         """Predicted cache bytes of every decoder layer, in order, for `batch` requests of `ctx` tokens."""
         self.check_supported(spec)
         self.check_scenario(spec, ctx=ctx, kv_dtype=kv_dtype, tp=1)
+        if spec.model_type in NO_CACHE_MODEL_TYPES:
+            return []  # no cache object, so no cache layers
         out = []
         for layer in spec.layers:
             per_token, tokens, state = self.layer_request_bytes(spec, layer, ctx, kv_dtype, 1)
@@ -343,6 +358,9 @@ class HfEngine(Engine):
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
+        no_cache = NO_CACHE_MODEL_TYPES.get(spec.model_type)
+        if no_cache is not None:
+            notes.append(f"hf: no KV cache: {no_cache}")
         if any(layer.state is not None for layer in spec.layers):
             notes.append(
                 "hf: recurrent states are float32 and conv states keep the full kernel (torch paths of "

@@ -1,8 +1,13 @@
 """llama.cpp: one fixed cache of `n_ctx` cells for all sequences, padded to 256, in GGML row formats.
 
-Rules mirror llama.cpp `master` of 2026 (the reference is ../ENGINES.md §4.2 of the kvsize repository's research
-notes; file and function beside each rule). Versions differ only in how MLA layers are cached; padding, streams and
-the SWA cache follow 2026 master in all three:
+Rules mirror llama.cpp `master` of 2026 as vendored by llama-cpp-python 0.3.36 (the reference is ../ENGINES.md §4.2
+of the kvsize repository's research notes; file and function beside each rule). Versions differ in how MLA layers
+are cached and, before the iSWA cache (2025-05), in padding, streams and sliding layers:
+
+- `2025-04` and `2025-03` predate the iSWA cache (PR #13194, 2025-05) and per-sequence streams (2025-07): one
+  unified cache of `n_ctx` cells in every layer, sliding layers included, padded to 256 cells with flash attention
+  and to 32 without (`llama_kv_cache_unified::get_padding`: `flash_attn ? 256u : 32u`); `-fa` was off by default
+  then, so the default pad is 32.
 
 - `2026-01` (PR #19067, 2026-01-24 onward): MLA is "V-less", one latent K row of `kv_lora_rank + qk_rope_head_dim`
   (576) per cell (`llama_kv_cache` ctor, `src/llama-kv-cache.cpp`: `has_v = !is_mla`).
@@ -13,10 +18,10 @@ the SWA cache follow 2026 master in all three:
 
 Mapping from kvsize's (ctx, batch) to llama.cpp: `batch` requests of `ctx` tokens are `-np batch` sequences
 (`n_seq_max`) sharing `-c ctx x batch` (`n_ctx` counts the cells of all sequences). `llama_context` pads
-`n_ctx = GGML_PAD(n_ctx, 256)` (`src/llama-context.cpp`). With the unified cache (`kv_unified`, default True as
-llama-server with its default automatic slots, PR #16736 / #17997; the C API default is False) there is one
-stream of `n_ctx` cells; per-sequence streams (`kv_unified=False`) give `n_seq` streams of `n_ctx_seq =
-GGML_PAD(n_ctx / n_seq, 256)` cells. So `kv_cache_bytes` is the whole cache, `bytes_per_request` its share per
+`n_ctx = GGML_PAD(n_ctx, 256)` (`src/llama-context.cpp`). An explicit `-np` keeps `kv_unified` at its default,
+false (`common/common.h`), so `n_seq` streams of `n_ctx_seq = GGML_PAD(n_ctx / n_seq, 256)` cells; only
+`--kv-unified` or llama-server's `-np auto` (its default: 4 slots and `kv_unified = true`, tools/server/server.cpp)
+give one stream of `n_ctx` cells. So `kv_cache_bytes` is the whole cache, `bytes_per_request` its share per
 sequence (rounded up), and a layer's `tokens_held` counts the cells of the whole cache.
 
 - Rows: K `ggml_new_tensor_3d(type_k, n_embd_k_gqa, kv_size, n_stream)` and V likewise, `n_embd_k_gqa =
@@ -29,13 +34,19 @@ sequence (rounded up), and a layer's `tokens_held` counts the cells of the whole
 - Sliding windows (`llama_kv_cache_iswa`, `src/llama-kv-cache-iswa.cpp`) for the architectures llama.cpp runs with
   SWA (Gemma 2/3/3n, Cohere 2, EXAONE 4, gpt-oss, Llama 4 chunked layers): `GGML_PAD(min(n_ctx_seq, n_swa x
   (unified ? n_seq : 1) + n_ubatch), 256)` cells per stream (`n_ubatch` 512, `common/common.h`), or `n_ctx_seq`
-  with `swa_full` (`--swa-full`; llama-server defaults to False, the C API to True). Other architectures run their
-  sliding layers as full attention (Mistral, Starcoder2 and Qwen2 have no SWA in llama.cpp; Phi-3's is disabled in
-  `llama_model::load_hparams`).
+  with `swa_full` (`--swa-full`; llama-server defaults to False, the C API to True). `n_ubatch =
+  min(min(n_ctx, n_batch), n_ubatch)` (`llama_context` ctor: n_batch 2048 and n_ubatch 512 by default;
+  `--batch-size`, `--ubatch-size`).
+- Without flash attention the V cache is stored transposed and every layer's V row is `n_embd_v_gqa_max` wide
+  (`llama_kv_cache` ctor: `v_trans ? hparams.n_embd_v_gqa_max() : n_embd_v_gqa(il)`; `v_trans = !flash_attn`).
+  Flash attention defaults to auto (on where supported), so kvsize assumes it on for 2026-01.
+- Other architectures run their sliding layers as full attention (Mistral, Starcoder2 and Qwen2 have no SWA in
+  llama.cpp; Phi-3's is disabled in `llama_model::load_hparams`).
 - Recurrent layers (`llama_memory_recurrent`, `src/llama-memory-recurrent.cpp`): `max(1, n_seq_max)` slots of f32
   `r` (conv, `(d_conv - 1) x channels`) and `s` (SSM) states; hybrids (`llama_memory_hybrid`) add a normal KV cache
   for their attention layers.
-- No tensor parallelism: `--tp` above 1 is an error. `--pp N` is llama.cpp's default layer split over N GPUs
+- No tensor parallelism: `--tp` above 1 is an error. (`-sm tensor`, 2026-04, splits weights and KV across GPUs
+  as an experimental mode; kvsize does not model it.) `--pp N` is llama.cpp's default layer split over N GPUs
   (`-sm layer`, `llama_model::load_tensors`, `src/llama-model.cpp`): layer `il` goes to the device whose split
   point exceeds `il / (n_layer + 1)` (the output layer takes the last slot), with equal splits for equal GPUs
   (llama.cpp splits by free memory by default); each layer's cache lives with its layer.
@@ -52,7 +63,10 @@ from kvsize.sizing import KvEstimate, LayerGroupCost
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 CELL_PAD = 256  # llama-context.cpp: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256); iSWA size_swa padded to 256
+CELL_PAD_NO_FA = 32  # before 2025-05: llama_kv_cache_unified::get_padding = flash_attn ? 256 : 32
+DEFAULT_N_BATCH = 2048  # common/common.h common_params.n_batch
 DEFAULT_N_UBATCH = 512  # common/common.h common_params.n_ubatch
+PRE_ISWA_VERSIONS = frozenset({"2025-04", "2025-03"})  # before PR #13194 (llama_kv_cache_unified_iswa, 2025-05)
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h: n_seq_max must be <= LLAMA_MAX_SEQ
 
 # GGML cache types llama.cpp accepts (-ctk / -ctv, common/arg.cpp kv_cache_types), by kvsize format.
@@ -136,16 +150,34 @@ class LlamaCppEngine(Engine):
         self,
         version: str | None = None,
         *,
-        kv_unified: bool = True,
+        kv_unified: bool | None = None,
         swa_full: bool = False,
         n_ubatch: int | None = None,
+        n_batch: int | None = None,
+        flash_attn: bool | None = None,
     ) -> None:
         super().__init__(version)
-        if n_ubatch is not None and n_ubatch < 1:
-            raise UsageError(f"n_ubatch must be positive, got {n_ubatch}")
-        self.kv_unified = kv_unified
+        for what, value in (("--ubatch-size", n_ubatch), ("--batch-size", n_batch)):
+            if value is not None and value < 1:
+                raise UsageError(f"{what} must be positive, got {value}")
+        self.pre_iswa = self.version in PRE_ISWA_VERSIONS
+        # Before streams (2025-07) every cache was one unified cache; since, -np N keeps kv_unified false.
+        self.kv_unified = True if self.pre_iswa else bool(kv_unified)
         self.swa_full = swa_full
-        self.n_ubatch = n_ubatch or DEFAULT_N_UBATCH
+        self.n_ubatch_param = n_ubatch or DEFAULT_N_UBATCH
+        self.n_batch_param = n_batch or DEFAULT_N_BATCH
+        # -fa: auto (on where supported) since 2025-09; off by default before.
+        self.flash_attn = flash_attn if flash_attn is not None else not self.pre_iswa
+
+    @property
+    def n_ubatch(self) -> int:
+        """The physical batch before the context caps it (min(n_batch, n_ubatch))."""
+        return min(self.n_batch_param, self.n_ubatch_param)
+
+    def effective_n_ubatch(self, n_ctx_param: int) -> int:
+        """`cparams.n_ubatch = min(min(n_ctx, n_batch), n_ubatch)` (llama_context ctor, src/llama-context.cpp),
+        with n_ctx the requested context before padding."""
+        return min(min(n_ctx_param, self.n_batch_param), self.n_ubatch_param)
 
     @property
     def rule(self) -> str:
@@ -154,12 +186,21 @@ class LlamaCppEngine(Engine):
             "2025-04": "MLA latent K 576 + V 512",
             "2025-03": "MLA per-head K and V",
         }[self.version]
+        if self.pre_iswa:
+            pad = CELL_PAD if self.flash_attn else CELL_PAD_NO_FA
+            return (
+                f"llama.cpp {self.version} (before iSWA): batch sequences share one cache of pad(ctx x batch, {pad}) "
+                f"cells in every layer, sliding layers included; GGML rows; {mla}; recurrent f32 states, "
+                "max(1, n_seq) slots; no TP (src/llama-kv-cache-unified.cpp get_padding)"
+            )
         streams = (
             "one unified stream of pad(ctx x batch, 256) cells"
             if self.kv_unified
             else "one stream per sequence of pad(pad(ctx x batch, 256) / batch, 256) cells"
         )
-        swa = "full" if self.swa_full else f"pad(min(n_ctx_seq, W x n_seq + {self.n_ubatch}), 256)"
+        swa = "full" if self.swa_full else f"pad(min(n_ctx_seq, W x n_seq + min(n_ctx, {self.n_ubatch})), 256)"
+        if not self.flash_attn:
+            mla += "; V rows n_embd_v_gqa_max wide (no flash attention)"
         return (
             f"llama.cpp {self.version}: batch sequences share {streams}; GGML rows (block types per 32 elements); "
             f"iSWA layers {swa} cells; {mla}; recurrent f32 states, max(1, n_seq) slots; no TP "
@@ -207,10 +248,16 @@ class LlamaCppEngine(Engine):
 
     def cache(self, ctx: int, batch: int) -> CacheShape:
         """The context llama.cpp builds for `batch` sequences of `ctx` tokens (-c ctx*batch -np batch)."""
+        if self.pre_iswa:
+            return CacheShape(n_seq=batch, n_stream=1, n_ctx_seq=gpad(ctx * batch, self._pad))
         n_ctx = gpad(ctx * batch)
         if self.kv_unified:
             return CacheShape(n_seq=batch, n_stream=1, n_ctx_seq=n_ctx)
         return CacheShape(n_seq=batch, n_stream=batch, n_ctx_seq=gpad(n_ctx // batch))
+
+    @property
+    def _pad(self) -> int:
+        return CELL_PAD if self.flash_attn or not self.pre_iswa else CELL_PAD_NO_FA
 
     def _per_head_mla(self, spec: ArchSpec, attn: AttentionSpec) -> tuple[int, int, int]:
         """(n_head, qk_nope_head_dim, v_head_dim) of a decompressed MLA layer (llama.cpp before 2025-04)."""
@@ -248,18 +295,41 @@ class LlamaCppEngine(Engine):
             k = n_head * (nope + (attn.qk_rope_head_dim or 0))
             return self.row_bytes(k, dtype) + self.row_bytes(n_head * v_dim, dtype)
         heads = attn.num_kv_heads
-        return self.row_bytes(heads * attn.head_dim, dtype) + self.row_bytes(heads * attn.head_dim_v, dtype)
+        v_width = heads * attn.head_dim_v
+        if not self.flash_attn and not self.pre_iswa:
+            v_width = self._n_embd_v_gqa_max(spec)  # transposed V: every layer as wide as the widest
+        return self.row_bytes(heads * attn.head_dim, dtype) + self.row_bytes(v_width, dtype)
+
+    @staticmethod
+    def _n_embd_v_gqa_max(spec: ArchSpec) -> int:
+        """hparams.n_embd_v_gqa_max(): the widest V row over the layers (src/llama-hparams.cpp)."""
+        return max(
+            (
+                layer.attention.num_kv_heads * layer.attention.head_dim_v
+                for layer in spec.layers
+                if layer.attention is not None and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.MLA)
+            ),
+            default=0,
+        )
 
     def _is_iswa(self, spec: ArchSpec, attn: AttentionSpec) -> bool:
-        return attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and spec.model_type in SWA_MODEL_TYPES
+        return (
+            not self.pre_iswa
+            and attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
+            and spec.model_type in SWA_MODEL_TYPES
+        )
 
-    def cells(self, spec: ArchSpec, attn: AttentionSpec, shape: CacheShape) -> int:
-        """Cells one layer allocates in the whole cache (all streams)."""
+    def cells(self, spec: ArchSpec, attn: AttentionSpec, shape: CacheShape, n_ctx_param: int | None = None) -> int:
+        """Cells one layer allocates in the whole cache (all streams). `n_ctx_param` is the -c asked for (the
+        physical batch is capped by it); None: the padded context."""
         if attn.kind is AttentionKind.SHARED:
             return 0
         if self._is_iswa(spec, attn) and not self.swa_full:
             assert attn.window is not None
-            span = attn.window * (shape.n_seq if self.kv_unified else 1) + self.n_ubatch
+            # llama_kv_cache_iswa ctor: size_swa = GGML_PAD(min(size_base, n_swa x (unified ? n_seq_max : 1)
+            # + n_ubatch), 256) per stream.
+            ubatch = self.effective_n_ubatch(n_ctx_param if n_ctx_param is not None else shape.n_ctx)
+            span = attn.window * (shape.n_seq if self.kv_unified else 1) + ubatch
             return gpad(min(shape.n_ctx_seq, span)) * shape.n_stream
         return shape.n_ctx
 
@@ -270,24 +340,28 @@ class LlamaCppEngine(Engine):
         """Cells for one sequence alone, iSWA assumed for windowed layers (estimate applies the model's rules)."""
         if attn.kind is AttentionKind.SHARED:
             return 0
+        if self.pre_iswa:
+            return gpad(ctx, self._pad)
         if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and not self.swa_full:
             assert attn.window is not None
-            return gpad(min(gpad(ctx), attn.window + self.n_ubatch))
+            return gpad(min(gpad(ctx), attn.window + self.effective_n_ubatch(ctx)))
         return gpad(ctx)
 
     def layer_request_bytes(
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
     ) -> tuple[int, int, int]:
         """(bytes per cell, cells, state bytes) of one layer for one sequence alone (-c ctx -np 1)."""
-        per_cell, cells, state, _ = self._layer(spec, layer, self.cache(ctx, 1), dtype)
+        per_cell, cells, state, _ = self._layer(spec, layer, self.cache(ctx, 1), dtype, ctx)
         return per_cell, cells, state
 
-    def _layer(self, spec: ArchSpec, layer: LayerSpec, shape: CacheShape, dtype: KvDtype) -> tuple[int, int, int, int]:
+    def _layer(
+        self, spec: ArchSpec, layer: LayerSpec, shape: CacheShape, dtype: KvDtype, n_ctx_param: int | None = None
+    ) -> tuple[int, int, int, int]:
         """(bytes per cell, cells in the whole cache, state bytes per slot, state slots) of one layer."""
         per_cell = cells = state = slots = 0
         if layer.attention is not None:
             per_cell = self.row_bytes_per_cell(spec, layer.attention, dtype)
-            cells = self.cells(spec, layer.attention, shape) if per_cell else 0
+            cells = self.cells(spec, layer.attention, shape, n_ctx_param) if per_cell else 0
         if layer.state is not None:
             state = self.state_bytes(spec, layer.state, 1)
             slots = max(1, shape.n_seq)
@@ -315,12 +389,12 @@ class LlamaCppEngine(Engine):
         shape = self.cache(ctx, batch)
         totals = []
         for layer in spec.layers:
-            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype)
+            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype, ctx * batch)
             totals.append(per_cell * cells + state * slots)
         groups = []
         per_token = fixed = 0
         for layer, count in spec.layer_groups():
-            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype)
+            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype, ctx * batch)
             groups.append(
                 LayerGroupCost(
                     kind=layer.kind,
@@ -359,17 +433,32 @@ class LlamaCppEngine(Engine):
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = [
             "llama.cpp sizes one cache for all sequences: kvsize maps ctx x batch to -c ctx*batch -np batch"
-            + (" with the unified KV cache (llama-server's default)" if self.kv_unified else ", one stream each")
+            + (
+                " (one unified cache: llama.cpp before 2025-07 had no per-sequence streams)"
+                if self.pre_iswa
+                else " with the unified KV cache (--kv-unified, or llama-server's -np auto)"
+                if self.kv_unified
+                else ", one stream each (an explicit -np keeps kv_unified off; --kv-unified to share one)"
+            )
         ]
         windowed = sum(
             1
             for layer in spec.layers
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         )
-        if windowed and spec.model_type in SWA_MODEL_TYPES:
+        if windowed and self.pre_iswa:
+            notes.append(
+                f"llama.cpp {self.version} predates the iSWA cache (2025-05): {spec.model_type}'s {windowed} "
+                "windowed layers hold every cell"
+            )
+        elif windowed and spec.model_type in SWA_MODEL_TYPES:
             notes.append(
                 f"llama.cpp keeps {spec.model_type}'s {windowed} windowed layers in its iSWA cache of "
-                + ("n_ctx_seq cells (--swa-full)" if self.swa_full else f"pad(W x n_seq + {self.n_ubatch}, 256) cells")
+                + (
+                    "n_ctx_seq cells (--swa-full)"
+                    if self.swa_full
+                    else f"pad(W x n_seq + min(n_ctx, n_ubatch {self.n_ubatch}), 256) cells"
+                )
             )
         elif windowed:
             notes.append(

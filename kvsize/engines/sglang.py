@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
@@ -290,11 +290,21 @@ def default_mem_fraction_static(
 
 
 def spec_mem_fraction_static(
-    spec: ArchSpec, memory_bytes: int, *, tp: int = 1, pp: int = 1, amd: bool = False
+    spec: ArchSpec,
+    memory_bytes: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    amd: bool = False,
+    chunked_prefill_size: int | None = None,
+    max_running_requests: int | None = None,
 ) -> float:
     """`default_mem_fraction_static` for `spec` on a card of `memory_bytes` (nvidia-smi / rocm-smi total).
     On AMD (ROCm) the breakable prefill graph is off (it is a CUDA default) and MHA models default to the aiter
-    backend (model_override_base.py get_default_attention_backend), which scales by 0.85 past 8k context."""
+    backend (model_override_base.py get_default_attention_backend), which scales by 0.85 past 8k context.
+    A stated --max-running-requests lowers the default decode graph max_bs to it (handle_gpu_memory_settings)."""
+    _, default_bs = sglang_gpu_defaults(memory_bytes / 1024**2, tp)
+    max_bs = min(default_bs, max_running_requests) if max_running_requests else None
     mla = any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers)
     multimodal = spec.is_multimodal
     graph_ok = not amd and not (multimodal and not set(spec.architectures) & MULTIMODAL_PREFILL_GRAPH_ARCHS)
@@ -303,6 +313,8 @@ def spec_mem_fraction_static(
         tp=tp,
         pp=pp,
         mla=mla,
+        chunked_prefill_size=chunked_prefill_size,
+        cuda_graph_max_bs=max_bs,
         prefill_graph=graph_ok,
         vlm_factor=vlm_mem_fraction_factor(spec.vision_layers, spec.vision_hidden_size) if multimodal else None,
         aiter_long_context=amd and not mla and (spec.max_context or 0) > 8192,
@@ -403,6 +415,24 @@ class SglangEngine(Engine):
                     f"nemotron-nas with {len(heads)} different kv-head counts: SGLang rejects variable GQA "
                     "(configs/model_config.py get_total_num_kv_heads)"
                 )
+
+    def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:
+        # models/llama.py LlamaAttention.__init__ (0.5.23; the other attention modules assert the same):
+        # total_num_heads % tp_size == 0; kv >= tp: kv % tp == 0, else tp % kv == 0.
+        check_head_split(spec, tp, engine="SGLang 0.5.23", source="sglang/srt/models/llama.py LlamaAttention")
+
+    def max_running_requests(self, spec: ArchSpec, max_model_len: int, tp: int = 1, pp: int = 1) -> int | None:
+        """A stated --max-running-requests (the context's max_num_seqs); SGLang's default depends on the pool
+        (`default_max_running_requests`, applied with `running_request_cap`), so None here."""
+        return self.context.max_num_seqs
+
+    def running_request_cap(self, pool: SglangPool, context_len: int) -> int:
+        """SGLang's max_running_requests for a pool: the stated one (at most half the pool's tokens) or the
+        default (`default_max_running_requests`), and the Mamba state cap (`resolve_max_num_reqs`, 0.5.23)."""
+        tokens = pool.max_total_num_tokens
+        stated = self.context.max_num_seqs
+        requests = min(stated, tokens // 2) if stated else default_max_running_requests(tokens, context_len)
+        return min(requests, pool.mamba_request_limit) if pool.mamba_request_limit is not None else requests
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         if dtype not in SUPPORTED_KV_DTYPES:
@@ -590,6 +620,7 @@ class SglangEngine(Engine):
         """`max_total_num_tokens` (and the SWA / Mamba pool sizes) for `available_bytes` of KV budget per GPU."""
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
+        self.check_parallel(spec, tp, pp)
         stages = sglang_pp_stages(spec.num_layers, pp)
         pools = [self._stage_pool(spec, [spec.layers[i] for i in s], available_bytes, kv_dtype, tp) for s in stages]
         return min(pools, key=lambda p: p.max_total_num_tokens)  # min over PP ranks

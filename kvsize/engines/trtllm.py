@@ -34,6 +34,16 @@ the kvsize repository's research notes; file and function beside each rule, path
   pool itself rounds heads up.
 - Pipeline stages (`Mapping.pp_layers`, `mapping.py`): `torch.tensor_split`, the first `n % pp` stages get one
   layer more.
+- Pool tokens (`pool().pool_tokens`): whole blocks, `blocks x tokens_per_block`, as `KVCacheManager::allocatePools`
+  logs them ("Allocated X GiB for max tokens in paged KV cache (N)").
+- KV cache manager: this is the V1 manager (the C++ `KVCacheManager` / `BlockManager` behind the Python
+  `resource_manager.py KVCacheManager`), which `KvCacheConfig.use_kv_cache_manager_v2 = False` selects (the 1.2
+  line's default; the field is marked prototype). Later main resolves `use_kv_cache_manager_v2 = "auto"` per model
+  class (`llm_utils._resolve_kv_cache_manager_v2_auto`, `get_model_defaults`, default False). V2 is a Python
+  manager (`_torch/pyexecutor/kv_cache_manager_v2`, `KVCacheManagerV2`) with its own multi-tier storage and no
+  allocatePools line; kvsize does not model its pool.
+- Tensor parallelism (`_torch/modules/attention.py Attention.__init__`): `num_heads % tp == 0` is asserted (tp 1
+  for attention under attention DP); KV heads per rank round up, so any tp splits them.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split
 from kvsize.errors import UsageError
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, StateSpec
 
@@ -127,6 +137,14 @@ class TrtllmPool:
     """Blocks in the primary pool: max_tokens // tokens_per_block."""
     pool_bytes: int
     """Bytes the primary pool takes: blocks x tokens_per_block x the runtime bytes per token (heads rounded up)."""
+    tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK
+
+    @property
+    def pool_tokens(self) -> int:
+        """Tokens the pool holds in whole blocks, the figure `KVCacheManager::allocatePools` logs ("Allocated X GiB
+        for max tokens in paged KV cache (N)", N = getNumPrimaryBlocks() x getTokensPerBlock(),
+        cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp)."""
+        return self.blocks * self.tokens_per_block
 
 
 class TrtllmEngine(Engine):
@@ -151,7 +169,8 @@ class TrtllmEngine(Engine):
         return (
             f"TensorRT-LLM {self.version} PyTorch flow: blocks of {self.tokens_per_block} tokens, cdiv(ctx, bs) per "
             f"layer; kv heads ceil(kv/tp), MLA one latent (kv_factor 1) not divided by tp; {windows}; Mamba "
-            "hybrids one state per request in the model dtype (_torch/pyexecutor/resource_manager.py, _util.py)"
+            "hybrids one state per request in the model dtype; V1 KV cache manager, pool in whole blocks "
+            "(_torch/pyexecutor/resource_manager.py, _util.py, kvCacheManager.cpp allocatePools)"
         )
 
     # --- what TensorRT-LLM serves -----------------------------------------------------------------------
@@ -170,6 +189,13 @@ class TrtllmEngine(Engine):
                     f"TensorRT-LLM ({spec.model_type}): layers with both attention and a Mamba state have no "
                     "PyTorch-flow cache manager"
                 )
+
+    def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:
+        # _torch/modules/attention.py Attention.__init__: assert num_heads % tp_size == 0, KV heads rounded up
+        # per rank ((kv + tp - 1) // tp), so any tp splits the KV heads.
+        check_head_split(
+            spec, tp, engine="TensorRT-LLM", source="tensorrt_llm/_torch/modules/attention.py Attention", kv_rule="ceil"
+        )
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         if dtype in SUPPORTED_KV_DTYPES:
@@ -291,6 +317,7 @@ class TrtllmEngine(Engine):
         (the Mamba cache is preallocated per batch slot, outside the token pool)."""
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
+        self.check_parallel(spec, tp, pp)
         best: TrtllmPool | None = None
         for stage in trtllm_pp_stages(spec.num_layers, pp):
             layers = list(stage)
@@ -306,7 +333,9 @@ class TrtllmEngine(Engine):
             )
             max_tokens = int(budget / per_token) if per_token else 0
             blocks = max_tokens // self.tokens_per_block
-            pool = TrtllmPool(per_token, max_tokens, blocks, blocks * self.tokens_per_block * runtime)
+            pool = TrtllmPool(
+                per_token, max_tokens, blocks, blocks * self.tokens_per_block * runtime, self.tokens_per_block
+            )
             if per_token and (best is None or pool.max_tokens < best.max_tokens):  # all-reduce MIN over ranks
                 best = pool
-        return best if best is not None else TrtllmPool(0, 0, 0, 0)
+        return best if best is not None else TrtllmPool(0, 0, 0, 0, self.tokens_per_block)
