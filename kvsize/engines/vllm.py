@@ -298,7 +298,7 @@ class VllmEngine(Engine):
         heads = spec.num_attention_heads
         if heads is not None and heads % tp:
             raise UsageError(
-                f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
+                f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp})",
                 hint="vLLM refuses this split (ModelConfig.verify_with_parallel_config); choose a --tp that divides "
                 f"{heads}.",
             )
