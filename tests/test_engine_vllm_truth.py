@@ -292,13 +292,14 @@ def test_qwen3_next_019_no_prefix_caching() -> None:
 
 def test_019_explicit_prefix_caching_all_mode_for_mamba2_models() -> None:
     # 0.19 --enable-prefix-caching on NemotronH (SupportsMambaPrefixCaching) -> mamba_cache_mode "all": the
-    # block holds a state rounded to the chunk: lcm(256, 16) x cdiv(cdiv(8,511,488, 4096), 256) = 256 x 9 = 2304
-    # tokens; each Mamba layer keeps cdiv(8192, 2304) = 4 blocks (MambaSpec.max_memory_usage_bytes "all").
-    # Per request: 4 attention + 6 x 4 = 28 blocks of 10 x 2304 x 4096 B.
+    # block holds a state rounded to the SSD chunk (config chunk_size 128, ModelConfig.get_mamba_chunk_size):
+    # tokens per state cdiv(8,511,488, 4096) = 2078; block lcm(128, 16) x cdiv(2078, 128) = 128 x 17 = 2176.
+    # Each Mamba layer keeps cdiv(8192, 2176) = 4 blocks (MambaSpec.max_memory_usage_bytes "all"); attention
+    # cdiv(8192, 2176) = 4. Per request: 4 + 6 x 4 = 28 blocks of 10 x 2176 x 4096 B.
     engine = vllm("0.19", "h100-sxm", enable_prefix_caching=True)
     model = spec(NEMOTRON_H)
-    assert engine.block_size(model, KvDtype.BF16, 1) == 2304
-    assert per_request(engine, model, 8192) == 28 * 10 * 2304 * 4096
+    assert engine.block_size(model, KvDtype.BF16, 1) == 2176
+    assert per_request(engine, model, 8192) == 28 * 10 * 2176 * 4096
 
 
 # --- 3. n_groups replication and state dtypes -------------------------------------------------------------

@@ -859,6 +859,21 @@ def _torch_dtype(name: str | None) -> KvDtype | None:
     return dtype_from_torch_name(name)
 
 
+# HF config classes' defaults where a config.json omits the chunk size (transformers NemotronHConfig 128,
+# Mamba2Config / Zamba2Config / BambaConfig / FalconH1Config / GraniteMoeHybridConfig 256).
+_DEFAULT_CHUNK = {
+    "nemotron_h": 128,
+    "mamba2": 256,
+    "zamba2": 256,
+    "bamba": 256,
+    "falcon_h1": 256,
+    "granitemoehybrid": 256,
+}
+
+
 def _chunk_size(spec: ArchSpec) -> int:
-    """ModelConfig.get_mamba_chunk_size: the config's chunk_size / mamba_chunk_size (not in the spec: 256)."""
-    return 256
+    """ModelConfig.get_mamba_chunk_size (0.19): the config's mamba_chunk_size or chunk_size, else 2048."""
+    for layer, _ in spec.layer_groups():
+        if layer.state is not None and layer.state.chunk_size:
+            return layer.state.chunk_size
+    return _DEFAULT_CHUNK.get(spec.model_type, 2048)
