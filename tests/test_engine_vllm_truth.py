@@ -581,6 +581,18 @@ def test_tp_must_divide_attention_heads() -> None:
     assert result.exit_code == 2 and "divisible by tensor parallel size" in result.output
 
 
+def test_tp_must_split_or_replicate_kv_heads_evenly() -> None:
+    # QKVParallelLinear: 8 KV heads at tp 16 are replicated (16 / 8 = 2 copies); a 40-head, 8-KV-head model at
+    # tp 5 passes the attention-head check (40 % 5 = 0) but divide(8, 5) fails; at tp 10, divide(10, 8) fails.
+    vllm("0.33").check_parallel(spec(LLAMA), 16, 1)
+    raw = raw_config(LLAMA)
+    raw.update(num_attention_heads=40, hidden_size=5120)
+    model = parse_config(raw)
+    for tp in (5, 10):
+        with pytest.raises(UsageError, match=f"8 KV heads over tensor parallel size {tp}"):
+            vllm("0.33").check_parallel(model, tp, 1)
+
+
 # --- the running-request cap ---------------------------------------------------------------------------------
 
 

@@ -302,6 +302,21 @@ class VllmEngine(Engine):
                 hint="vLLM refuses this split (ModelConfig.verify_with_parallel_config); choose a --tp that divides "
                 f"{heads}.",
             )
+        # QKVParallelLinear (model_executor/layers/linear.py): KV heads split when tp < their number
+        # (divide(total_num_kv_heads, tp)), replicated when tp >= it (divide(tp, total_num_kv_heads)).
+        for kv in sorted(
+            {
+                layer.attention.num_kv_heads
+                for layer, _ in spec.layer_groups()
+                if layer.attention is not None and layer.attention.kind not in (AttentionKind.MLA, AttentionKind.SHARED)
+            }
+        ):
+            if (tp < kv and kv % tp) or (tp >= kv and tp % kv):
+                raise UsageError(
+                    f"vLLM cannot split {kv} KV heads over tensor parallel size {tp}: it divides the KV heads "
+                    "when tp is smaller and replicates them when tp is larger, and both must divide evenly",
+                    hint=f"Choose a --tp that divides {kv} or that {kv} divides (QKVParallelLinear).",
+                )
         if pp > spec.num_layers:
             raise UsageError(f"--pp {pp} exceeds the model's {spec.num_layers} layers")
         for state in {layer.state for layer, _ in spec.layer_groups() if layer.state is not None}:
