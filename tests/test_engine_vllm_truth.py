@@ -674,3 +674,24 @@ def test_granite4_hybrid() -> None:
     )
     assert per_request(vllm("0.33", "h100-sxm"), model, 4096) == (11 + 3 * 3) * 819_200
     assert per_request(vllm("0.19", "h100-sxm"), model, 4096) == (11 + 3 * 1) * 819_200
+
+
+def test_gpu_reaches_the_engine_through_the_api() -> None:
+    # kvsize google/gemma-3-4b-it --ctx 32k --gpu l40s --kv-memory 20GiB: the engine context carries the L40S,
+    # so the request is (6 x 321 + 2048) x 327,680 = 1,302,200,320 B and vLLM's concurrency figure is
+    # floor(20 GiB / 327,680 B) = 65,536 blocks / 3974 blocks per request = 16.49.
+    from kvsize.api import estimate
+    from kvsize.budget import BudgetSettings
+
+    entry = find_entry(GEMMA3)
+    assert entry is not None
+    result = estimate(
+        load_registry_config(entry),
+        ctx=32768,
+        kv_dtype="bf16",
+        gpu="l40s",
+        budget=BudgetSettings(kv_memory_bytes=20 * GIB),
+    )
+    [scenario] = result.scenarios
+    assert scenario.bytes_per_request == 1_302_200_320
+    assert scenario.gpu is not None and scenario.gpu.concurrency == 65536 / 3974
