@@ -569,7 +569,15 @@ def _layer_objects(torch: Any, cache: Any) -> list[list[Any]]:
     kept (key_cache / value_cache, conv_states / ssm_states)."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
-        return [list(_walk_tensors(torch, vars(layer))) for layer in layers]
+        found = [list(_walk_tensors(torch, vars(layer))) for layer in layers]
+        # Caches that keep extra per-layer lists beside `layers` (MiniMaxCache.linear_cache: the lightning
+        # attention state of each linear layer, [] for the others).
+        for value in vars(cache).values():
+            if isinstance(value, list) and value and any(isinstance(v, torch.Tensor) for v in value):
+                found += [[] for _ in range(len(value) - len(found))]
+                for i, item in enumerate(value):
+                    found[i] += list(_walk_tensors(torch, item))
+        return found
     lists = [v for v in vars(cache).values() if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)]
     count = max((len(v) for v in lists), default=0)
     return [[v[i] for v in lists if i < len(v)] for i in range(count)]

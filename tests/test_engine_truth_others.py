@@ -522,3 +522,50 @@ def test_verify_gpt1_and_nemotron_h_do_not_crash(tmp_path: Path) -> None:
     assert result.scenarios[0].match is True and result.scenarios[0].measured_bytes == 0
     result = verify(load_model_config(NEMOTRON_H), VerifyOptions(contexts=(16,), device="meta", layers=4))
     assert result.scenarios[0].match is True
+
+
+def test_minimax_lightning_state_per_engine() -> None:
+    model = parse_config(MINIMAX_TEXT_01)
+    # llama.cpp (llama-hparams.cpp n_embd_s: n_embd_head_la^2 x n_head = 128 x 128 x 64 = 1,048,576; no conv,
+    # ssm_d_conv 0; recurrent states f32, one slot per sequence): 70 x 1,048,576 x 4 B = 293,601,280 B, plus KV
+    # 10 layers x 8 heads x 256 x 2 B x 8,192 cells = 335,544,320 B.
+    est = llamacpp().estimate(model, ctx=8192, batch=1, kv_dtype=BF16)
+    assert est.kv_cache_bytes == 293_601_280 + 335_544_320
+    # transformers MiniMaxCache.linear_cache keeps the state in the activation dtype (bf16; measured with
+    # `kvsize verify` on a 4-layer MiniMax on CPU): 70 x 1,048,576 x 2 B = 146,800,640 B, plus the same KV.
+    est = get_engine("hf").estimate(model, ctx=8192, batch=1, kv_dtype=BF16)
+    assert est.kv_cache_bytes == 146_800_640 + 335_544_320
+
+
+TINY_MINIMAX = {
+    "architectures": ["MiniMaxForCausalLM"],
+    "model_type": "minimax",
+    "hidden_size": 256,
+    "intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 1000,
+    "num_local_experts": 2,
+    "num_experts_per_tok": 1,
+    "block_size": 16,
+}
+
+
+@pytest.mark.slow
+def test_verify_minimax_lightning_cache(tmp_path: Path) -> None:
+    # Built by transformers on CPU: 2 lightning layers x 4 x 64 x 64 x 2 B = 32,768 B, 2 full layers x 2 heads x
+    # 64 x 2 (K, V) x 2 B x 40 tokens = 20,480 B: 106,496 B in all.
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from kvsize.resolve import load_model_config
+    from kvsize.verify import VerifyOptions, verify
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_MINIMAX))
+    result = verify(load_model_config(str(path)), VerifyOptions(contexts=(40,), device="cpu"))
+    assert result.scenarios[0].match is True and result.scenarios[0].measured_bytes == 106_496

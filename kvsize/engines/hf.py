@@ -44,7 +44,7 @@ from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
 
 RULE_LATENT = "5.15+"
 RULE_PER_HEAD = "<5.15"
@@ -323,7 +323,11 @@ class HfEngine(Engine):
         return ctx
 
     def hf_state_bytes(self, state: StateSpec, dtype: KvDtype) -> int:
-        """Conv state `[conv_channels, conv_kernel]` in the activation dtype plus the recurrent state in fp32."""
+        """Conv state `[conv_channels, conv_kernel]` in the activation dtype plus the recurrent state in fp32.
+        MiniMax lightning layers keep only their K^T V state, in the activation dtype (MiniMaxCache.linear_cache;
+        models/minimax/modeling_minimax.py, checked with `kvsize verify` on CPU)."""
+        if state.kind is StateKind.LIGHTNING:
+            return self.row_bytes(prod(state.ssm_shape), dtype)
         conv = self.row_bytes(state.conv_channels * state.conv_kernel, dtype)
         return conv + self.row_bytes(prod(state.ssm_shape), RECURRENT_STATE_DTYPE)
 
