@@ -7,7 +7,7 @@ paste onto the same command line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ TP_STEPS = (2, 4, 8)  # one node's worth of tensor parallelism
 WIDE_DTYPES = ("fp32", "fp16", "bf16")
 WIDE_WEIGHTS = ("fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
 CTX_STEP = 1024  # a suggested shorter context is rounded down to whole k
+LARGER_CARD_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class AdviceFacts:
     model_dtype: str
     weights_given: bool
     """--weights-mem was given: a weights precision change cannot be computed."""
-    larger_cards: tuple[tuple[str, str], ...] = ()
-    """(profile id, words) of larger cards of the same vendor and class, smallest first."""
+    larger_cards: tuple[tuple[str, str, int], ...] = ()
+    """(profile id, words, memory bytes) of larger cards of the same vendor and class, smallest first."""
 
 
 Rerun = Callable[[Mapping[str, Any]], tuple[KvEstimate, GpuFit] | None]
@@ -66,9 +67,20 @@ def next_tp(tp: int, facts: AdviceFacts) -> int | None:
 def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun) -> tuple[Suggestion, ...]:
     """fp8 KV, the next tp, quantized weights, a shorter context, a larger card: those that change anything."""
     found: list[Suggestion] = []
+    sized: dict[tuple[tuple[str, Any], ...], tuple[KvEstimate, GpuFit] | None] = {}
+
+    def again(changes: Mapping[str, Any]) -> tuple[KvEstimate, GpuFit] | None:
+        key = tuple(sorted(changes.items()))
+        if key not in sized:
+            sized[key] = rerun(changes)
+        return sized[key]
+
+    def could_load(weights_per_gpu: float, memory: int) -> bool:
+        """The weights alone must fit the card: a change that cannot pass this is not worth a sizing."""
+        return weights_per_gpu < memory
 
     def attempt(change: str, options: Mapping[str, Any], why: str) -> Suggestion | None:
-        outcome = rerun(options)
+        outcome = again(options)
         if outcome is None:
             return None
         est, fit = outcome
@@ -90,7 +102,10 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
     # The smallest larger tp that fits; if none does, the largest that helps.
     tp, best_tp = next_tp(scenario.tp, facts), None
     while tp is not None:
-        outcome = rerun({"tp": tp})
+        if not could_load(gpu.weights_bytes * scenario.tp / tp, gpu.memory_bytes):
+            tp = next_tp(tp, facts)
+            continue
+        outcome = again({"tp": tp})
         if outcome is not None and _served(outcome[1]) > _served(gpu):
             best_tp = tp
             if outcome[1].fits:
@@ -99,8 +114,11 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
     if best_tp is not None:
         attempt(f"--tp {best_tp}", {"tp": best_tp}, f"weights and KV heads split over {best_tp} GPUs per replica")
     if not facts.weights_given and facts.model_dtype.lower() in WIDE_WEIGHTS:
-        fp8 = attempt("--weights-dtype fp8", {"weights_dtype": "fp8"}, "an fp8 checkpoint: 1 byte per weight")
-        if fp8 is None or not fp8.fits:
+        # From 16 bits per weight: fp8 halves the weights, int4 quarters them (at best; scales add a little).
+        fp8 = None
+        if could_load(gpu.weights_bytes / 2, gpu.memory_bytes):
+            fp8 = attempt("--weights-dtype fp8", {"weights_dtype": "fp8"}, "an fp8 checkpoint: 1 byte per weight")
+        if (fp8 is None or not fp8.fits) and could_load(gpu.weights_bytes / 4, gpu.memory_bytes):
             attempt("--weights-dtype int4", {"weights_dtype": "int4"}, "an int4 (AWQ/GPTQ) checkpoint")
     shorter = gpu.max_context
     if shorter is not None and 0 < shorter < scenario.ctx:
@@ -110,16 +128,14 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
             {"ctx": ctx},
             f"the longest context {scenario.batch} request{'s' if scenario.batch > 1 else ''} can have, in whole k",
         )
-    # The smallest larger card of the same vendor that fits; if none does, the largest one.
-    for n, (card, words) in enumerate(facts.larger_cards):
-        outcome = rerun({"gpu": card})
-        last = n == len(facts.larger_cards) - 1
-        if outcome is not None and (outcome[1].fits or last):
+    # The smallest larger card of the same vendor that fits, starting from the first with room for what this
+    # card lacks; a few tries at most (each is a full sizing). If none fits, the largest one.
+    short = max(scenario.kv_cache_bytes_per_gpu - gpu.kv_budget_bytes, 0)
+    cards = [c for c in facts.larger_cards if c[2] - gpu.memory_bytes >= short] or list(facts.larger_cards[-1:])
+    cards = [c for c in cards if could_load(gpu.weights_bytes, c[2])]
+    for n, (card, words, _) in enumerate(cards[:LARGER_CARD_TRIES]):
+        outcome = again({"gpu": card})
+        if outcome is not None and (outcome[1].fits or n == min(len(cards), LARGER_CARD_TRIES) - 1):
             attempt(f"--gpu {card}", {"gpu": card}, f"a larger card of the same vendor: {words}")
             break
     return tuple(found)
-
-
-def kv_head_counts(layers: Sequence[Any]) -> tuple[int, ...]:
-    """num_kv_heads of the layer summaries that have attention heads."""
-    return tuple(g.num_kv_heads for g in layers if getattr(g, "num_kv_heads", None))

@@ -371,7 +371,10 @@ def estimate_loaded(
             "gpu": gpu,
             "gpu_mem": gpu_mem,
             "reserve_bytes": reserve_bytes,
-            "weights_bytes": weights_bytes,
+            # The weights found once (a lookup can count parameters): reruns reuse them unless the weights'
+            # precision is the change.
+            "weights_bytes": weights.bytes if weights is not None else weights_bytes,
+            "weights_given": weights_bytes is not None,
             "encoder_len": encoder_len,
             "engine_options": engine_options,
             "budget": budget,
@@ -470,10 +473,14 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
         return s
     base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": s.kv_dtype.value, "engine": s.engine, "tp": s.tp}
 
+    weights_given = bool(base.pop("weights_given"))
+
     def rerun(changes: Mapping[str, Any]) -> tuple[Scenario, GpuFit] | None:
         merged = {**base, **changes}
         if "gpu" in changes:
             merged["gpu_mem"] = None
+        if "weights_dtype" in changes:
+            merged["weights_bytes"] = None  # looked up again at the new precision
         if isinstance(merged.get("ctx"), int):
             merged["ctx"] = [merged["ctx"]]
         try:
@@ -484,15 +491,15 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
 
     facts = AdviceFacts(
         num_attention_heads=spec.num_attention_heads,
-        kv_heads=tuple(layer.attention.num_kv_heads for layer in spec.layers if layer.attention),
+        kv_heads=tuple({layer.attention.num_kv_heads for layer in spec.layers if layer.attention}),
         model_dtype=spec.model_dtype,
-        weights_given=options.get("weights_bytes") is not None,
+        weights_given=weights_given,
         larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
     )
     return s.model_copy(update={"gpu": s.gpu.model_copy(update={"suggestions": suggest(s, s.gpu, facts, rerun)})})
 
 
-def _larger_cards(gpu: str | None) -> tuple[tuple[str, str], ...]:
+def _larger_cards(gpu: str | None) -> tuple[tuple[str, str, int], ...]:
     """Profiles of the same vendor and class with more memory than `gpu`, smallest first."""
     from kvsize.profiles import load_profiles, resolve_gpu
     from kvsize.units import format_bytes
@@ -505,7 +512,9 @@ def _larger_cards(gpu: str | None) -> tuple[tuple[str, str], ...]:
         key=lambda p: (p.memory_bytes, p.id),
     )
     return tuple(
-        (p.id, f"{p.name}, {format_bytes(p.memory_bytes)}") for p in larger if p.memory_bytes > this.memory_bytes
+        (p.id, f"{p.name}, {format_bytes(p.memory_bytes)}", p.memory_bytes)
+        for p in larger
+        if p.memory_bytes > this.memory_bytes
     )
 
 

@@ -529,7 +529,8 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
         console.print(table)
     for r in results:
         verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
-        console.print(Text.from_markup(f"{verdict} {escape(r.name)}: {escape(r.reason)}"))
+        where = f" (line {r.line})" if r.line and not r.passed else ""
+        console.print(Text.from_markup(f"{verdict} {escape(r.name)}{where}: {escape(r.reason)}"))
     failed = sum(not r.passed for r in results)
     console.print(f"{plural(len(results), 'deployment')}: {len(results) - failed} pass, {failed} fail")
 

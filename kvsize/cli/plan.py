@@ -8,7 +8,6 @@ import typer
 
 from kvsize.cli.options import (
     CalibrationOpt,
-    CtxOpt,
     DebugOpt,
     JsonOpt,
     ModelArg,
@@ -17,6 +16,17 @@ from kvsize.cli.options import (
     user_errors,
 )
 
+PlanCtxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ctx",
+        "--max-model-len",
+        help="Tokens per request (one value, required): 32k (=32768), 131072, 1M.",
+        show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Scenario",
+    ),
+]
 ConcurrencyOpt = Annotated[
     str,
     typer.Option("--concurrency", help="Requests to serve at once.", metavar="N", rich_help_panel="Scenario"),
@@ -63,7 +73,7 @@ AllGpusOpt = Annotated[
 
 def plan(
     model: ModelArg,
-    ctx: CtxOpt = None,
+    ctx: PlanCtxOpt = None,
     concurrency: ConcurrencyOpt = "1",
     engine: PlanEngineOpt = "vllm",
     kv_dtype: PlanKvDtypeOpt = "auto",
@@ -90,6 +100,8 @@ def plan(
 
         if ctx is None:
             raise UsageError("kvsize plan needs --ctx", hint="For example --ctx 32k.")
+        if "," in ctx:
+            raise UsageError(f"kvsize plan takes one --ctx, got '{ctx}'", hint="For example --ctx 32k.")
         ctx_tokens = parse_tokens(ctx)
         requests = parse_count(concurrency, "concurrency")
         if "," in kv_dtype:
