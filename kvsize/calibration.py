@@ -200,6 +200,9 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
 
     f = log.figures
     dep = replace(dep, spec=model_spec(log, dep.spec))
+    if dep.device is None and log.settings.get("gpu_name") and "total_memory_gib" in f:
+        # No --gpu: the card the log names, with the memory it printed (vLLM's tiers key on both).
+        dep = replace(dep, device=Device(round(f["total_memory_gib"] * GIB), name=str(log.settings["gpu_name"])))
     sc = vllm_scenario(log, dep)
     gpus = sc.tp * sc.pp
     version = vllm_rules_version(log.engine_version)

@@ -250,6 +250,10 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
         least = round(float(m.group(1)) - max(non_kv), 2)
         if abs(least - f.get("available_kv_gib", least)) > 0.011:  # workers differ (pipeline stages)
             f["available_kv_min_gib"] = least
+    # The card's name, where a kernel-config path prints it (fused_moe/configs/E=..,device_name=NVIDIA_L4.json).
+    m = _first(r"device_name=([A-Za-z0-9_\-]+?)(?:,|\.json|\s)", text)
+    if m:
+        s["gpu_name"] = m.group(1).replace("_", " ")
     m = _first(r"vllm serve (\S+)", text)
     if m and log.model is None:
         log.model = m.group(1)
