@@ -44,6 +44,7 @@ GGML_TYPE_BYTES: dict[str, tuple[int, int]] = {
 }
 LLAMACPP_SWA_PAD = 256  # llama_kv_cache_iswa: GGML_PAD(n_swa x n_seq_max + n_ubatch, n_pad), n_pad 256
 DEFAULT_TOLERANCE_PCT = 1.0
+COUNT_UNITS = ("tokens", "blocks", "cells", "B")
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,13 @@ class Figure:
         return abs(self.error_pct) <= tolerance_pct
 
     def as_dict(self) -> dict[str, Any]:
+        def number(value: float) -> float | int:  # counts stay integers in the JSON
+            return int(value) if self.unit in COUNT_UNITS and float(value).is_integer() else value
+
         return {
             "name": self.name,
-            "logged": self.logged,
-            "predicted": self.predicted,
+            "logged": number(self.logged),
+            "predicted": number(self.predicted),
             "error_pct": round(self.error_pct, 4),
             "unit": self.unit,
         }
@@ -160,17 +164,39 @@ class Scenario:
     max_num_seqs: int | None
 
 
+def _int_setting(value: object) -> int | None:
+    """A count the log printed (8192, '8192', '32k'); None when it is not one."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    from kvsize.units import parse_tokens
+
+    try:
+        return parse_tokens(str(value))
+    except (UsageError, ValueError):
+        return None
+
+
+def _float_setting(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if 0 < number <= 1 else None
+
+
 def vllm_scenario(log: EngineLog, dep: Deployment) -> Scenario:
     s = log.settings
     return Scenario(
-        tp=dep.tp or int(s.get("tensor_parallel_size") or 1),
-        pp=dep.pp or int(s.get("pipeline_parallel_size") or 1),
-        max_model_len=dep.max_model_len or (int(s["max_model_len"]) if s.get("max_model_len") else None),
-        gpu_util=dep.gpu_util or (float(s["gpu_memory_utilization"]) if s.get("gpu_memory_utilization") else None),
+        tp=dep.tp or _int_setting(s.get("tensor_parallel_size")) or 1,
+        pp=dep.pp or _int_setting(s.get("pipeline_parallel_size")) or 1,
+        max_model_len=dep.max_model_len or _int_setting(s.get("max_model_len")),
+        gpu_util=dep.gpu_util or _float_setting(s.get("gpu_memory_utilization")),
         kv_dtype=_kv_dtype(dep.kv_dtype or s.get("kv_cache_dtype"), model_spec(log, dep.spec)),
-        block_size=int(s["block_size"]) if s.get("block_size") else None,
-        max_num_batched_tokens=int(s["max_num_batched_tokens"]) if s.get("max_num_batched_tokens") else None,
-        max_num_seqs=int(s["max_num_seqs"]) if s.get("max_num_seqs") else None,
+        block_size=_int_setting(s.get("block_size")),
+        max_num_batched_tokens=_int_setting(s.get("max_num_batched_tokens")),
+        max_num_seqs=_int_setting(s.get("max_num_seqs")),
     )
 
 
@@ -200,6 +226,9 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
 
     f = log.figures
     dep = replace(dep, spec=model_spec(log, dep.spec))
+    if dep.device is None and log.settings.get("gpu_name") and "total_memory_gib" in f:
+        # No --gpu: the card the log names, with the memory it printed (vLLM's tiers key on both).
+        dep = replace(dep, device=Device(round(f["total_memory_gib"] * GIB), name=str(log.settings["gpu_name"])))
     sc = vllm_scenario(log, dep)
     gpus = sc.tp * sc.pp
     version = vllm_rules_version(log.engine_version)
@@ -275,15 +304,15 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     from kvsize.engines.sglang import SglangEngine
 
     f, s = log.figures, log.settings
-    tp = dep.tp or int(s.get("tp_size") or 1)
-    pp = dep.pp or int(s.get("pp_size") or 1)
+    tp = dep.tp or _int_setting(s.get("tp_size")) or 1
+    pp = dep.pp or _int_setting(s.get("pp_size")) or 1
     weights_rank = -(-dep.weights_bytes // (tp * pp)) if dep.weights_bytes is not None else None
     if "weights_gb" in f and weights_rank is not None:
         out.figures.append(Figure("weights per rank", f["weights_gb"], weights_rank / GIB, "GiB", "kvsize's weights"))
     kv_gib = f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0) or f.get("kv_size_gb", 0.0)
     memory = card_memory(log, dep)
     if kv_gib and dep.spec is not None and memory is not None and weights_rank is not None:
-        fraction = dep.gpu_util or s.get("mem_fraction_static")
+        fraction = dep.gpu_util or _float_setting(s.get("mem_fraction_static"))
         budget = kv_budget(
             "sglang",
             "current",
@@ -297,7 +326,7 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         )
         out.figures.append(Figure("KV memory (K + V)", kv_gib, budget.kv_budget_bytes / GIB, "GiB", "the card"))
     if kv_gib and dep.spec is not None and "pool_tokens" in f:
-        engine = SglangEngine(block_size=int(s["page_size"]) if s.get("page_size") else None)
+        engine = SglangEngine(block_size=_int_setting(s.get("page_size")))
         pool = engine.pool(
             dep.spec,
             available_bytes=round(kv_gib * GIB),
@@ -461,8 +490,8 @@ def calibration_from_log(log: EngineLog, *, gpu: str | None, source: str | None 
         gpu=gpu,
         engine="vllm",
         engine_version=log.engine_version,
-        tp=int(s.get("tensor_parallel_size") or 1),
-        pp=int(s.get("pipeline_parallel_size") or 1),
+        tp=_int_setting(s.get("tensor_parallel_size")) or 1,
+        pp=_int_setting(s.get("pipeline_parallel_size")) or 1,
         activation_bytes=gib("activation_peak_gib"),
         non_torch_bytes=gib("non_torch_gib"),
         cuda_graph_bytes=graphs,

@@ -146,6 +146,29 @@ def _kv_pairs(segment: str) -> dict[str, str]:
     return {m.group(1): m.group(2).strip("'\"") for m in re.finditer(r"(\w+)=('[^']*'|\"[^\"]*\"|[^,\s)]+)", segment)}
 
 
+_COUNT_KEYS = (
+    "max_model_len",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "block_size",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+)
+
+
+def _count(value: object) -> int | None:
+    """A positive count as vLLM's arguments print it: 8192, '8192', '32k' / '1M' (binary, as vLLM parses them)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)\s*", str(value))
+    if not m:
+        return None
+    scale = {"": 1, "k": 1024, "m": 1024**2}[m.group(2).lower()]
+    return int(m.group(1)) * scale or None
+
+
 def _int_or_none(value: str | None) -> int | None:
     if value is None:
         return None
@@ -180,7 +203,7 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
             "kv_cache_memory_bytes",
         ):
             if key in args:
-                s[key] = args[key]
+                s[key] = _count(args[key]) if key in _COUNT_KEYS else args[key]
         model = args.get("model") or args.get("model_tag")
         if isinstance(model, str):
             log.model = model
@@ -250,6 +273,10 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
         least = round(float(m.group(1)) - max(non_kv), 2)
         if abs(least - f.get("available_kv_gib", least)) > 0.011:  # workers differ (pipeline stages)
             f["available_kv_min_gib"] = least
+    # The card's name, where a kernel-config path prints it (fused_moe/configs/E=..,device_name=NVIDIA_L4.json).
+    m = _first(r"device_name=([A-Za-z0-9_\-]+?)(?:,|\.json|\s)", text)
+    if m:
+        s["gpu_name"] = m.group(1).replace("_", " ")
     m = _first(r"vllm serve (\S+)", text)
     if m and log.model is None:
         log.model = m.group(1)
@@ -257,12 +284,13 @@ def _parse_vllm(text: str, log: EngineLog) -> None:
         "LLM engine (v" in text or "Memory profiling results" in text or "worker.py" in text or "blocks:" in text
     )
     s["engine_generation"] = "V0" if v0 else "V1"
-    if v0 and "max_num_batched_tokens" not in s and s.get("max_model_len") and int(s["max_model_len"]) <= V0_LONG:
+    model_len = _count(s.get("max_model_len"))
+    if v0 and "max_num_batched_tokens" not in s and model_len and model_len <= V0_LONG:
         # V0 without chunked prefill (its default up to 32K contexts): SchedulerConfig takes
         # max(max_model_len, 2048) batched tokens and 256 sequences, and the profile run uses them
         # (worker/worker.py profile_run; vllm-project/vllm#8185: "profile_run with max_num_batched_tokens
         # (max_model_len as default)").
-        s["max_num_batched_tokens"] = max(int(s["max_model_len"]), 2048)
+        s["max_num_batched_tokens"] = max(model_len, 2048)
         s.setdefault("max_num_seqs", 256)
 
 
