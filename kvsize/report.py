@@ -220,8 +220,8 @@ def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> Text:
 
     weights = min(cells(gpu.weights_bytes), width)
     budget = max(gpu.kv_budget_bytes, 0)
-    kv_in = cells(min(s.kv_cache_bytes, budget))
-    reserve = cells(gpu.reserve_bytes)
+    kv_in = min(cells(min(s.kv_cache_bytes, budget)), width)
+    reserve = min(cells(gpu.reserve_bytes), width)  # a reserve larger than a tiny card: one bar's width, not millions
     free = max(width - weights - kv_in - reserve, 0)
     bar = Text()
     bar.append("█" * weights, style="blue")
