@@ -187,10 +187,10 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
 
 
 def load_capacity(path: Path) -> CapacityFile:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    from kvsize.safe_io import read_small_text
+
+    # Regular files under the cap only: /dev/zero, a FIFO or a huge file is refused before any read.
+    text = read_small_text(path, max_bytes=MAX_FILE_BYTES, what="capacity file")
     return parse_capacity(text, source=str(path))
 
 

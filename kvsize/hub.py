@@ -7,22 +7,130 @@ the shared HF cache (a config fetched once works offline afterwards) and revisio
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kvsize.errors import EnvironmentProblem, ModelNotFound
+from kvsize.errors import ConfigError, EnvironmentProblem, KvsizeError, ModelNotFound
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?$")
+MAX_HUB_CONFIG_BYTES = 4 * 1024 * 1024  # as kvsize.resolve.MAX_CONFIG_BYTES: real config.json files are < 100 KiB
+DEFAULT_TIMEOUT_S = 5.0
+"""Seconds per network operation unless HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT say otherwise:
+huggingface_hub's own default (10 s per request, and several requests in a row) made an unreachable hub
+take ~24 s to report."""
+
+_unreachable: set[str] = set()
+"""Endpoints that already failed at the transport level in this process: later calls fail at once."""
 
 
 def check_repo_id(repo_id: str) -> None:
-    if not REPO_ID.match(repo_id) or ".." in repo_id:
+    """kvsize's pattern, then huggingface_hub's own validator (`utils.validate_repo_id`: no '--' or '..', no
+    '.git' suffix, ASCII only, no leading or trailing '-' or '.'), so that no id reaches the hub client that it
+    would refuse with an exception of its own."""
+    valid = REPO_ID.match(repo_id) is not None and ".." not in repo_id
+    if valid:
+        from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # lazily exported
+
+        try:
+            validate_repo_id(repo_id)
+        except ValueError:  # HFValidationError
+            valid = False
+    if not valid:
         raise ModelNotFound(
             f"'{repo_id}' is neither a local config.json nor a valid hub id",
-            hint="Give a hub id like org/name, or a path to a config.json or its folder.",
+            hint="Give a hub id like org/name (ASCII letters, digits, '-', '_', '.'; no '--', '..' or '.git'), "
+            "or a path to a config.json or its folder.",
         )
+
+
+def _timeout(variable: str) -> float:
+    """The user's HF_HUB_*_TIMEOUT when set to a positive number, else kvsize's shorter default."""
+    try:
+        value = float(os.environ.get(variable, ""))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if 0 < value < 3600 else DEFAULT_TIMEOUT_S
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def transport_error_types() -> tuple[type[BaseException], ...]:
+    """Base classes of the errors the hub's HTTP client raises when the transport fails, found from the client
+    huggingface_hub actually uses (httpx, its successors, or requests), so a new subclass such as
+    UnsupportedProtocol or RemoteProtocolError is matched by inheritance, not by name."""
+    found: list[type[BaseException]] = [OSError, TimeoutError]
+    try:
+        from huggingface_hub import get_session
+
+        package = sys.modules.get(type(get_session()).__module__.split(".")[0])
+    except Exception:  # no session could be made: the stdlib bases are all we can name
+        package = None
+    for name in ("HTTPError", "RequestError", "TransportError", "RequestException", "InvalidURL", "StreamError"):
+        candidate = getattr(package, name, None)
+        if isinstance(candidate, type) and issubclass(candidate, Exception):
+            found.append(candidate)
+    return tuple(found)
+
+
+@contextmanager
+def spinner(label: str) -> Iterator[None]:
+    """A spinner on stderr while a fetch is under way, only when stderr is a terminal, and only after a short
+    delay so that cache hits draw nothing."""
+    stream = sys.stderr
+    try:
+        interactive = stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        interactive = False
+    if not interactive:
+        yield
+        return
+    stop = threading.Event()
+    drawn = threading.Event()
+
+    def spin() -> None:
+        frames = "|/-\\"
+        tick = 0
+        if stop.wait(0.3):
+            return
+        while not stop.is_set():
+            try:
+                stream.write(f"\r{frames[tick % len(frames)]} {label}")
+                stream.flush()
+            except (OSError, ValueError):
+                return
+            drawn.set()
+            tick += 1
+            stop.wait(0.1)
+
+    thread = threading.Thread(target=spin, name="kvsize-spinner", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=1)
+        if drawn.is_set():
+            try:
+                stream.write("\r" + " " * (len(label) + 2) + "\r")
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def _unreachable_error(repo_id: str, exc: BaseException) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        f"cannot reach the Hugging Face Hub for '{repo_id}': {type(exc).__name__}",
+        hint="Check the network (and HF_ENDPOINT), or pass a local config.json.",
+    )
 
 
 @contextmanager
@@ -58,11 +166,20 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
         raise ModelNotFound(
             f"'{repo_id}' has no {what}", hint="Pass a local config.json for repositories without one."
         ) from None
-    except errors.HfHubHTTPError as exc:
+    except (errors.NotASafetensorsRepoError, errors.SafetensorsParsingError):
+        raise ModelNotFound(f"'{repo_id}' has no readable {what} on the hub") from None
+    except errors.HFValidationError as exc:  # an id or revision the client refuses
+        raise ModelNotFound(f"'{repo_id}': {' '.join(str(exc).split())}") from None
+    except errors.HfHubHTTPError as exc:  # before the transport bases: it is an OSError and an HTTPError too
         status = exc.response.status_code if exc.response is not None else None
         if status == 401:
             raise EnvironmentProblem(
                 f"the hub refused the token for '{repo_id}' (401)", hint="Set a valid HF_TOKEN or run 'hf auth login'."
+            ) from None
+        if status == 403:
+            raise EnvironmentProblem(
+                f"the hub denied access to '{repo_id}' (403)",
+                hint="Accept the repository's licence on the hub and set HF_TOKEN, or pass a local config.json.",
             ) from None
         if status == 429:
             raise EnvironmentProblem(
@@ -73,33 +190,95 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
             f"the hub failed on '{repo_id}' ({status or 'no status'})",
             hint="Try again later, or pass a local config.json.",
         ) from None
-    except (OSError, TimeoutError) as exc:  # connection refused, DNS failure, read time-outs
-        raise EnvironmentProblem(
-            f"cannot reach the Hugging Face Hub for '{repo_id}': {type(exc).__name__}",
-            hint="Check the network, or pass a local config.json.",
-        ) from None
-    except Exception as exc:  # httpx / requests transport errors do not share a stdlib base class
-        if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
-            raise EnvironmentProblem(
-                f"cannot reach the Hugging Face Hub for '{repo_id}': {type(exc).__name__}",
-                hint="Check the network, or pass a local config.json.",
-            ) from None
+    except Exception as exc:
+        # Connection refused, DNS, time-outs, TLS, garbage or unsupported protocols: OSError, or the client's
+        # transport base classes (httpx.HTTPError, requests.RequestException, ...), matched by inheritance.
+        if isinstance(exc, transport_error_types()):
+            _unreachable.add(_endpoint())
+            raise _unreachable_error(repo_id, exc) from None
         raise
 
 
 def fetch_config_from_hub(repo_id: str, *, revision: str | None = None, token: str | None = None) -> Path:
-    """Download (or take from the HF cache) config.json of a hub repo; returns the local file."""
-    from huggingface_hub import hf_hub_download
+    """Download (or take from the HF cache) config.json of a hub repo; returns the local file.
+
+    The size the hub reports (HEAD) is checked first, so an oversized file is refused before it is
+    downloaded; when the hub cannot be reached the HF cache answers (as huggingface_hub itself does offline)."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
     check_repo_id(repo_id)
-    with hub_errors(repo_id, "config.json"):
-        return Path(hf_hub_download(repo_id, "config.json", revision=revision, token=token))
+    timeout = _timeout("HF_HUB_ETAG_TIMEOUT")
+    with hub_errors(repo_id, "config.json"), spinner(f"fetching {repo_id} config.json from the hub"):
+        online = not constants.HF_HUB_OFFLINE and _endpoint() not in _unreachable
+        failure: BaseException | None = None
+        if online:
+            try:
+                meta = get_hf_file_metadata(
+                    hf_hub_url(repo_id, "config.json", revision=revision), token=token, timeout=timeout
+                )
+            except Exception as exc:
+                from huggingface_hub.errors import HfHubHTTPError
+
+                if isinstance(exc, HfHubHTTPError) or not isinstance(exc, transport_error_types()):
+                    raise  # a status the hub gave (404, gated, ...): reported by hub_errors
+                _unreachable.add(_endpoint())
+                online, failure = False, exc  # the cache may still hold it
+            else:
+                if meta.size is not None and meta.size > MAX_HUB_CONFIG_BYTES:
+                    raise ConfigError(
+                        f"'{repo_id}': the hub reports a config.json of {meta.size:,} bytes "
+                        f"(the limit is {MAX_HUB_CONFIG_BYTES:,}); not downloaded",
+                        hint="Check the repository, or pass a local config.json.",
+                    )
+        try:
+            path = hf_hub_download(
+                repo_id,
+                "config.json",
+                revision=revision,
+                token=token,
+                etag_timeout=timeout,
+                local_files_only=not online,
+            )
+        except LocalEntryNotFoundError:
+            if failure is None:
+                raise
+            raise EnvironmentProblem(
+                f"cannot reach the Hugging Face Hub for '{repo_id}' ({type(failure).__name__}) "
+                "and its config.json is not in the local cache",
+                hint="Check the network (and HF_ENDPOINT), or pass a local config.json or its folder.",
+            ) from None
+    return Path(path)
 
 
 def fetch_weights_from_hub(repo_id: str, *, revision: str | None = None, token: str | None = None) -> dict[str, int]:
-    """Parameter count per safetensors dtype ("BF16", "F8_E4M3", ...) from the hub's metadata."""
-    from huggingface_hub import get_safetensors_metadata
+    """Parameter count per safetensors dtype ("BF16", "F8_E4M3", ...) from the hub's metadata. Raises
+    ModelNotFound for repositories without safetensors (pytorch_model.bin only), EnvironmentProblem when the
+    hub cannot be reached (at once if it already failed in this process). Answers, failures included, are kept
+    for the process: `plan` asks once per GPU."""
+    key = (_endpoint(), repo_id, revision)
+    if key not in _weights_answers:
+        try:
+            _weights_answers[key] = _fetch_weights(repo_id, revision=revision, token=token)
+        except KvsizeError as exc:
+            _weights_answers[key] = exc
+    answer = _weights_answers[key]
+    if isinstance(answer, KvsizeError):
+        raise answer
+    return dict(answer)
 
-    with hub_errors(repo_id, "safetensors weights"):
-        meta = get_safetensors_metadata(repo_id, revision=revision, token=token)
+
+_weights_answers: dict[tuple[str, str, str | None], dict[str, int] | KvsizeError] = {}
+
+
+def _fetch_weights(repo_id: str, *, revision: str | None, token: str | None) -> dict[str, int]:
+    from huggingface_hub import HfApi
+
+    check_repo_id(repo_id)
+    if _endpoint() in _unreachable:
+        raise EnvironmentProblem(f"the Hugging Face Hub was unreachable for '{repo_id}'")
+    with hub_errors(repo_id, "safetensors weights"), spinner(f"reading {repo_id} safetensors headers from the hub"):
+        meta = HfApi().get_safetensors_metadata(
+            repo_id, revision=revision, token=token, timeout=_timeout("HF_HUB_DOWNLOAD_TIMEOUT")
+        )
     return {str(dtype): int(count) for dtype, count in meta.parameter_count.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,17 +35,12 @@ class LoadedConfig:
         return f"{self.source}: {self.location}"
 
 
-def read_json_file(path: Path) -> Any:
-    """A JSON file's content, refusing huge files and reporting syntax errors on one line."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{path}: {size} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES})")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text", hint="Pass the model's config.json.") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+def read_json_file(path: Path, *, what: str = "config.json", max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """A JSON file's content, refusing anything but a regular file under `max_bytes` (kvsize.safe_io) and
+    reporting syntax errors on one line."""
+    from kvsize.safe_io import read_small_text
+
+    text = read_small_text(path, max_bytes=max_bytes, what=what)
     try:
         return json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4300-digit limit
@@ -52,10 +48,30 @@ def read_json_file(path: Path) -> Any:
             raise ConfigError(f"{path}: not a usable config.json ({exc})") from None
         raise ConfigError(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            hint="Pass the model's config.json.",
+            hint=f"Pass the model's {what}.",
         ) from None
     except RecursionError:
         raise ConfigError(f"{path}: JSON nested too deeply") from None
+
+
+def printable(text: str) -> str:
+    """A path as text that any output can carry: the bytes of a non-UTF-8 file name (kept by Python as lone
+    surrogates, which JSON encoders and UTF-8 streams refuse) become backslash escapes such as \\xff."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _present(path: Path) -> bool:
+    """False only when the file is certainly absent; a permission error is left for the read to report."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -94,11 +110,18 @@ def load_model_config(
         ) from None
     if exists:
         config_file = path / "config.json" if path.is_dir() else path
-        if not config_file.is_file():
-            problem = "folder has no config.json" if path.is_dir() else "not a regular file"
-            raise ConfigError(f"{path}: {problem}", hint="Point at the model's config.json or its folder.")
-        raw = _as_object(read_json_file(config_file), str(config_file))
-        return LoadedConfig(model=ref, raw=raw, source="local", location=str(config_file), folder=config_file.parent)
+        if path.is_dir() and not _present(config_file):
+            raise ConfigError(
+                f"{path}: folder has no config.json", hint="Point at the model's config.json or its folder."
+            )
+        raw = _as_object(read_json_file(config_file), printable(str(config_file)))
+        return LoadedConfig(
+            model=printable(ref),
+            raw=raw,
+            source="local",
+            location=printable(str(config_file)),
+            folder=config_file.parent,
+        )
     if _looks_like_path(ref):
         raise ConfigError(
             f"{ref}: no such file or folder",

@@ -449,8 +449,12 @@ def _has_checkpoint(folder: Path) -> bool:
         import json
 
         try:
-            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (OSError, ValueError, KeyError, TypeError):
+            from kvsize.safe_io import read_small_text
+            from kvsize.weights import MAX_INDEX_BYTES
+
+            text = read_small_text(index, max_bytes=MAX_INDEX_BYTES, what="safetensors index")
+            shards = set(json.loads(text)["weight_map"].values())
+        except (KvsizeError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return False
         return all((folder / shard).is_file() for shard in shards)
     return (folder / "model.safetensors").is_file()
@@ -661,6 +665,8 @@ def run_scenario(
         if cuda and isinstance(exc, torch.cuda.OutOfMemoryError):
             free, total = torch.cuda.mem_get_info()
             return RunOutcome(None, oom=f"CUDA out of memory ({free:,} B free of {total:,} B when it failed)")
+        if not cuda and isinstance(exc, (MemoryError, RuntimeError)):  # torch's CPU allocator, size overflow
+            return RunOutcome(None, oom=f"the {device} run failed ({type(exc).__name__}: {' '.join(str(exc).split())})")
         raise
     finally:
         cache = None
@@ -746,6 +752,8 @@ def plan(loaded: LoadedConfig, options: VerifyOptions, device: Device) -> _Plan:
     raw, notes = (loaded.raw, []) if options.layers is None else truncate_layers(loaded.raw, options.layers)
     spec = parse_config(raw, source=loaded.location, encoder_tokens=options.encoder_len)
     _check_cpu_size(device, options.layers, raw)
+    contexts = list(options.contexts) or list(DEFAULT_CONTEXTS[device])
+    _check_run_size(device, spec, contexts, options.batches)
     dtypes, dtype_notes = resolve_kv_dtypes(options.kv_dtypes, loaded.raw, spec)
     engine_kw: dict[str, Any] = {
         "cache_implementation": options.cache_implementation,
@@ -755,9 +763,10 @@ def plan(loaded: LoadedConfig, options: VerifyOptions, device: Device) -> _Plan:
     formula = get_engine("formula")
     scenarios = []
     for kv_dtype in dtypes:
-        for ctx in list(options.contexts) or list(DEFAULT_CONTEXTS[device]):
+        for ctx in contexts:
             for batch in options.batches:
                 predicted = engine.layer_bytes(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype)
+                _check_cache_size(device, predicted, ctx, batch)
                 formula_bytes = formula.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype).kv_cache_bytes
                 steps = min(options.decode_steps, ctx - 1)
                 scenarios.append(_Planned(kv_dtype, ctx, batch, steps, predicted, formula_bytes))
@@ -839,7 +848,9 @@ def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | No
 
 
 def _check_cpu_size(device: Device, layers: int | None, raw: Mapping[str, Any]) -> None:
-    if device != "cpu" or layers is not None:
+    """Refuse to build a large model on the CPU: the parameters counted are those of the layers that would
+    really be built (`raw` is already cut to --layers; a --layers at or above the model's count builds it all)."""
+    if device != "cpu":
         return
     from kvsize.params import estimate_parameters
 
@@ -848,11 +859,54 @@ def _check_cpu_size(device: Device, layers: int | None, raw: Mapping[str, Any]) 
     except KvsizeError:
         return
     if params > CPU_PARAMETER_LIMIT:
+        total = layer_count(raw)
+        built = f"all {total} layers" if total is not None else "all layers"
         raise UsageError(
-            f"building all layers of this {params / 1e9:.1f}B-parameter model on the CPU takes minutes and "
-            f"{format_bytes(2 * params)} of memory",
-            hint="Pass --layers N (e.g. --layers 2: the per-layer figures are scaled to the full model) or "
+            f"building {built} of this {params / 1e9:.1f}B-parameter model on the CPU takes minutes and "
+            f"{format_bytes(2 * params)} of memory"
+            + (f" (--layers {layers} is not fewer than the model has)" if layers is not None else ""),
+            hint="Pass a small --layers N (e.g. --layers 2: the per-layer figures are scaled to the full model) or "
             "--device meta.",
+        )
+
+
+CPU_RUN_BYTES_LIMIT = 16 * 1024**3
+"""Above this rough bound on one CPU scenario's memory (cache, activations, attention scores), it is refused."""
+META_ELEMENTS_LIMIT = 2**62
+"""torch sizes storages in signed 64-bit bytes: a meta tensor past this many elements overflows."""
+
+
+def _check_run_size(device: Device, spec: ArchSpec, contexts: Sequence[int], batches: Sequence[int]) -> None:
+    """Refuse, before anything is allocated, runs that cannot complete: on the CPU those whose activations would
+    exhaust memory (--ctx 1M, --batch 100000), on meta those whose tensors torch cannot even size."""
+    if device == "cuda":
+        return  # the CUDA allocator reports out-of-memory itself, as a finding
+    hidden = spec.hidden_size or 4096
+    wide = max(spec.intermediate_size or 4 * hidden, hidden)
+    for ctx in contexts:
+        for batch in batches:
+            tokens = batch * ctx
+            # Scores of one attention call (batch x ctx x ctx) and the widest activations, at 4 bytes.
+            elements = max(batch * ctx * ctx, tokens * (4 * hidden + 2 * wide))
+            if device == "meta" and elements > META_ELEMENTS_LIMIT:
+                raise UsageError(
+                    f"ctx {ctx:,} x batch {batch:,} is too large for torch to size even on the meta device",
+                    hint="Give a smaller --ctx or --batch; 'kvsize MODEL --ctx ...' sizes any context without torch.",
+                )
+            if device == "cpu" and 4 * elements > CPU_RUN_BYTES_LIMIT:
+                raise UsageError(
+                    f"ctx {ctx:,} x batch {batch:,} on the CPU needs over {format_bytes(4 * elements)} of "
+                    f"activations (the limit is {format_bytes(CPU_RUN_BYTES_LIMIT)})",
+                    hint="Use a smaller --ctx or --batch on the CPU (the default is ctx 256), or --device meta.",
+                )
+
+
+def _check_cache_size(device: Device, predicted: Sequence[int], ctx: int, batch: int) -> None:
+    if device == "cpu" and sum(predicted) > CPU_RUN_BYTES_LIMIT:
+        raise UsageError(
+            f"ctx {ctx:,} x batch {batch:,} on the CPU needs {format_bytes(sum(predicted))} of cache "
+            f"(the limit is {format_bytes(CPU_RUN_BYTES_LIMIT)})",
+            hint="Use a smaller --ctx or --batch, fewer --layers, or --device meta.",
         )
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ SAFETENSORS_DTYPE_BYTES = {
 # Uniform checkpoint dtypes for which published parameters x bytes gives the weights' size.
 PUBLISHED_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's limit
+MAX_INDEX_BYTES = 64 * 1024 * 1024  # real indexes are at most a few MiB
 
 
 @dataclass(frozen=True)
@@ -60,15 +62,18 @@ def _byte_count(value: Any) -> int | None:
 def weights_from_index(folder: Path) -> WeightsSize | None:
     """`metadata.total_size` of a local model.safetensors.index.json, if there is one. A total that is not a
     positive byte count (negative, zero, a string, over 1 EiB) is bad input, not a figure to sum."""
+    from kvsize.safe_io import read_small_text
+
     index = folder / "model.safetensors.index.json"
-    if not index.is_file():
+    if not os.path.lexists(index):
         return None
+    text = read_small_text(index, max_bytes=MAX_INDEX_BYTES, what="safetensors index")  # regular file, size cap
     try:
-        metadata = json.loads(index.read_text(encoding="utf-8"))["metadata"]
+        metadata = json.loads(text)["metadata"]
         if "total_size" not in metadata:
             return None
         total = metadata["total_size"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     if not _byte_count(total):
         raise ConfigError(
@@ -82,12 +87,13 @@ def safetensors_data_bytes(path: Path) -> int:
     """Bytes of tensor data in one .safetensors file, from its header alone (no tensor is read). Offsets must
     be whole numbers with 0 <= begin <= end inside the file's data buffer (the safetensors format's own
     validation); a header that says otherwise is bad input, named with its file."""
-    with path.open("rb") as fh:
-        (header_len,) = struct.unpack("<Q", fh.read(8))
-        if header_len > MAX_HEADER_BYTES:
-            raise ValueError(f"header of {header_len} bytes")
-        header = json.loads(fh.read(header_len))
-        buffer_bytes = max(fh.seek(0, 2) - 8 - header_len, 0)
+    from kvsize.safe_io import read_prefix
+
+    (header_len,) = struct.unpack("<Q", read_prefix(path, size=8, what="safetensors file"))
+    if header_len > MAX_HEADER_BYTES:
+        raise ValueError(f"header of {header_len} bytes")
+    header = json.loads(read_prefix(path, size=header_len, offset=8, what="safetensors file"))
+    buffer_bytes = max(os.stat(path).st_size - 8 - header_len, 0)  # a regular file: read_prefix checked it
     total = 0
     for name, tensor in header.items():
         if name == "__metadata__":
@@ -315,6 +321,7 @@ def find_weights(
             else:
                 counts = fetch_hub(loaded.hub_id)
             return weights_from_hub_counts(counts, loaded.hub_id)
-        except KvsizeError:
-            pass  # no safetensors on the hub: fall back to counting
+        except KvsizeError as exc:  # no safetensors on the hub (pytorch_model.bin only), or no network
+            counted = weights_from_config(loaded, model_dtype=model_dtype)
+            return replace(counted, source=f"{counted.source}; hub safetensors metadata unavailable: {exc}")
     return weights_from_config(loaded, model_dtype=model_dtype)

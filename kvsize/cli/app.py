@@ -92,5 +92,7 @@ app.command("verify", epilog=verify.VERIFY_EPILOG)(verify.verify_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. Output that cannot be written (a full disk, a closed stdout) is exit 3."""
+    from kvsize.cli.streams import run_checked
+
+    run_checked(app)

@@ -205,7 +205,8 @@ def stderr_line(line: str) -> None:
     """One line on stderr, control characters from user text escaped (kvsize.text.clean)."""
     from kvsize.text import clean
 
-    sys.stderr.write(clean(line) + "\n")
+    if sys.stderr is not None:  # started with stderr closed (2>&-): the exit code still tells
+        sys.stderr.write(clean(line) + "\n")
 
 
 @contextmanager

@@ -172,7 +172,7 @@ class LlamaCppEngine(Engine):
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"{spec.model_type}: {reason}")
-        for layer in spec.layers:
+        for layer, _ in spec.layer_groups():  # identical layers are checked once (100,000-layer configs)
             attn = layer.attention
             if attn is None:
                 continue
@@ -191,7 +191,7 @@ class LlamaCppEngine(Engine):
         block = dtype.storage.block_elems
         if block == 1:
             return
-        for layer in spec.layers:
+        for layer, _ in spec.layer_groups():
             if layer.attention is None or layer.attention.kind is AttentionKind.SHARED:
                 continue
             head_k, head_v = self._head_sizes(spec, layer.attention)
@@ -313,14 +313,12 @@ class LlamaCppEngine(Engine):
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         shape = self.cache(ctx, batch)
-        totals = []
-        for layer in spec.layers:
-            per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype)
-            totals.append(per_cell * cells + state * slots)
         groups = []
         per_token = fixed = 0
+        layer_total: dict[tuple[object, object, object], int] = {}  # one layer's bytes, per kind of layer
         for layer, count in spec.layer_groups():
             per_cell, cells, state, slots = self._layer(spec, layer, shape, kv_dtype)
+            layer_total[(layer.attention, layer.state, layer.cross)] = per_cell * cells + state * slots
             groups.append(
                 LayerGroupCost(
                     kind=layer.kind,
@@ -334,8 +332,15 @@ class LlamaCppEngine(Engine):
             fixed += count * state
             if layer.attention is not None and layer.attention.kind in PER_TOKEN_KINDS:
                 per_token += count * per_cell
-        total = sum(totals)
+        total = sum(g.bytes for g in groups)
         stages = llamacpp_layer_split(spec.num_layers, pp)
+        if len(stages) == 1:
+            per_gpu = total
+        else:
+            per_gpu = max(
+                sum(layer_total[(layer.attention, layer.state, layer.cross)] for layer in spec.layers[s.start : s.stop])
+                for s in stages
+            )
         return KvEstimate(
             engine=self.name,
             engine_version=self.version,
@@ -351,7 +356,7 @@ class LlamaCppEngine(Engine):
             state_bytes_per_request=fixed,
             bytes_per_request=cdiv(total, batch),
             kv_cache_bytes=total,
-            kv_cache_bytes_per_gpu=max(sum(totals[i] for i in stage) for stage in stages),
+            kv_cache_bytes_per_gpu=per_gpu,
             layers=tuple(groups),
             notes=self.estimate_notes(spec),
         )
@@ -362,8 +367,8 @@ class LlamaCppEngine(Engine):
             + (" with the unified KV cache (llama-server's default)" if self.kv_unified else ", one stream each")
         ]
         windowed = sum(
-            1
-            for layer in spec.layers
+            count
+            for layer, count in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         )
         if windowed and spec.model_type in SWA_MODEL_TYPES:
@@ -376,7 +381,10 @@ class LlamaCppEngine(Engine):
                 f"llama.cpp runs {spec.model_type}'s {windowed} sliding-window layers as full attention (no SWA "
                 "cache for this architecture)"
             )
-        if any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers):
+        if any(
+            layer.attention is not None and layer.attention.kind is AttentionKind.MLA
+            for layer, _ in spec.layer_groups()
+        ):
             notes.append(
                 {
                     "2026-01": "llama.cpp (since 2026-01) caches only the MLA latent K row (V-less)",
@@ -384,7 +392,7 @@ class LlamaCppEngine(Engine):
                     "2025-03": "llama.cpp before 2025-04 cached MLA as decompressed per-head K and V",
                 }[self.version]
             )
-        if any(layer.state is not None for layer in spec.layers):
+        if spec.has_state:
             notes.append("llama.cpp keeps recurrent conv and SSM states in f32, one slot per sequence")
         if spec.model_dtype == KvDtype.FP32.value:
             notes.append(

@@ -160,7 +160,7 @@ class TrtllmEngine(Engine):
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"TensorRT-LLM ({spec.model_type}): {reason}")
-        for layer in spec.layers:
+        for layer, _ in spec.layer_groups():  # identical layers are checked once (100,000-layer configs)
             if layer.attention is not None and layer.attention.kind is AttentionKind.CROSS:
                 raise UnsupportedArchitecture(
                     f"TensorRT-LLM ({spec.model_type}): cross-attention layers are not modelled for the PyTorch flow"
@@ -225,11 +225,12 @@ class TrtllmEngine(Engine):
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
+        groups = spec.layer_groups()
         sliding = sum(
-            1 for layer in spec.layers if layer.attention is not None and layer.attention.kind is AttentionKind.SLIDING
+            n for layer, n in groups if layer.attention is not None and layer.attention.kind is AttentionKind.SLIDING
         )
         chunked = sum(
-            1 for layer in spec.layers if layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED
+            n for layer, n in groups if layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED
         )
         if sliding and not self.vswa:
             notes.append(
@@ -246,7 +247,7 @@ class TrtllmEngine(Engine):
                 f"TensorRT-LLM applies {spec.model_type}'s attention chunks in the kernel only: its {chunked} chunked "
                 "layers hold the full context"
             )
-        if any(layer.state is not None for layer in spec.layers):
+        if spec.has_state:
             notes.append(
                 "TensorRT-LLM's MambaHybridCacheManager keeps one conv and one SSM state per request in the model "
                 "dtype (mamba_ssm_cache_dtype auto)"

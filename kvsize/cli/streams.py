@@ -1,0 +1,194 @@
+"""The process's standard streams: glyphs that degrade on terminals that cannot show them, and output that
+really reached its destination (a full disk, a closed stdout or a reader that went away is exit 3, never a
+traceback and never exit 0 with nothing written)."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from kvsize.errors import ExitCode
+
+# What the tables, bars and notes draw, in ASCII, for streams whose encoding lacks them (PYTHONIOENCODING=ascii,
+# a Latin-1 locale). Anything else unencodable is written as a backslash escape.
+ASCII_GLYPHS = {
+    "█": "#",
+    "▓": "#",
+    "▒": ":",
+    "░": ".",
+    "┃": "|",
+    "│": "|",
+    "║": "|",
+    "━": "=",
+    "─": "-",
+    "═": "=",
+    "╇": "+",
+    "┼": "+",
+    "╋": "+",
+    "┿": "+",
+    "…": "...",
+    "×": "x",
+    "≤": "<=",
+    "≥": ">=",
+    "≈": "~",
+    "→": "->",
+    "←": "<-",
+    "↔": "<->",
+    "—": "-",
+    "–": "-",
+    "•": "*",
+    "·": ".",
+    "✓": "ok",
+    "✔": "ok",
+    "✗": "x",
+    "✘": "x",
+    "⚠": "!",
+    "µ": "u",
+    "°": "deg",
+}
+ERROR_HANDLER = "kvsize-degrade"
+
+
+def _degrade(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = []
+    for char in error.object[error.start : error.end]:
+        if char in ASCII_GLYPHS:
+            out.append(ASCII_GLYPHS[char])
+        elif ord(char) <= 0xFF:
+            out.append(f"\\x{ord(char):02x}")
+        elif 0xDC80 <= ord(char) <= 0xDCFF:  # a byte of a non-UTF-8 file name (surrogateescape)
+            out.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif ord(char) <= 0xFFFF:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    return "".join(out), error.end
+
+
+codecs.register_error(ERROR_HANDLER, _degrade)
+
+
+class WatchedOutput(io.RawIOBase):
+    """Standard output's file descriptor, remembering the first write that failed: an OSError raised while
+    printing is then known to be the output's own failure (exit 3), not a bug elsewhere."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self.failure: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: Any) -> int:
+        try:
+            return os.write(self._fd, data)
+        except OSError as exc:
+            self.failure = self.failure or exc
+            raise
+
+    def close(self) -> None:  # the descriptor belongs to the process, as sys.stdout's does
+        super().close()
+
+
+def prepare_streams() -> WatchedOutput | None:
+    """Let stdout and stderr degrade unencodable characters instead of raising UnicodeEncodeError, and put
+    stdout (when it is a real file descriptor) on a WatchedOutput."""
+    watched = None
+    stdout = sys.stdout
+    try:
+        fd = stdout.fileno() if stdout is not None else -1
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # captured (StringIO, test runners)
+        fd = -1
+    if fd >= 0 and isinstance(stdout, io.TextIOWrapper):
+        stdout.flush()
+        watched = WatchedOutput(fd)
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(watched),
+            encoding=stdout.encoding,
+            errors=ERROR_HANDLER,
+            line_buffering=stdout.line_buffering,
+        )
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        with contextlib.suppress(ValueError, OSError, TypeError):  # a stream that cannot change (detached)
+            reconfigure(errors=ERROR_HANDLER)
+    try:
+        from rich.console import Console
+    except ImportError:  # pragma: no cover - rich is a dependency
+        return watched
+    # rich answers a broken pipe by pointing stdout at /dev/null and exiting 1, which means "the check
+    # failed" here: let the error through instead, so that it becomes exit 3 like every other write failure.
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    return watched
+
+
+def _raise_broken_pipe(self: Any) -> None:
+    raise BrokenPipeError(32, "Broken pipe")
+
+
+def _stderr_line(text: str) -> None:
+    if sys.stderr is None:
+        return
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _output_failed(exc: BaseException | None) -> NoReturn:
+    reason = "standard output is closed"
+    if isinstance(exc, OSError):
+        reason = exc.strerror or type(exc).__name__
+    elif exc is not None:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+    _stderr_line(f"Error: cannot write the output ({reason}). Check where stdout goes (a full disk, a closed pipe).")
+    # What is still buffered would fail again when Python flushes at exit (and turn the exit code into 120):
+    # send it to /dev/null instead.
+    try:
+        if sys.stdout is not None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(int(ExitCode.ENVIRONMENT))
+
+
+def run_checked(app: Callable[[], Any]) -> NoReturn:
+    """Run the app, then flush stdout: any failure to write the output is one `Error:` line and exit 3."""
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nothing could ever be written
+        _output_failed(None)
+    watched = prepare_streams()
+    code: Any = 0
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    except (OSError, ValueError):
+        if watched is None or watched.failure is None:
+            raise
+    if watched is not None and watched.failure is not None:
+        # Also after a clean exit: click turns a broken pipe into exit 1 ("the check failed" here).
+        _output_failed(watched.failure)
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        _output_failed(exc)
+    sys.exit(code)
