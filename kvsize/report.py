@@ -415,8 +415,8 @@ def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> tuple[Text, set[str]]:
 
     weights = min(cells(gpu.weights_bytes), width)
     budget = max(gpu.kv_budget_bytes, 0)
-    kv_in = cells(min(kv, budget))
-    reserve = min(cells(gpu.reserve_bytes), width - weights)
+    kv_in = min(cells(min(kv, budget)), width)
+    reserve = min(cells(gpu.reserve_bytes), max(width - weights, 0))  # a reserve larger than a tiny card: one bar
     free = max(width - weights - kv_in - reserve, 0)
     bar = Text()
     present: set[str] = set()

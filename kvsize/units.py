@@ -63,6 +63,13 @@ def _shown(value: object) -> str:
     return f"'{text[:60]}...'" if len(text) > 60 else f"'{text}'"
 
 
+def _exact(number: int | float) -> Decimal | None:
+    """An int or a finite float as an exact Decimal (math.isfinite() of a 400-digit int raises OverflowError)."""
+    if isinstance(number, int):
+        return Decimal(number)
+    return Decimal(repr(number)) if math.isfinite(number) else None
+
+
 def _decimal(text: str) -> Decimal | None:
     """An ASCII decimal number ('24', '1.5', '.5', '2e3'), or None."""
     cleaned = text.strip().replace("_", "")
@@ -144,7 +151,7 @@ def parse_fraction(text: str | float, what: str) -> float:
     _not_bool(text, what)
     value: Decimal | None = None
     if isinstance(text, (int, float)):
-        value = Decimal(repr(text)) if math.isfinite(text) else None
+        value = _exact(text)
     elif isinstance(text, str):
         cleaned = text.strip()
         percent = cleaned.endswith("%")
@@ -161,7 +168,7 @@ def parse_bandwidth(text: str | float, what: str = "link bandwidth") -> int:
     _not_bool(text, what)
     value: Decimal | None = None
     if isinstance(text, (int, float)):
-        value = Decimal(repr(text)) if math.isfinite(text) else None
+        value = _exact(text)
     elif isinstance(text, str):
         value = _decimal(text)
     if value is None or not 0 < value <= MAX_LINK_GB_S or int(value * 10**9) == 0:
@@ -176,7 +183,7 @@ def parse_tolerance(text: str | float, what: str = "tolerance") -> float:
     _not_bool(text, what)
     value: Decimal | None = None
     if isinstance(text, (int, float)):
-        value = Decimal(repr(text)) if math.isfinite(text) else None
+        value = _exact(text)
     elif isinstance(text, str):
         value = _decimal(text)
     if value is None or not 0 <= value <= 1:

@@ -93,7 +93,7 @@ def safetensors_data_bytes(path: Path) -> int:
     if header_len > MAX_HEADER_BYTES:
         raise ValueError(f"header of {header_len} bytes")
     header = json.loads(read_prefix(path, size=header_len, offset=8, what="safetensors file"))
-    buffer_bytes = max(os.stat(path).st_size - 8 - header_len, 0)
+    buffer_bytes = max(os.stat(path).st_size - 8 - header_len, 0)  # a regular file: read_prefix checked it
     total = 0
     for name, tensor in header.items():
         if name == "__metadata__":

@@ -720,12 +720,31 @@ def test_index_totals_that_are_no_size_are_bad_input(tmp_path: Path, total: Any)
         ["--tolerance", "-0.1"],
         ["--tolerance", "٠.١"],
         ["--encoder-len", "9" * 400],
+        ["--layers", "٢"],
+        ["--layers", "0"],
+        ["--layers", "1e3"],
     ],
     ids=lambda a: " ".join(a),
 )
 def test_verify_options_refused_like_the_others(args: list[str]) -> None:
     cli_error(invoke("verify", "acme/never-fetched", *args))
     cli_error(invoke("acme/never-fetched", "--verify", *args))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--decode-steps", "-1"],
+        ["--decode-steps", "٤"],
+        ["--decode-steps", "9" * 30],
+        ["--max-cache-len", "0"],
+        ["--max-cache-len", "١٠"],
+        ["--max-cache-len", "9" * 400],
+    ],
+    ids=lambda a: " ".join(a)[:30],
+)
+def test_verify_counts_use_the_ascii_parser(args: list[str]) -> None:
+    cli_error(invoke("verify", "acme/never-fetched", *args))
 
 
 @pytest.mark.parametrize("where", ["missing-folder/report.md", "a-folder", ""])
@@ -742,3 +761,22 @@ def test_verify_report_created_early_is_removed_when_the_run_fails(tmp_path: Pat
     report = tmp_path / "report.md"
     proc = run_process("verify", "acme/never-fetched", "--device", "meta", "--report", str(report))
     assert proc.returncode in (2, 3) and not report.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "raw"), [("gpu_util", "9" * 20), ("link_bandwidth", "9" * 400), ("gpu_util", "9" * 400)]
+)
+def test_huge_integers_in_float_fields(field: str, raw: str) -> None:
+    # math.isfinite() of a 20-digit int raises OverflowError: ints are compared exactly instead.
+    extra = "    cpu_mem: 64GiB\n" if field == "link_bandwidth" else ""
+    assert field in file_error(deployment(f"{extra}    {field}: {raw}\n"))
+    assert "max_kv_fraction" in file_error(deployment(require="{ctx: 8k, max_kv_fraction: " + "9" * 20 + "}"))
+
+
+@pytest.mark.parametrize("card", ["1", "1000", "1.5", "1k"])
+def test_a_card_far_smaller_than_the_model_draws_a_bounded_bar(tmp_path: Path, card: str) -> None:
+    # The reserve was drawn as reserve / card x 50 cells: 1.5 GiB on a 1-byte card asked for 8e10 cells
+    # (MemoryError), on 1000 bytes for 8e7 (minutes). Each part is now at most one bar's width.
+    config = write(tmp_path, "config.json", TINY)
+    proc = run_process(str(config), "--ctx", "8k", "--gpu-mem", card)
+    assert proc.returncode == 0 and len(proc.stdout) < 20_000, (proc.returncode, len(proc.stdout), proc.stderr[-500:])
