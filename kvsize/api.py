@@ -25,7 +25,7 @@ from kvsize.fit import GpuFit, Hardware, plan_fit
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
-from kvsize.units import parse_count, parse_tokens
+from kvsize.units import MAX_COUNT, MAX_GPUS, MAX_TOKENS, parse_count, parse_fraction, parse_size, parse_tokens
 from kvsize.weights import WeightsSize
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
@@ -156,23 +156,34 @@ def _as_list(value: int | str | Sequence[int | str] | None) -> list[int | str] |
 
 
 def _tokens(value: int | str, what: str) -> int:
-    if isinstance(value, bool):
-        raise UsageError(f"{what} must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        if value <= 0:
-            raise UsageError(f"{what} must be positive, got {value}")
-        return value
-    return parse_tokens(value)
+    return parse_tokens(value)  # ints and texts alike: bools refused, 1 to 2^40
 
 
-def _count(value: int | str, what: str) -> int:
-    if isinstance(value, bool):
-        raise UsageError(f"{what} must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        if value <= 0:
-            raise UsageError(f"{what} must be positive, got {value}")
-        return value
-    return parse_count(value, what)
+def _count(value: int | str, what: str, maximum: int = MAX_COUNT) -> int:
+    return parse_count(value, what, maximum=maximum)
+
+
+def _checked(
+    gpu_mem: int | None,
+    reserve_bytes: int | None,
+    weights_bytes: int | None,
+    encoder_len: int | None,
+    budget: BudgetSettings | None,
+) -> None:
+    """The API's numbers under the CLI's and the capacity file's rules (kvsize.deployment): sizes in bytes
+    above 0 and at most 1 EiB (a reserve may be 0), utilisation in (0, 1]."""
+    for value, what, zero in (
+        (gpu_mem, "gpu_mem", False),
+        (reserve_bytes, "reserve_bytes", True),
+        (weights_bytes, "weights_bytes", False),
+        (budget.kv_memory_bytes if budget else None, "kv_memory_bytes", False),
+    ):
+        if value is not None:
+            parse_size(value, allow_zero=zero, what=what)
+    if encoder_len is not None:
+        parse_count(encoder_len, "encoder_len", maximum=MAX_TOKENS, allow_zero=True)
+    if budget is not None and budget.gpu_util is not None:
+        parse_fraction(budget.gpu_util, "gpu_util")
 
 
 class EstimateOptions(TypedDict, total=False):
@@ -238,8 +249,9 @@ def estimate_loaded(
     offload: tuple[int, int | None] | None = None,
     with_max_context: bool = True,
 ) -> Estimate:
+    _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget)
     spec = _parsed(loaded, encoder_len)
-    tp, pp = _count(tp, "tensor-parallel size"), _count(pp, "pipeline-parallel size")
+    tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
     names = [engine] if isinstance(engine, str) else list(engine)
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
         names = list(ENGINES)
@@ -424,18 +436,11 @@ def _hardware(
 
 def offload_settings(cpu_mem: str | None, link_gb_s: str | None) -> tuple[int, int | None] | None:
     """--cpu-mem and --link-bandwidth (GB/s) as bytes and bytes per second."""
-    from kvsize.units import parse_size
+    from kvsize.units import parse_bandwidth
 
     if cpu_mem is None:
         if link_gb_s is not None:
             raise UsageError("--link-bandwidth needs --cpu-mem", hint="Give the offload tier's size.")
         return None
-    link = None
-    if link_gb_s is not None:
-        try:
-            link = int(float(link_gb_s) * 1e9)
-        except ValueError:
-            link = 0
-        if link <= 0:
-            raise UsageError(f"cannot read the link bandwidth '{link_gb_s}'", hint="Give GB/s, e.g. 64 or 450.")
+    link = parse_bandwidth(link_gb_s) if link_gb_s is not None else None
     return parse_size(cpu_mem), link

@@ -12,20 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kvsize.deployment import (
+    Count,
+    DeploymentSettings,
+    Fraction,
+    RequiredCount,
+    RequiredTokens,
+    Tokens,
+    field_error,
+)
 from kvsize.errors import ConfigError, KvsizeError
+from kvsize.strict_yaml import BadValueError, DuplicateKeyError, StrictSafeLoader
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
-
-
-def _tokens(value: int | str) -> int:
-    from kvsize.units import parse_tokens
-
-    if isinstance(value, bool):
-        raise ValueError("must be a token count, not true/false")
-    return value if isinstance(value, int) and value > 0 else parse_tokens(str(value))
 
 
 class Requirement(BaseModel):
@@ -33,57 +35,33 @@ class Requirement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    ctx: int | str
+    ctx: RequiredTokens
     """Tokens per request: 8192, 8k, 128k, 1M."""
-    batch: int = Field(default=1, gt=0)
+    batch: RequiredCount = 1
     """Requests of `ctx` tokens served at once (the default check: they must fit)."""
-    min_concurrency: int | None = Field(default=None, gt=0)
+    min_concurrency: Count = None
     """At least this many requests of `ctx` tokens must fit at once (all replicas together)."""
-    max_kv_fraction: float | None = Field(default=None, gt=0, le=1)
+    max_kv_fraction: Fraction = None
     """`batch` requests of `ctx` may take at most this share of the KV budget."""
-    max_context: int | str | None = None
+    max_context: Tokens = None
     """Each of `batch` requests must be able to reach at least this context."""
-    min_pool_tokens: int | None = Field(default=None, gt=0)
+    min_pool_tokens: Count = None
     """The engine's KV pool (vLLM "GPU KV cache size") must hold at least this many tokens."""
 
-    @field_validator("ctx", "max_context")
-    @classmethod
-    def _as_tokens(cls, value: int | str | None) -> int | str | None:
-        if value is None:
-            return None
-        try:
-            return _tokens(value)
-        except KvsizeError as exc:
-            raise ValueError(str(exc)) from None
 
-
-class Deployment(BaseModel):
-    """One deployment: a model on a kind of GPU under an engine, and what it must sustain."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class Deployment(DeploymentSettings):
+    """One deployment: a model on a kind of GPU under an engine, and what it must sustain. The memory,
+    parallelism and engine settings are those of the command line (`kvsize.deployment`), validated alike."""
 
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
     """Hub id, or a path to a config.json or its folder (relative paths: from this file's folder)."""
     gpu: str | None = None
     """GPU profile id or alias (kvsize gpus)."""
-    gpu_mem: str | int | None = None
-    """Memory of a custom card: 24GiB, or bytes."""
-    tp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
-    """GPUs in all; replicas = gpus / (tp x pp) multiply the concurrency."""
     engine: str = "vllm"
     engine_version: str | None = None
     kv_dtype: str = "auto"
-    gpu_util: float | None = Field(default=None, gt=0, le=1)
-    kv_memory: str | int | None = None
-    """KV memory per GPU as given (skips the budget model)."""
-    max_batched_tokens: int | None = Field(default=None, gt=0)
-    block_size: int | None = Field(default=None, gt=0)
-    weights_mem: str | int | None = None
     weights_dtype: str | None = None
-    revision: str | None = None
     require: Requirement
 
 
@@ -164,7 +142,7 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         raise ConfigError(f"{source}: larger than {MAX_FILE_BYTES} bytes")
     try:
         # Compose once (libyaml when present), bound the alias expansion, then build plain data from the nodes.
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+        loader = StrictSafeLoader(text)
         try:
             root = loader.get_single_node()
             if _expanded_nodes(root) > MAX_EXPANDED_NODES:
@@ -179,9 +157,13 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         mark = exc.problem_mark or exc.context_mark
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        raise ConfigError(
-            f"{source}:{where}: {problem}", hint="Capacity files are plain YAML: no tags that build objects."
-        ) from None
+        if isinstance(exc, DuplicateKeyError):
+            hint = "Give each key once; merge the two entries."
+        elif isinstance(exc, BadValueError):
+            hint = "Write a plain number or text (quote a value that must stay text)."
+        else:
+            hint = "Capacity files are plain YAML: no tags that build objects."
+        raise ConfigError(f"{source}:{where}: {problem}", hint=hint) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, Mapping):
@@ -192,10 +174,9 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         return CapacityFile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = [p for p in err["loc"] if isinstance(p, (int, str))]
+        loc, message = field_error(exc)
         field = ".".join(str(p) for p in loc) or "(top)"
         line = _line_of(root, loc)
-        message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = f"unknown key '{loc[-1]}'"
         elif err["type"] == "missing":
@@ -231,27 +212,19 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
-def _bytes(value: str | int | None) -> int | None:
-    from kvsize.units import parse_size
-
-    if value is None or isinstance(value, int):
-        return value
-    return parse_size(value)
-
-
 def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
     """Size one deployment and judge it against its requirement."""
     from kvsize.api import estimate_loaded
-    from kvsize.budget import BudgetSettings
+    from kvsize.units import format_bytes
 
     req = d.require
-    ctx = int(req.ctx)
+    ctx = req.ctx
     group = d.tp * d.pp
     replicas = 1
     common: dict[str, Any] = {
         "name": d.name,
         "model": d.model,
-        "gpu": d.gpu or (str(d.gpu_mem) if d.gpu_mem else None),
+        "gpu": d.gpu or (format_bytes(d.gpu_mem) if d.gpu_mem else None),
         "engine": d.engine,
         "tp": d.tp,
         "pp": d.pp,
@@ -274,16 +247,9 @@ def check_deployment(d: Deployment, *, base: Path) -> CheckResult:
         kv_dtype=d.kv_dtype,
         engine=d.engine,
         engine_version=d.engine_version,
-        tp=d.tp,
-        pp=d.pp,
         gpu=d.gpu,
-        gpu_mem=_bytes(d.gpu_mem),
-        weights_bytes=_bytes(d.weights_mem),
         weights_dtype=d.weights_dtype,
-        engine_options={"block_size": d.block_size, "max_num_batched_tokens": d.max_batched_tokens},
-        budget=BudgetSettings(
-            gpu_util=d.gpu_util, kv_memory_bytes=_bytes(d.kv_memory), max_batched_tokens=d.max_batched_tokens
-        ),
+        **d.estimate_options(),
         with_max_context=req.max_context is not None,
     )
     s = result.scenarios[0]
@@ -343,8 +309,8 @@ def _judge(
             if budget
             else "the KV budget is zero"
         )
-    if req.max_context is not None and max_context is not None and max_context < int(req.max_context):
-        failures.append(f"{req.batch} requests reach at most {max_context:,} tokens, below {int(req.max_context):,}")
+    if req.max_context is not None and max_context is not None and max_context < req.max_context:
+        failures.append(f"{req.batch} requests reach at most {max_context:,} tokens, below {req.max_context:,}")
     if req.min_pool_tokens is not None and (pool_tokens or 0) < req.min_pool_tokens:
         failures.append(f"the KV pool holds {pool_tokens or 0:,} tokens, below {req.min_pool_tokens:,}")
     return failures
@@ -356,39 +322,51 @@ def _summary(req: Requirement, concurrency: int) -> str:
 
 def check_file(path: Path) -> list[CheckResult]:
     capacity = load_capacity(path)
-    base = path.parent
-    return [check_deployment(d, base=base) for d in capacity.deployments]
+    results = []
+    for d in capacity.deployments:
+        try:
+            results.append(check_deployment(d, base=path.parent))
+        except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays
+            exc.args = (f"{path}: deployment '{d.name}': {exc}",)
+            raise
+    return results
 
 
 # --- reporting -------------------------------------------------------------------------------------------
 
 
 def junit_xml(results: Sequence[CheckResult], *, suite: str = "kvsize capacity") -> str:
-    """A JUnit report: one test case per deployment, a <failure> with the reason when it fails."""
+    """A JUnit report: one test case per deployment, a <failure> with the reason when it fails. Names and
+    reasons pass through `kvsize.text.clean`, which escapes every character XML 1.0 forbids (C0 controls,
+    lone surrogates, U+FFFE/U+FFFF), so the file stays well-formed whatever a deployment is called."""
     from xml.sax.saxutils import escape, quoteattr
+
+    from kvsize.text import clean
 
     failures = sum(not r.passed for r in results)
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{failures}" errors="0">',
+        f'<testsuite name={quoteattr(clean(suite))} tests="{len(results)}" failures="{failures}" errors="0">',
     ]
     for r in results:
-        lines.append(f"  <testcase classname={quoteattr(r.model)} name={quoteattr(r.name)}>")
+        lines.append(f"  <testcase classname={quoteattr(clean(r.model))} name={quoteattr(clean(r.name))}>")
         if not r.passed:
-            lines.append(f"    <failure message={quoteattr(r.reason)}>{escape(r.reason)}</failure>")
+            reason = clean(r.reason)
+            lines.append(f"    <failure message={quoteattr(reason)}>{escape(reason)}</failure>")
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
 
 
 def github_annotations(results: Sequence[CheckResult], *, file: str) -> list[str]:
-    """GitHub Actions workflow commands: one ::error per failing deployment."""
-
-    def clean(text: str) -> str:  # workflow-command escaping
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub Actions workflow commands: one ::error per failing deployment. Property values escape '%', CR,
+    LF, ':' and ',' and the message '%', CR and LF (actions/runner ActionCommand.cs escape mappings), so a
+    deployment named 'x,file=/etc/passwd,line=1::y' cannot forge the annotation's file or end it early."""
+    from kvsize.text import workflow_message, workflow_property
 
     return [
-        f"::error file={clean(file)},title=kvsize capacity: {clean(r.name)}::{clean(r.reason)}"
+        f"::error file={workflow_property(file)},title={workflow_property(f'kvsize capacity: {r.name}')}"
+        f"::{workflow_message(r.reason)}"
         for r in results
         if not r.passed
     ]

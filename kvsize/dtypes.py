@@ -82,8 +82,10 @@ ALIASES: dict[str, KvDtype] = {
     "bfloat16": KvDtype.BF16,
     "fp8": KvDtype.FP8_E4M3,  # vLLM: "fp8" means e4m3 on CUDA (config/cache.py CacheDType)
     "float8_e4m3fn": KvDtype.FP8_E4M3,
+    "float8_e4m3fnuz": KvDtype.FP8_E4M3,  # torch's ROCm spelling; a config's torch_dtype may say it
     "e4m3": KvDtype.FP8_E4M3,
     "float8_e5m2": KvDtype.FP8_E5M2,
+    "float8_e5m2fnuz": KvDtype.FP8_E5M2,
     "e5m2": KvDtype.FP8_E5M2,
     "fp4": KvDtype.NVFP4,
     "uint4": KvDtype.INT4,

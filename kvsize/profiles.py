@@ -215,7 +215,9 @@ def parse_profile(data: object, *, source: str) -> GpuProfile:
 
 def _load_file(path: Path) -> GpuProfile:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        from kvsize.strict_yaml import StrictSafeLoader  # safe loading; a key given twice is an error
+
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictSafeLoader)
     except yaml.YAMLError as exc:
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         mark = getattr(exc, "problem_mark", None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -14,6 +13,7 @@ from kvsize.capacity_file import CheckResult
 from kvsize.gpu_ranking import GpuPlan
 from kvsize.profiles import GpuProfile
 from kvsize.registry import RegistryEntry
+from kvsize.text import markup as escape  # rich markup escaped and control characters made visible
 from kvsize.units import format_bytes, format_tokens
 
 BAR_WIDTH = 50
@@ -29,8 +29,8 @@ def render_estimate(console: Console, result: Estimate) -> None:
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     heads = f", {arch.num_attention_heads} query heads" if arch.num_attention_heads else ""
     console.print(
-        f"{arch.model_type}: {arch.attention}, {arch.num_layers} layers{heads}, "
-        f"max context {arch.max_context if arch.max_context else 'not stated'}, config dtype {arch.model_dtype}"
+        f"{escape(arch.model_type)}: {escape(arch.attention)}, {arch.num_layers} layers{heads}, "
+        f"max context {arch.max_context if arch.max_context else 'not stated'}, config dtype {escape(arch.model_dtype)}"
     )
     console.print(_layers_table(result))
     rules = {f"{s.engine} {s.engine_version}": s.rule for s in result.scenarios}
@@ -220,8 +220,8 @@ def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> Text:
 
     weights = min(cells(gpu.weights_bytes), width)
     budget = max(gpu.kv_budget_bytes, 0)
-    kv_in = cells(min(s.kv_cache_bytes, budget))
-    reserve = cells(gpu.reserve_bytes)
+    kv_in = min(cells(min(s.kv_cache_bytes, budget)), width)
+    reserve = min(cells(gpu.reserve_bytes), width)  # a reserve larger than a tiny card: one bar's width, not millions
     free = max(width - weights - kv_in - reserve, 0)
     bar = Text()
     bar.append("█" * weights, style="blue")

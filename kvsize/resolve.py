@@ -94,6 +94,10 @@ def load_model_config(
     ref = ref.strip()
     if revision is not None and not revision.strip():
         raise ConfigError("empty --revision", hint="Give a branch, tag or commit, or leave --revision out.")
+    if revision is not None:
+        from kvsize.units import parse_revision
+
+        parse_revision(revision)  # git check-ref-format rules, before any cache path or URL is built from it
     if not ref:
         raise ConfigError("empty model reference", hint="Give a hub id (org/name) or a path to a config.json.")
     try:

@@ -12,7 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from kvsize.errors import KvsizeError, UsageError
+from kvsize.errors import ConfigError, KvsizeError, UsageError
 from kvsize.resolve import LoadedConfig
 
 # Bytes per element of safetensors dtypes (safetensors format spec). 4-bit formats are stored packed in U8.
@@ -49,8 +49,19 @@ class WeightsSize:
     """True when counted from the config rather than read from the weights' metadata."""
 
 
+MAX_WEIGHTS_BYTES = 1 << 60  # 1 EiB (kvsize.units.MAX_BYTES): no checkpoint is larger
+
+
+def _byte_count(value: Any) -> int | None:
+    """`value` if it is a whole number of bytes from 0 to 1 EiB (bools are not numbers), else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WEIGHTS_BYTES:
+        return None
+    return value
+
+
 def weights_from_index(folder: Path) -> WeightsSize | None:
-    """`metadata.total_size` of a local model.safetensors.index.json, if there is one."""
+    """`metadata.total_size` of a local model.safetensors.index.json, if there is one. A total that is not a
+    positive byte count (negative, zero, a string, over 1 EiB) is bad input, not a figure to sum."""
     from kvsize.safe_io import read_small_text
 
     index = folder / "model.safetensors.index.json"
@@ -58,25 +69,49 @@ def weights_from_index(folder: Path) -> WeightsSize | None:
         return None
     text = read_small_text(index, max_bytes=MAX_INDEX_BYTES, what="safetensors index")  # regular file, size cap
     try:
-        total = json.loads(text)["metadata"]["total_size"]
+        metadata = json.loads(text)["metadata"]
+        if "total_size" not in metadata:
+            return None
+        total = metadata["total_size"]
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
-    if not isinstance(total, int) or total <= 0:
-        return None
+    if not _byte_count(total):
+        raise ConfigError(
+            f"{index}: metadata.total_size must be a positive number of bytes (at most 1 EiB), got {_shown(total)}",
+            hint="Fix or remove the index file, or give the weights' size with --weights-mem.",
+        )
     return WeightsSize(total, f"{index} (metadata.total_size)")
 
 
 def safetensors_data_bytes(path: Path) -> int:
-    """Bytes of tensor data in one .safetensors file, from its header alone (no tensor is read)."""
-    from kvsize.safe_io import read_prefix
+    """Bytes of tensor data in one .safetensors file, from its header alone (no tensor is read). Offsets must
+    be whole numbers with 0 <= begin <= end inside the file's data buffer (the safetensors format's own
+    validation); a header that says otherwise is bad input, named with its file. The file is read through
+    kvsize.safe_io: a regular file only (a FIFO would block), and only its header."""
+    from kvsize.safe_io import open_regular, read_prefix
 
+    fd, file_bytes = open_regular(path, what="safetensors file")
+    os.close(fd)
     (header_len,) = struct.unpack("<Q", read_prefix(path, size=8, what="safetensors file"))
     if header_len > MAX_HEADER_BYTES:
         raise ValueError(f"header of {header_len} bytes")
     header = json.loads(read_prefix(path, size=header_len, offset=8, what="safetensors file"))
-    return sum(
-        end - begin for name, t in header.items() if name != "__metadata__" for begin, end in [t["data_offsets"]]
-    )
+    buffer_bytes = max(file_bytes - 8 - header_len, 0)
+    total = 0
+    for name, tensor in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = tensor.get("data_offsets") if isinstance(tensor, dict) else None
+        pair = offsets if isinstance(offsets, list) and len(offsets) == 2 else (None, None)
+        begin, end = _byte_count(pair[0]), _byte_count(pair[1])
+        if begin is None or end is None or not begin <= end <= buffer_bytes:
+            raise ConfigError(
+                f"{path}: tensor {_shown(name)} has data_offsets {_shown(offsets)}; offsets must satisfy "
+                f"0 <= begin <= end <= {buffer_bytes:,} (the file's data bytes)",
+                hint="The file is corrupt or not a safetensors file; replace it, or give --weights-mem.",
+            )
+        total += end - begin
+    return total
 
 
 def weights_from_safetensors(folder: Path) -> WeightsSize | None:
@@ -91,6 +126,9 @@ def weights_from_safetensors(folder: Path) -> WeightsSize | None:
 
 
 def weights_from_hub_counts(counts: dict[str, int], repo: str) -> WeightsSize:
+    bad = next(((d, n) for d, n in counts.items() if _byte_count(n) is None), None)
+    if bad is not None:
+        raise ConfigError(f"hub safetensors metadata of {repo}: {_shown(bad[0])} parameter count {_shown(bad[1])}")
     total = sum(n * SAFETENSORS_DTYPE_BYTES.get(dtype, 2) for dtype, n in counts.items())
     detail = ", ".join(f"{n:,} {dtype}" for dtype, n in sorted(counts.items()))
     return WeightsSize(total, f"hub safetensors metadata of {repo} ({detail})")
@@ -113,24 +151,104 @@ WEIGHT_BITS: dict[str, Fraction] = {
 
 
 def weight_bits(name: str) -> Fraction:
-    key = name.strip().lower().replace("bfloat16", "bf16").replace("float16", "fp16").replace("float32", "fp32")
+    """Bits per weight of a dtype name: 'bf16', 'int4', ..., and the config spellings of the same formats
+    ('float8_e4m3fn', 'float8_e5m2', 'fp8_e4m3': all 8 bits)."""
+    from kvsize.dtypes import KvDtype, parse_kv_dtype
+
+    key = name.strip().lower().removeprefix("torch.")
+    key = key.replace("bfloat16", "bf16").replace("float16", "fp16").replace("float32", "fp32")
+    if key not in WEIGHT_BITS:
+        kv = parse_kv_dtype(key)
+        if key.startswith(("float8", "fp8")) or kv in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
+            key = "fp8"  # e4m3fn, e4m3fnuz, e5m2, e5m2fnuz: one byte per weight
+        elif kv is not None and kv.value in WEIGHT_BITS:
+            key = kv.value
     if key not in WEIGHT_BITS:
         raise UsageError(f"unknown weights dtype '{name}'", hint=f"Choose from: {', '.join(WEIGHT_BITS)}.")
     return WEIGHT_BITS[key]
 
 
+MAX_QUANT_BLOCK = 1 << 20  # a group or block of over a million weights sharing one scale describes no real checkpoint
+
+
+def _quant_int(quant: Mapping[str, Any], keys: tuple[str, ...], default: int, allowed: str) -> tuple[int, str]:
+    """An integer field of quantization_config (the first of `keys` present), checked as data: a bool, a
+    string or a float is refused with the field named."""
+    key = next((k for k in keys if k in quant), keys[0])
+    value = quant.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"quantization_config.{key} must be a whole number ({allowed}), got {_shown(value)}",
+            hint="Fix the config.json's quantization_config.",
+        )
+    return value, key
+
+
+def _shown(value: Any) -> str:
+    from kvsize.text import clean
+
+    text = clean(repr(value)) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    return text[:40] + "..." if len(text) > 40 else text
+
+
+def _in_features(raw: Mapping[str, Any]) -> int | None:
+    """The input width most linear layers share (hidden_size), for per-channel scales."""
+    for container in (raw, raw.get("text_config")):
+        if isinstance(container, Mapping):
+            hidden = container.get("hidden_size")
+            if isinstance(hidden, int) and not isinstance(hidden, bool) and 0 < hidden <= 1 << 24:
+                return hidden
+    return None
+
+
 def _quantized_bits(raw: Mapping[str, Any]) -> tuple[Fraction, str, bool] | None:
-    """(bits, description, experts only) from a config's quantization_config."""
+    """(bits, description, experts only) from a config's quantization_config, its fields validated as data."""
     quant = raw.get("quantization_config")
     if not isinstance(quant, Mapping):
         return None
     method = str(quant.get("quant_method", "")).lower()
     if method == "fp8":
+        # vLLM Fp8Config: weight_block_size is None (per-tensor scales) or [block_n, block_k], one fp32 scale per
+        # block (vllm/model_executor/layers/quantization/fp8.py Fp8Config.__init__, 0.19).
         block = quant.get("weight_block_size")
-        scales = Fraction(32, block[0] * block[1]) if isinstance(block, list) and len(block) == 2 else Fraction(0)
-        return Fraction(8) + scales, "fp8 (quantization_config" + (", fp32 scale per block)" if scales else ")"), False
+        if block is None:
+            return Fraction(8), "fp8 (quantization_config)", False
+        valid = isinstance(block, list) and len(block) == 2
+        valid = valid and all(
+            isinstance(b, int) and not isinstance(b, bool) and 0 < b <= MAX_QUANT_BLOCK for b in block
+        )
+        if not valid:
+            raise ConfigError(
+                f"quantization_config.weight_block_size must be two positive whole numbers like [128, 128], "
+                f"got {_shown(block)}",
+                hint="Fix the config.json's quantization_config.",
+            )
+        scales = Fraction(32, block[0] * block[1])
+        return Fraction(8) + scales, "fp8 (quantization_config, fp32 scale per block)", False
     if method in ("awq", "gptq"):
-        bits, group = int(quant.get("bits", 4)), int(quant.get("group_size", 128))
+        # vLLM GPTQConfig accepts 2, 3, 4 or 8 bits and AWQConfig only 4 (quantization/gptq.py, awq.py, 0.19);
+        # AWQ reads w_bit / q_group_size as well (AWQConfig.from_config).
+        allowed_bits = (4,) if method == "awq" else (2, 3, 4, 8)
+        bits, bits_key = _quant_int(quant, ("bits", "w_bit"), 4, "/".join(map(str, allowed_bits)))
+        group, group_key = _quant_int(quant, ("group_size", "q_group_size"), 128, "-1 or a positive group size")
+        if bits not in allowed_bits:
+            raise ConfigError(
+                f"quantization_config.{bits_key} must be {' or '.join(map(str, allowed_bits))} for {method}, "
+                f"got {bits}",
+                hint="Fix the config.json's quantization_config.",
+            )
+        if group == -1:
+            # Per-channel: vLLM GPTQLinearMethod.create_weights sets group_size = input_size, so one fp16 scale
+            # and one packed zero point per output channel: (16 + bits) / in_features extra bits per weight.
+            in_features = _in_features(raw)
+            overhead = Fraction(16 + bits, in_features) if in_features else Fraction(0)
+            return Fraction(bits) + overhead, f"{method} int{bits}, per-channel scales", False
+        if not 0 < group <= MAX_QUANT_BLOCK:
+            raise ConfigError(
+                f"quantization_config.{group_key} must be -1 (per channel) or a positive group size, got "
+                f"{_shown(group)}",
+                hint="Fix the config.json's quantization_config.",
+            )
         return Fraction(bits) + Fraction(16 + bits, group), f"{method} int{bits}, group {group}", False
     if method == "mxfp4":  # gpt-oss: MoE experts in MXFP4, everything else in the model dtype
         return WEIGHT_BITS["mxfp4"], "mxfp4 experts (quantization_config)", True

@@ -149,10 +149,9 @@ RevisionOpt = Annotated[
     str | None, typer.Option("--revision", help="Hub revision (branch, tag or commit).", show_default=False)
 ]
 EncoderLenOpt = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         "--encoder-len",
-        min=0,
         help="Tokens each cross-attention layer attends to (default: one image).",
         show_default=False,
     ),
@@ -183,10 +182,9 @@ LayersOpt = Annotated[
     ),
 ]
 ToleranceOpt = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--tolerance",
-        min=0.0,
         help="Verification: allowed relative gap between the CUDA allocator's delta and the prediction "
         "(default 0.02). Logical bytes must match exactly.",
         show_default=False,
@@ -205,8 +203,11 @@ TrustRemoteCodeOpt = Annotated[
 
 
 def stderr_line(line: str) -> None:
+    """One line on stderr, control characters from user text escaped (kvsize.text.clean)."""
+    from kvsize.text import clean
+
     if sys.stderr is not None:  # started with stderr closed (2>&-): the exit code still tells
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(clean(line) + "\n")
 
 
 @contextmanager
@@ -239,7 +240,9 @@ def render_estimate(console: Any, result: Any) -> None:
 
 def emit(render: Any, json_text: Any, json_output: bool) -> None:
     if json_output:
-        typer.echo(json_text())
+        from kvsize.text import json_safe
+
+        typer.echo(json_safe(json_text()))
         return
     from rich.console import Console
 

@@ -73,7 +73,7 @@ def size(
     trust_remote_code: TrustRemoteCodeOpt = False,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command)."""
-    if verify or device or layers or tolerance is not None or report or trust_remote_code:
+    if verify or any(v is not None for v in (device, layers, tolerance, report)) or trust_remote_code:
         from kvsize.cli.verify import size_verify
 
         size_verify(
@@ -95,12 +95,26 @@ def size(
         )
         return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded, offload_settings
-        from kvsize.budget import BudgetSettings
+        from kvsize.api import estimate_loaded
+        from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
-        from kvsize.units import parse_count, parse_fraction, parse_size
 
-        loaded = load_model_config(model, revision=revision)
+        settings = from_options(  # the capacity file's validators: a value refused here is refused there
+            tp=tp,
+            pp=pp,
+            block_size=block_size,
+            max_batched_tokens=max_num_batched_tokens,
+            gpu_mem=gpu_mem,
+            reserve=reserve,
+            weights_mem=weights_mem,
+            gpu_util=gpu_util,
+            kv_memory=kv_memory,
+            cpu_mem=cpu_mem,
+            link_bandwidth=link_bandwidth,
+            encoder_len=encoder_len,
+            revision=revision,
+        )
+        loaded = load_model_config(model, revision=settings.revision)
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -108,27 +122,9 @@ def size(
             kv_dtype=split_list(kv_dtype),
             engine=split_list(engine),
             engine_version=engine_version,
-            tp=parse_count(tp, "tensor-parallel size"),
-            pp=parse_count(pp, "pipeline-parallel size"),
-            engine_options={
-                "block_size": parse_count(block_size, "block size") if block_size is not None else None,
-                "max_num_batched_tokens": (
-                    parse_count(max_num_batched_tokens, "batched-token budget")
-                    if max_num_batched_tokens is not None
-                    else None
-                ),
-            },
             gpu=gpu,
-            gpu_mem=parse_size(gpu_mem) if gpu_mem is not None else None,
-            reserve_bytes=parse_size(reserve, allow_zero=True) if reserve is not None else None,
-            weights_bytes=parse_size(weights_mem) if weights_mem is not None else None,
             weights_dtype=weights_dtype,
-            encoder_len=encoder_len,
-            budget=BudgetSettings(
-                gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
-                kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
-            ),
-            offload=offload_settings(cpu_mem, link_bandwidth),
+            **settings.estimate_options(),
         )
         if plot:
             from kvsize.config import parse_config

@@ -31,7 +31,7 @@ from kvsize.cli.options import (
     split_list,
     user_errors,
 )
-from kvsize.errors import ExitCode, UsageError
+from kvsize.errors import EnvironmentProblem, ExitCode, UsageError
 
 VerifyCtxOpt = Annotated[
     str | None,
@@ -127,12 +127,12 @@ def run_verify(
     kv_dtype: str,
     device: str | None,
     layers: int | None,
-    tolerance: float | None,
+    tolerance: str | None,
     decode_steps: int,
     cache_implementation: str,
     max_cache_len: int | None,
     engine_version: str | None,
-    encoder_len: int | None,
+    encoder_len: str | None,
     trust_remote_code: bool,
     revision: str | None,
     json_output: bool,
@@ -140,40 +140,86 @@ def run_verify(
     debug: bool,
 ) -> None:
     with user_errors(debug):
-        from pathlib import Path
-
+        from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
-        from kvsize.units import parse_count, parse_tokens
+        from kvsize.units import parse_count, parse_tokens, parse_tolerance
         from kvsize.verify import DEFAULT_TOLERANCE, VerifyOptions, render_markdown, verify
 
+        if device is not None and device.strip().lower() not in ("cuda", "cpu", "meta"):
+            raise UsageError(
+                f"unknown device '{device}'" if device.strip() else "empty --device", hint="Choose cuda, cpu or meta."
+            )
+        settings = from_options(encoder_len=encoder_len, revision=revision)
         options = VerifyOptions(
             contexts=[parse_tokens(c) for c in split_list(ctx)] if ctx else (),
             batches=[parse_count(b, "batch size") for b in split_list(batch)],
             kv_dtypes=split_list(kv_dtype),
             device=device,
             layers=layers,
-            tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+            tolerance=DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance, "--tolerance"),
             decode_steps=decode_steps,
             engine_version=engine_version,
             cache_implementation=cache_implementation.strip().lower(),
             max_cache_len=max_cache_len,
             trust_remote_code=trust_remote_code,
-            encoder_len=encoder_len,
+            encoder_len=settings.encoder_len,
         )
-        loaded = load_model_config(model, revision=revision)
-        with _rich_progress() as progress:
-            result = verify(loaded, options, progress)
-        if report:
-            try:
-                Path(report).write_text(render_markdown(result), encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"cannot write the report {report} ({exc.strerror or type(exc).__name__})") from None
+        with _report_file(report) as write_report:  # checked before the run: a result is never lost to a bad path
+            loaded = load_model_config(model, revision=settings.revision)
+            with _rich_progress() as progress:
+                result = verify(loaded, options, progress)
+            write_report(render_markdown(result))
     if json_output:
-        typer.echo(result.model_dump_json(indent=2))
+        from kvsize.text import json_safe
+
+        typer.echo(json_safe(result.model_dump_json(indent=2)))
     else:
         _render(result)
     if not result.passed:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+@contextmanager
+def _report_file(report: str | None) -> Iterator[Any]:
+    """--report: opened for writing before the run (a missing folder, a directory or a read-only place fails
+    now, not after minutes of verification); yields the writer. A file created here is removed if the run fails."""
+    import os
+    from pathlib import Path
+
+    if report is None:
+        yield lambda text: None
+        return
+    path = Path(report).expanduser()
+    existed = path.exists()
+
+    def refuse(exc: OSError) -> UsageError:
+        return UsageError(
+            f"cannot write the report {report} ({exc.strerror or type(exc).__name__})",
+            hint="Give a writable file path for --report.",
+        )
+
+    try:
+        if not report.strip() or path.is_dir():
+            raise IsADirectoryError(21, "a folder, not a file" if report.strip() else "empty path")
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise refuse(exc) from None
+
+    def write(text: str) -> None:
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:  # checked writable above: a full disk or a vanished folder is the environment
+            raise EnvironmentProblem(
+                f"cannot write the report {report} ({exc.strerror or type(exc).__name__})"
+            ) from None
+
+    try:
+        yield write
+    except BaseException:
+        if not existed and path.is_file() and os.path.getsize(path) == 0:
+            path.unlink(missing_ok=True)
+        raise
 
 
 class _RichSteps:
@@ -185,6 +231,9 @@ class _RichSteps:
 
     @contextmanager
     def step(self, description: str) -> Iterator[None]:
+        from kvsize.text import markup
+
+        description = markup(description)
         task = self.progress.add_task(description, total=None) if self.progress is not None else None
         start = time.perf_counter()
         try:
@@ -212,16 +261,16 @@ def _rich_progress() -> Iterator[_RichSteps]:
 
 def _render(result: Any) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
+    from kvsize.text import markup as escape  # rich markup escaped, control characters made visible
     from kvsize.units import format_bytes
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
     console.print(
-        f"device {escape(result.device)}, {result.weights} weights, {result.layers_built} of {result.layers_total} "
-        f"layers built, transformers {result.transformers_version}, torch {result.torch_version}"
+        f"device {escape(result.device)}, {escape(result.weights)} weights, {result.layers_built} of "
+        f"{result.layers_total} layers built, transformers {result.transformers_version}, torch {result.torch_version}"
     )
     console.print(f"[dim]hf: {escape(result.engine_rule)}[/]")
     table = Table(title="Cache held vs kvsize --engine hf", title_justify="left", show_edge=False)
@@ -239,7 +288,7 @@ def _render(result: Any) -> None:
         table.add_row(
             str(s.ctx),
             str(s.batch),
-            s.kv_dtype,
+            escape(s.kv_dtype),
             f"{s.predicted_bytes:,} B",
             "-" if s.measured_bytes is None else f"{s.measured_bytes:,} B",
             "-" if s.difference_bytes is None else f"{s.difference_bytes:+,} B",
