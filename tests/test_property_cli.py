@@ -331,7 +331,8 @@ def capacity_texts(draw: st.DrawFn) -> str:
         deployment = {**DEPLOYMENT, "require": dict(DEPLOYMENT["require"])}
         for _ in range(draw(st.integers(0, 3))):
             key = draw(st.sampled_from(CAPACITY_KEYS))
-            deployment[key] = draw(st.one_of(json_values, st.sampled_from(HOSTILE_VALUES)))
+            pool = [*MODELS, *HOSTILE_VALUES] if key == "model" else HOSTILE_VALUES  # local paths, FIFOs too
+            deployment[key] = draw(st.one_of(json_values, st.sampled_from(pool)))
         if isinstance(deployment.get("require"), dict) and draw(st.booleans()):
             deployment["require"][draw(st.sampled_from(REQUIRE_KEYS))] = draw(
                 st.one_of(json_values, st.sampled_from(HOSTILE_VALUES))
@@ -443,6 +444,9 @@ def any_argv(draw: st.DrawFn) -> list[str]:
 def one_example(argv: list[str], config: dict[str, Any], capacity: str) -> None:
     with tempfile.TemporaryDirectory(prefix="kvsize-prop-") as tmp:
         folder = Path(tmp)
+        materialize([], folder, config)  # the model folder and the FIFO a capacity file may name
+        for name, target in (("{config}", "model/config.json"), ("{folder}", "model"), ("{fifo}", "fifo.json")):
+            capacity = capacity.replace(name, str(folder / target))
         (folder / "capacity.yaml").write_text(capacity, encoding="utf-8")
         names = {"{capacity}": str(folder / "capacity.yaml"), "--junit={junit}": f"--junit={folder / 'out.xml'}"}
         argv = [names.get(arg, arg) for arg in materialize(argv, folder, config)]
