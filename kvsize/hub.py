@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,8 +25,19 @@ DEFAULT_TIMEOUT_S = 5.0
 huggingface_hub's own default (10 s per request, and several requests in a row) made an unreachable hub
 take ~24 s to report."""
 
-_unreachable: set[str] = set()
-"""Endpoints that already failed at the transport level in this process: later calls fail at once."""
+_unreachable: dict[str, float] = {}
+"""Endpoints that failed at the transport level in this process, with when: calls within UNREACHABLE_FOR_S fail
+at once instead of waiting for another timeout (`plan` asks once per GPU)."""
+UNREACHABLE_FOR_S = 60.0
+
+
+def _mark_unreachable() -> None:
+    _unreachable[_endpoint()] = time.monotonic()
+
+
+def _known_unreachable() -> bool:
+    since = _unreachable.get(_endpoint())
+    return since is not None and time.monotonic() - since < UNREACHABLE_FOR_S
 
 
 def check_repo_id(repo_id: str) -> None:
@@ -194,7 +206,7 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
         # Connection refused, DNS, time-outs, TLS, garbage or unsupported protocols: OSError, or the client's
         # transport base classes (httpx.HTTPError, requests.RequestException, ...), matched by inheritance.
         if isinstance(exc, transport_error_types()):
-            _unreachable.add(_endpoint())
+            _mark_unreachable()
             raise _unreachable_error(repo_id, exc) from None
         raise
 
@@ -210,7 +222,7 @@ def fetch_config_from_hub(repo_id: str, *, revision: str | None = None, token: s
     check_repo_id(repo_id)
     timeout = _timeout("HF_HUB_ETAG_TIMEOUT")
     with hub_errors(repo_id, "config.json"), spinner(f"fetching {repo_id} config.json from the hub"):
-        online = not constants.HF_HUB_OFFLINE and _endpoint() not in _unreachable
+        online = not constants.HF_HUB_OFFLINE and not _known_unreachable()
         failure: BaseException | None = None
         if online:
             try:
@@ -222,7 +234,7 @@ def fetch_config_from_hub(repo_id: str, *, revision: str | None = None, token: s
 
                 if isinstance(exc, HfHubHTTPError) or not isinstance(exc, transport_error_types()):
                     raise  # a status the hub gave (404, gated, ...): reported by hub_errors
-                _unreachable.add(_endpoint())
+                _mark_unreachable()
                 online, failure = False, exc  # the cache may still hold it
             else:
                 if meta.size is not None and meta.size > MAX_HUB_CONFIG_BYTES:
@@ -275,7 +287,7 @@ def _fetch_weights(repo_id: str, *, revision: str | None, token: str | None) -> 
     from huggingface_hub import HfApi
 
     check_repo_id(repo_id)
-    if _endpoint() in _unreachable:
+    if _known_unreachable():
         raise EnvironmentProblem(f"the Hugging Face Hub was unreachable for '{repo_id}'")
     with hub_errors(repo_id, "safetensors weights"), spinner(f"reading {repo_id} safetensors headers from the hub"):
         meta = HfApi().get_safetensors_metadata(

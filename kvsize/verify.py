@@ -925,14 +925,13 @@ def _check_cpu_size(device: Device, layers: int | None, raw: Mapping[str, Any]) 
 CPU_RUN_BYTES_LIMIT = 16 * 1024**3
 """Above this rough bound on one CPU scenario's memory (cache, activations, attention scores), it is refused."""
 META_ELEMENTS_LIMIT = 2**62
-"""torch sizes storages in signed 64-bit bytes: a meta tensor past this many elements overflows."""
+"""torch sizes storages in signed 64-bit bytes: a tensor past this many elements overflows on any device."""
 
 
 def _check_run_size(device: Device, spec: ArchSpec, contexts: Sequence[int], batches: Sequence[int]) -> None:
     """Refuse, before anything is allocated, runs that cannot complete: on the CPU those whose activations would
     exhaust memory (--ctx 1M, --batch 100000), on meta those whose tensors torch cannot even size."""
-    if device == "cuda":
-        return  # the CUDA allocator reports out-of-memory itself, as a finding
+    # (On CUDA only the sizing limit applies: the allocator reports out-of-memory itself, as a finding.)
     hidden = spec.hidden_size or 4096
     wide = max(spec.intermediate_size or 4 * hidden, hidden)
     for ctx in contexts:
@@ -940,9 +939,9 @@ def _check_run_size(device: Device, spec: ArchSpec, contexts: Sequence[int], bat
             tokens = batch * ctx
             # Scores of one attention call (batch x ctx x ctx) and the widest activations, at 4 bytes.
             elements = max(batch * ctx * ctx, tokens * (4 * hidden + 2 * wide))
-            if device == "meta" and elements > META_ELEMENTS_LIMIT:
+            if elements > META_ELEMENTS_LIMIT:
                 raise UsageError(
-                    f"ctx {ctx:,} x batch {batch:,} is too large for torch to size even on the meta device",
+                    f"ctx {ctx:,} x batch {batch:,} is too large for torch to size (even on the meta device)",
                     hint="Give a smaller --ctx or --batch; 'kvsize MODEL --ctx ...' sizes any context without torch.",
                 )
             if device == "cpu" and 4 * elements > CPU_RUN_BYTES_LIMIT:

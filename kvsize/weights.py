@@ -86,14 +86,17 @@ def weights_from_index(folder: Path) -> WeightsSize | None:
 def safetensors_data_bytes(path: Path) -> int:
     """Bytes of tensor data in one .safetensors file, from its header alone (no tensor is read). Offsets must
     be whole numbers with 0 <= begin <= end inside the file's data buffer (the safetensors format's own
-    validation); a header that says otherwise is bad input, named with its file."""
-    from kvsize.safe_io import read_prefix
+    validation); a header that says otherwise is bad input, named with its file. The file is read through
+    kvsize.safe_io: a regular file only (a FIFO would block), and only its header."""
+    from kvsize.safe_io import open_regular, read_prefix
 
+    fd, file_bytes = open_regular(path, what="safetensors file")
+    os.close(fd)
     (header_len,) = struct.unpack("<Q", read_prefix(path, size=8, what="safetensors file"))
     if header_len > MAX_HEADER_BYTES:
         raise ValueError(f"header of {header_len} bytes")
     header = json.loads(read_prefix(path, size=header_len, offset=8, what="safetensors file"))
-    buffer_bytes = max(os.stat(path).st_size - 8 - header_len, 0)  # a regular file: read_prefix checked it
+    buffer_bytes = max(file_bytes - 8 - header_len, 0)
     total = 0
     for name, tensor in header.items():
         if name == "__metadata__":

@@ -48,23 +48,137 @@ runner = CliRunner()
 # --- the grammar ------------------------------------------------------------------------------------------
 
 HOSTILE_VALUES = [
-    "", " ", "0", "-1", "-0", "+5", "1", "7", "1.5", "0.5", "1e309", "-1e309", "inf", "-inf", "nan", "NaN",
-    "9" * 400, "9" * 5000, "1" + "0" * 30, "2**40", "0x10", "1_000", "٢٤", "٢٤GiB", "²", "1k", "128k", "1M", "1G",
-    "1T", "8k,32k", "8k,,32k", ",", "1,1,1,1,1,1,1,1", "24GiB", "80GB", "0GiB", "-5GiB", "1e400GiB", "1.5KiB",
-    "0.92", "1.0", "1.01", "auto", "bf16", "fp8", "fp8,bf16", "int4", "nvfp4", "q4_0", "float8_e4m3fn", "vllm",
-    "all", "sglang", "trtllm", "llamacpp", "hf", "formula", "h100", "H100", "a100-80gb", "mi300x", "nope",
-    "\x1b[31mred", "a\tb", "x" * 300, "../../etc/passwd", "main", "..", "a/../b", "~", "-", "--", "null", "true",
+    "",
+    " ",
+    "0",
+    "-1",
+    "-0",
+    "+5",
+    "1",
+    "7",
+    "1.5",
+    "0.5",
+    "1e309",
+    "-1e309",
+    "inf",
+    "-inf",
+    "nan",
+    "NaN",
+    "9" * 400,
+    "9" * 5000,
+    "1" + "0" * 30,
+    "2**40",
+    "0x10",
+    "1_000",
+    "٢٤",
+    "٢٤GiB",
+    "²",
+    "1k",
+    "128k",
+    "1M",
+    "1G",
+    "1T",
+    "8k,32k",
+    "8k,,32k",
+    ",",
+    "1,1,1,1,1,1,1,1",
+    "24GiB",
+    "80GB",
+    "0GiB",
+    "-5GiB",
+    "1e400GiB",
+    "1.5KiB",
+    "0.92",
+    "1.0",
+    "1.01",
+    "auto",
+    "bf16",
+    "fp8",
+    "fp8,bf16",
+    "int4",
+    "nvfp4",
+    "q4_0",
+    "float8_e4m3fn",
+    "vllm",
+    "all",
+    "sglang",
+    "trtllm",
+    "llamacpp",
+    "hf",
+    "formula",
+    "h100",
+    "H100",
+    "a100-80gb",
+    "mi300x",
+    "nope",
+    "\x1b[31mred",
+    "a\tb",
+    "x" * 300,
+    "../../etc/passwd",
+    "main",
+    "..",
+    "a/../b",
+    "~",
+    "-",
+    "--",
+    "null",
+    "true",
 ]
 OPTIONS = [
-    "--ctx", "--batch", "--kv-dtype", "--engine", "--engine-version", "--tp", "--pp", "--block-size",
-    "--max-num-batched-tokens", "--gpu", "--gpu-mem", "--gpu-util", "--kv-memory", "--reserve", "--weights-mem",
-    "--weights-dtype", "--cpu-mem", "--link-bandwidth", "--encoder-len", "--revision",
+    "--ctx",
+    "--batch",
+    "--kv-dtype",
+    "--engine",
+    "--engine-version",
+    "--tp",
+    "--pp",
+    "--block-size",
+    "--max-num-batched-tokens",
+    "--gpu",
+    "--gpu-mem",
+    "--gpu-util",
+    "--kv-memory",
+    "--reserve",
+    "--weights-mem",
+    "--weights-dtype",
+    "--cpu-mem",
+    "--link-bandwidth",
+    "--encoder-len",
+    "--revision",
 ]
 PLAN_OPTIONS = ["--ctx", "--concurrency", "--engine", "--kv-dtype", "--gpu-util", "--weights-dtype", "--tp"]
 FLAGS = ["--json", "--help"]
-MODELS = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-8B", "deepseek-ai/DeepSeek-V3", "acme/a--b", "acmé/x", "name.git",
-          "/dev/zero", "/dev/null", "", ".", "..", "/", "-", "x" * 500, "{config}", "{folder}", "{fifo}"]
+MODELS = [
+    "meta-llama/Llama-3.1-8B",
+    "Qwen/Qwen3-8B",
+    "deepseek-ai/DeepSeek-V3",
+    "acme/a--b",
+    "acmé/x",
+    "name.git",
+    "/dev/zero",
+    "/dev/null",
+    "",
+    ".",
+    "..",
+    "/",
+    "-",
+    "x" * 500,
+    "{config}",
+    "{folder}",
+    "{fifo}",
+]
 
+PLOT_TARGETS = [
+    "{tmp}/chart.png",
+    "{tmp}/missing/chart.png",
+    "{tmp}",
+    "{fifo}",
+    "/dev/full",
+    "/dev/null.png",
+    "~nosuchuser-kvsize/x.svg",
+    "{tmp}/chart.gif",
+    "{tmp}/chart.svg",
+]
 option_values = st.one_of(st.sampled_from(HOSTILE_VALUES), st.text(max_size=12), st.integers(-(2**70), 2**70).map(str))
 
 
@@ -74,6 +188,8 @@ def option_pairs(draw: st.DrawFn, names: list[str]) -> list[str]:
     for _ in range(draw(st.integers(0, 4))):
         name, value = draw(st.sampled_from(names)), draw(option_values)
         out += [f"{name}={value}"] if draw(st.booleans()) else [name, value]
+    if names is OPTIONS and draw(st.integers(0, 5)) == 0:
+        out += ["--plot", draw(st.sampled_from(PLOT_TARGETS))]
     out += draw(st.lists(st.sampled_from(FLAGS), max_size=1))
     return out
 
@@ -91,12 +207,29 @@ TINY: dict[str, Any] = {
     "max_position_embeddings": 8192,
     "torch_dtype": "bfloat16",
 }
-EXTRA_KEYS = ["sliding_window", "layer_types", "head_dim", "quantization_config", "text_config", "rope_scaling",
-              "num_local_experts", "kv_lora_rank", "model_type", "architectures", "attention_chunk_size",
-              "is_encoder_decoder", "auto_map", "tie_word_embeddings"]
+EXTRA_KEYS = [
+    "sliding_window",
+    "layer_types",
+    "head_dim",
+    "quantization_config",
+    "text_config",
+    "rope_scaling",
+    "num_local_experts",
+    "kv_lora_rank",
+    "model_type",
+    "architectures",
+    "attention_chunk_size",
+    "is_encoder_decoder",
+    "auto_map",
+    "tie_word_embeddings",
+]
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.sampled_from([0, -1, 1, 2**31, 10**30, 100_001]),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=10),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([0, -1, 1, 2**31, 10**30, 100_001]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=10),
 )
 json_values = st.recursive(
     json_scalars,
@@ -135,13 +268,60 @@ DEPLOYMENT: dict[str, Any] = {
     "gpu_util": 0.9,
     "require": {"ctx": 8192, "min_concurrency": 4},
 }
-CAPACITY_KEYS = ["name", "model", "gpu", "gpu_mem", "tp", "pp", "gpus", "engine", "engine_version", "kv_dtype",
-                 "gpu_util", "kv_memory", "max_batched_tokens", "block_size", "weights_mem", "weights_dtype",
-                 "revision", "require", "bogus"]
+CAPACITY_KEYS = [
+    "name",
+    "model",
+    "gpu",
+    "gpu_mem",
+    "tp",
+    "pp",
+    "gpus",
+    "engine",
+    "engine_version",
+    "kv_dtype",
+    "gpu_util",
+    "kv_memory",
+    "max_batched_tokens",
+    "block_size",
+    "weights_mem",
+    "weights_dtype",
+    "revision",
+    "require",
+    "bogus",
+]
 REQUIRE_KEYS = ["ctx", "batch", "min_concurrency", "max_kv_fraction", "max_context", "min_pool_tokens"]
-YAML_TOKENS = ["!!int abc", "!!float x", "2001-13-45", "!!python/object:os.system", "&a [*a]", "*nope", "{", "[",
-               "'", '"', "|", ">", "~", "null", "1" * 5000, "0x" + "f" * 40, ".inf", "-.nan", "1e400", "- - -",
-               "\x07", "\t", "@", "`", "%YAML 1.1", "? x", "!<tag:yaml.org,2002:int> 5", "1_0", "0o17", "+1"]
+YAML_TOKENS = [
+    "!!int abc",
+    "!!float x",
+    "2001-13-45",
+    "!!python/object:os.system",
+    "&a [*a]",
+    "*nope",
+    "{",
+    "[",
+    "'",
+    '"',
+    "|",
+    ">",
+    "~",
+    "null",
+    "1" * 5000,
+    "0x" + "f" * 40,
+    ".inf",
+    "-.nan",
+    "1e400",
+    "- - -",
+    "\x07",
+    "\t",
+    "@",
+    "`",
+    "%YAML 1.1",
+    "? x",
+    "!<tag:yaml.org,2002:int> 5",
+    "1_0",
+    "0o17",
+    "+1",
+]
 
 
 @st.composite
@@ -151,7 +331,8 @@ def capacity_texts(draw: st.DrawFn) -> str:
         deployment = {**DEPLOYMENT, "require": dict(DEPLOYMENT["require"])}
         for _ in range(draw(st.integers(0, 3))):
             key = draw(st.sampled_from(CAPACITY_KEYS))
-            deployment[key] = draw(st.one_of(json_values, st.sampled_from(HOSTILE_VALUES)))
+            pool = [*MODELS, *HOSTILE_VALUES] if key == "model" else HOSTILE_VALUES  # local paths, FIFOs too
+            deployment[key] = draw(st.one_of(json_values, st.sampled_from(pool)))
         if isinstance(deployment.get("require"), dict) and draw(st.booleans()):
             deployment["require"][draw(st.sampled_from(REQUIRE_KEYS))] = draw(
                 st.one_of(json_values, st.sampled_from(HOSTILE_VALUES))
@@ -222,7 +403,7 @@ def materialize(argv: list[str], folder: Path, config: dict[str, Any]) -> list[s
     if not fifo.exists():
         os.mkfifo(fifo)
     names = {"{config}": str(config_path), "{folder}": str(folder / "model"), "{fifo}": str(fifo)}
-    return [names.get(arg, arg) for arg in argv]
+    return [names.get(arg, arg).replace("{tmp}", str(folder)) for arg in argv]
 
 
 def assert_contract(argv: list[str]) -> None:
@@ -263,6 +444,9 @@ def any_argv(draw: st.DrawFn) -> list[str]:
 def one_example(argv: list[str], config: dict[str, Any], capacity: str) -> None:
     with tempfile.TemporaryDirectory(prefix="kvsize-prop-") as tmp:
         folder = Path(tmp)
+        materialize([], folder, config)  # the model folder and the FIFO a capacity file may name
+        for name, target in (("{config}", "model/config.json"), ("{folder}", "model"), ("{fifo}", "fifo.json")):
+            capacity = capacity.replace(name, str(folder / target))
         (folder / "capacity.yaml").write_text(capacity, encoding="utf-8")
         names = {"{capacity}": str(folder / "capacity.yaml"), "--junit={junit}": f"--junit={folder / 'out.xml'}"}
         argv = [names.get(arg, arg) for arg in materialize(argv, folder, config)]
@@ -319,8 +503,13 @@ def test_check_contract_on_mutated_capacity_files_slow(capacity: str) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["check", "/dev/zero"], ["/dev/zero"], ["{fifo}"], ["meta-llama/Llama-3.1-8B", "--ctx", "9" * 5000],
-     ["meta-llama/Llama-3.1-8B", "--link-bandwidth", "1e309", "--gpu", "h100"]],
+    [
+        ["check", "/dev/zero"],
+        ["/dev/zero"],
+        ["{fifo}"],
+        ["meta-llama/Llama-3.1-8B", "--ctx", "9" * 5000],
+        ["meta-llama/Llama-3.1-8B", "--link-bandwidth", "1e309", "--gpu", "h100"],
+    ],
 )
 def test_contract_as_a_process_under_a_memory_limit(argv: list[str], tmp_path: Path) -> None:
     argv = materialize(argv, tmp_path, TINY)
@@ -330,8 +519,15 @@ def test_contract_as_a_process_under_a_memory_limit(argv: list[str], tmp_path: P
 
     env = {k: v for k, v in os.environ.items() if k != "KVSIZE_DEBUG"}
     env["PYTHONPATH"] = str(Path(__file__).parents[1])
-    proc = subprocess.run([sys.executable, "-m", "kvsize", *argv], capture_output=True, text=True, timeout=60,
-                          env=env, preexec_fn=limit, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvsize", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        preexec_fn=limit,
+        check=False,
+    )
     assert proc.returncode in (0, 1, 2, 3) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     if proc.returncode == 2:
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("Error:"), proc.stderr

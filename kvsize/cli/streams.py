@@ -77,7 +77,8 @@ codecs.register_error(ERROR_HANDLER, _degrade)
 
 class WatchedOutput(io.RawIOBase):
     """Standard output's file descriptor, remembering the first write that failed: an OSError raised while
-    printing is then known to be the output's own failure (exit 3), not a bug elsewhere."""
+    printing is then known to be the output's own failure (exit 3), not a bug elsewhere. Closing it leaves the
+    descriptor open: it belongs to the process, as sys.stdout's does."""
 
     def __init__(self, fd: int) -> None:
         super().__init__()
@@ -99,9 +100,6 @@ class WatchedOutput(io.RawIOBase):
         except OSError as exc:
             self.failure = self.failure or exc
             raise
-
-    def close(self) -> None:  # the descriptor belongs to the process, as sys.stdout's does
-        super().close()
 
 
 def prepare_streams() -> WatchedOutput | None:
@@ -128,18 +126,7 @@ def prepare_streams() -> WatchedOutput | None:
             continue
         with contextlib.suppress(ValueError, OSError, TypeError):  # a stream that cannot change (detached)
             reconfigure(errors=ERROR_HANDLER)
-    try:
-        from rich.console import Console
-    except ImportError:  # pragma: no cover - rich is a dependency
-        return watched
-    # rich answers a broken pipe by pointing stdout at /dev/null and exiting 1, which means "the check
-    # failed" here: let the error through instead, so that it becomes exit 3 like every other write failure.
-    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     return watched
-
-
-def _raise_broken_pipe(self: Any) -> None:
-    raise BrokenPipeError(32, "Broken pipe")
 
 
 def _stderr_line(text: str) -> None:
@@ -185,7 +172,7 @@ def run_checked(app: Callable[[], Any]) -> NoReturn:
         if watched is None or watched.failure is None:
             raise
     if watched is not None and watched.failure is not None:
-        # Also after a clean exit: click turns a broken pipe into exit 1 ("the check failed" here).
+        # Also after an orderly exit: click and rich turn a broken pipe into exit 1 ("the check failed" here).
         _output_failed(watched.failure)
     try:
         sys.stdout.flush()
