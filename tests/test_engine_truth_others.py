@@ -569,3 +569,12 @@ def test_verify_minimax_lightning_cache(tmp_path: Path) -> None:
     path.write_text(json.dumps(TINY_MINIMAX))
     result = verify(load_model_config(str(path)), VerifyOptions(contexts=(40,), device="cpu"))
     assert result.scenarios[0].match is True and result.scenarios[0].measured_bytes == 106_496
+
+
+def test_mamba2_width_from_explicit_heads() -> None:
+    # Nemotron-H gives mamba_num_heads 256 x mamba_head_dim 64 = 16,384 (vLLM nemotron_h.py: intermediate_size =
+    # mamba_num_heads * mamba_head_dim); expand x hidden_size is the derived figure. With expand edited to 3
+    # (3 x 8192 = 24,576) the explicit fields still win: conv 16,384 + 2 x 8 x 256 = 20,480 channels.
+    model = spec(NEMOTRON_H, expand=3)
+    state = next(layer.state for layer in model.layers if layer.state is not None)
+    assert state.conv_channels == 20_480 and state.ssm_shape == (256, 64, 256)
