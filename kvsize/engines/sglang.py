@@ -48,6 +48,7 @@ and function beside each rule, paths under `sglang/srt/`):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import copy
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
@@ -57,6 +58,8 @@ from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 DEFAULT_PAGE_SIZE = 1  # arg_groups/overrides.py _page_size_default (Hopper fa3; trtllm_mha on SM100 forces 64)
+TRTLLM_MHA_PAGE_SIZE = 64  # overrides.py _mla_backend_page_constraints: trtllm_mha takes 16/32/64/128, else 64
+FA4_PAGE_SIZE = 128  # overrides.py _fa4_page_constraint: FA4 on SM100, non-MLA models
 SWA_FULL_TOKENS_RATIO = 0.8  # ServerArgs.swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio
 MAMBA_SLOTS_RADIX = 3  # kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (radix cache on)
@@ -371,6 +374,7 @@ class SglangEngine(Engine):
         if block_size is not None and block_size < 1:
             raise UsageError(f"--block-size must be positive, got {block_size}")
         self.page_size = block_size or DEFAULT_PAGE_SIZE
+        self.page_size_given = block_size is not None
         self.enable_prefix_caching = enable_prefix_caching
 
     @property
@@ -385,6 +389,34 @@ class SglangEngine(Engine):
         if not self.enable_prefix_caching:
             return MAMBA_SLOTS_NO_RADIX
         return MAMBA_SLOTS_RADIX + (MAMBA_TRACKING_SLOTS if uses_mamba_extra_buffer(spec) else 0)
+
+    def default_page_size(self, spec: ArchSpec) -> int:
+        """--page-size when not given: 1, except on an SM100 GPU (B200, B300, GB200: compute capability 10.x) where
+        MHA models default to the trtllm_mha backend, which takes pages of 64, or, with unequal K and V head sizes,
+        to FA4, which takes 128 (model_override_base.py get_default_attention_backend; overrides.py
+        _mla_backend_page_constraints, _fa4_page_constraint; 0.5.23). MLA models (flashinfer there) keep 1."""
+        device = self.context.device
+        if device is None or device.platform != "cuda" or device.capability is None or device.capability[0] != 10:
+            return DEFAULT_PAGE_SIZE
+        attns = [
+            layer.attention
+            for layer in spec.layers
+            if layer.attention is not None and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.CROSS)
+        ]
+        if not attns or any(a.kind is AttentionKind.MLA for a in attns):
+            return DEFAULT_PAGE_SIZE
+        return FA4_PAGE_SIZE if any(a.head_dim != a.head_dim_v for a in attns) else TRTLLM_MHA_PAGE_SIZE
+
+    def _for(self, spec: ArchSpec) -> SglangEngine:
+        """This engine with the page size SGLang picks for `spec` on the context's GPU (unless one was given)."""
+        if self.page_size_given:
+            return self
+        page = self.default_page_size(spec)
+        if page == self.page_size:
+            return self
+        other = copy(self)
+        other.page_size = page
+        return other
 
     @property
     def rule(self) -> str:
@@ -551,6 +583,9 @@ class SglangEngine(Engine):
     def estimate(
         self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
     ) -> KvEstimate:
+        resolved = self._for(spec)
+        if resolved is not self:
+            return resolved.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
         est = super().estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
         # SGLang splits layers with the remainder on the last stages; every cell grows with the context
         # (cross-attention, KV-less and shared layers included), and the encoder slots are fixed per request.
@@ -618,6 +653,9 @@ class SglangEngine(Engine):
 
     def pool(self, spec: ArchSpec, *, available_bytes: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1) -> SglangPool:
         """`max_total_num_tokens` (and the SWA / Mamba pool sizes) for `available_bytes` of KV budget per GPU."""
+        resolved = self._for(spec)
+        if resolved is not self:
+            return resolved.pool(spec, available_bytes=available_bytes, kv_dtype=kv_dtype, tp=tp, pp=pp)
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         self.check_parallel(spec, tp, pp)
