@@ -10,24 +10,32 @@ and function beside each rule, paths under `sglang/srt/`):
   `mem_cache/memory_pool.py`). `L` is `num_effective_layers = end_layer - start_layer`: every layer of the
   pipeline stage gets a buffer, including layers with no KV of their own (Nemotron-NAS no-op blocks, Gemma 3n
   shared layers). Hybrid Mamba / linear-attention models count only `full_attention_layer_ids`.
-- Pages: `--page-size` defaults to 1 (`_page_size_default`, `arg_groups/overrides.py`); a request holds
-  `cdiv(tokens, page) x page` slots. Every pool buffer has `size + page_size` rows (`_kv_buffer_shapes`): the extra
-  page is a padding page for dummy writes, per pool and not per request, so only `pool()` counts it.
-- Sliding windows: only `is_hybrid_swa_model` architectures (gpt-oss, Llama 4, Gemma 4, MiMo-V2, Step-3.5,
-  Laguna; `configs/model_config.py`) get a separate SWA pool, sized `swa_full_tokens_ratio` (0.8) x the full
-  pool (`HybridSWAPoolConfigurator`). Gemma 2/3/3n set `disable_hybrid_swa_memory` (`arg_groups/model_overrides/
-  gemma2_gemma3.py`) and Mistral, Phi-3, Starcoder2, Cohere2, EXAONE 4 ... are not on the list: their sliding
-  layers are sized as full attention. Per request kvsize charges a pooled sliding (or Llama 4 chunked) layer
-  `min(ctx, window + page)` slots, page-aligned: the SWA pool's admission floor is `sliding_window_size +
-  page_size` (`HybridSWAPoolConfigurator._solve_pool_sizes`) and pages wholly outside the window are freed.
+- Pages: `--page-size` defaults to 1 (`_page_size_default`, `arg_groups/overrides.py`), except on SM100 GPUs where
+  MHA models default to trtllm_mha (pages of 64) or FA4 (128, unequal K/V head sizes) (`default_page_size`); a
+  request holds `cdiv(tokens, page) x page` slots. Every pool buffer has `size + page_size` rows
+  (`_kv_buffer_shapes`): the extra page is a padding page for dummy writes, per pool and not per request, so only
+  `pool()` counts it.
+- Sliding windows: only `is_hybrid_swa_model` architectures (gpt-oss, the Llama 4 multimodal wrapper, Gemma 4,
+  MiMo-V2, Step-3.5, Laguna, Granite SWA, ...; `configs/model_config.py`) or configs with `is_hybrid_swa: true` get
+  a separate SWA pool, sized `swa_full_tokens_ratio` (0.8) x the full pool (`HybridSWAPoolConfigurator`). Gemma
+  2/3/3n set `disable_hybrid_swa_memory` (`arg_groups/model_overrides/gemma2_gemma3.py`) and Mistral, Phi-3,
+  Starcoder2, Cohere2, EXAONE 4 ... are not on the list: their sliding layers are sized as full attention. Per
+  request kvsize charges a pooled sliding (or Llama 4 chunked) layer `min(ctx, pages(window + 128 + page) + page)`
+  slots: the window, the tokens that wait for the next eviction (SGLANG_SWA_EVICTION_INTERVAL = 128 decode steps),
+  the alignment page and the next decode page (`compute_swa_request_cap`, `model_executor/pool_configurator.py`).
 - Cross attention (Mllama): encoder tokens take slots from the same token pool (`encoder_out_cache_loc`), and a
   slot spans every layer, so every layer holds `ctx + encoder tokens` slots per request.
 - Mamba / GDN state (`Mamba2CacheParams`, `configs/mamba_utils.py`): conv `(conv_dim / tp, kernel - 1)` in bf16
   (`SGLANG_MAMBA_CONV_DTYPE`), SSM `(heads / tp, head_dim, state)` in fp32 (`SGLANG_MAMBA_SSM_DTYPE`; a config
   `mamba_ssm_dtype` would override it, but the architecture spec does not carry that field). With the radix
-  cache on (the default) the scheduler admits `max_mamba_cache_size // 3` requests
-  (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`, `mem_cache/kv_cache_configurator.py _calculate_mamba_ratio`), so
-  kvsize charges 3 state slots per request (1 with `enable_prefix_caching=False`, i.e. `--disable-radix-cache`).
+  cache on (the default) the scheduler admits `max_mamba_cache_size // ratio` requests, ratio 3
+  (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`) plus 2 tracking slots for the extra-buffer architectures
+  (Qwen3-Next, Nemotron-H, Falcon-H1, ...: 5) (`mem_cache/kv_cache_configurator.py _calculate_mamba_ratio`), so
+  kvsize charges that many state slots per request (1 with `enable_prefix_caching=False`, `--disable-radix-cache`).
+- Default `mem_fraction_static` (`spec_mem_fraction_static`, used by kvsize/budget.py): 0.5.23's reserve formula
+  (`arg_groups/memory_hook.py handle_gpu_memory_settings`), the VLM factor and AMD aiter x 0.85.
+- Default max_running_requests (`default_max_running_requests`, `running_request_cap`): `resolve_max_num_reqs`.
+- Tensor parallelism (`check_parallel`): heads as `models/llama.py LlamaAttention` asserts them.
 - KV dtypes (`configure_kv_cache_dtype`, `mem_cache/kv_cache_dtype.py`): auto (the model dtype), bf16, fp8_e4m3,
   fp8_e5m2, nvfp4 (mxfp8 and fp4_mx_block16 have no kvsize format). NVFP4 cell (`_compute_cell_size`): data
   `heads x (D_k + D_v) / 2` + one e4m3 scale per 16 elements counted as `heads x D_k x 2 / 16`, plus one shared FP8
