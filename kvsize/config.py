@@ -672,6 +672,7 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     explicit_heads = f.integer("mamba_num_heads", "mamba_n_heads", "n_mamba_heads") or (
         f.integer("num_heads") if not f.has("num_attention_heads") else None
     )
+    expand = f.integer("expand", "mamba_expand", "expansion_factor")  # read (and checked) even when not needed
     d_inner = f.integer("mamba_d_ssm")
     if d_inner is None and explicit_heads and head_dim:
         # Mamba-2 heads x head dim, both given (vLLM nemotron_h.py: mamba_num_heads * mamba_head_dim).
@@ -679,7 +680,6 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     if d_inner is None and attention_free:
         d_inner = _scalar_int(f, "intermediate_size")
     if d_inner is None:
-        expand = f.integer("expand", "mamba_expand", "expansion_factor")
         d_inner = expand * f.need_int(*_HIDDEN_KEYS) if expand else f.need_int("intermediate_size")
     if head_dim is None and f.raw("model_type") != "mamba2":
         # Mamba-1: conv over d_inner channels, state d_inner x d_state (transformers MambaCache).
