@@ -688,16 +688,22 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     # follow even where expand x hidden_size disagrees (falcon-mamba-7b: expand 16 x 4096 = 65536, but
     # intermediate_size 8192; vLLM mamba.py MambaMixer(intermediate_size=config.intermediate_size)). Hybrids
     # with an MLP use intermediate_size for the MLP, so only expand x hidden_size sizes their mixer.
-    d_inner = f.integer("mamba_d_ssm")
     attention_free = not any(f.has(k) for k in _HEAD_KEYS)
-    if d_inner is None and attention_free:
-        d_inner = _scalar_int(f, "intermediate_size")
-    if d_inner is None:
-        expand = f.integer("expand", "mamba_expand", "expansion_factor")
-        d_inner = expand * f.need_int(*_HIDDEN_KEYS) if expand else f.need_int("intermediate_size")
     head_dim = f.integer("mamba_head_dim", "mamba_headdim", "mamba_d_head") or (
         f.integer("head_dim") if not f.has("num_attention_heads") else None
     )
+    explicit_heads = f.integer("mamba_num_heads", "mamba_n_heads", "n_mamba_heads") or (
+        f.integer("num_heads") if not f.has("num_attention_heads") else None
+    )
+    expand = f.integer("expand", "mamba_expand", "expansion_factor")  # read (and checked) even when not needed
+    d_inner = f.integer("mamba_d_ssm")
+    if d_inner is None and explicit_heads and head_dim:
+        # Mamba-2 heads x head dim, both given (vLLM nemotron_h.py: mamba_num_heads * mamba_head_dim).
+        d_inner = explicit_heads * head_dim
+    if d_inner is None and attention_free:
+        d_inner = _scalar_int(f, "intermediate_size")
+    if d_inner is None:
+        d_inner = expand * f.need_int(*_HIDDEN_KEYS) if expand else f.need_int("intermediate_size")
     if head_dim is None and f.raw("model_type") != "mamba2":
         # Mamba-1: conv over d_inner channels, state d_inner x d_state (transformers MambaCache).
         return StateSpec(
@@ -709,11 +715,7 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
         )
     head_dim = head_dim or 64
     n_groups = f.integer("n_groups", "mamba_n_groups", "mamba_ngroups", "ngroups") or 1
-    num_heads = (
-        f.integer("mamba_num_heads", "mamba_n_heads", "n_mamba_heads")
-        or (f.integer("num_heads") if not f.has("num_attention_heads") else None)
-        or d_inner // head_dim
-    )
+    num_heads = explicit_heads or d_inner // head_dim
     # Mamba-2: conv over x, B and C (d_inner + 2 * n_groups * d_state channels); SSM state of
     # num_heads x head_dim x d_state (transformers Mamba2Cache, vLLM MambaStateShapeCalculator).
     # Explicit Mamba heads fix d_inner = heads x head_dim (transformers NemotronHMamba2Mixer intermediate_size;

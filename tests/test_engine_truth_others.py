@@ -569,3 +569,31 @@ def test_verify_minimax_lightning_cache(tmp_path: Path) -> None:
     path.write_text(json.dumps(TINY_MINIMAX))
     result = verify(load_model_config(str(path)), VerifyOptions(contexts=(40,), device="cpu"))
     assert result.scenarios[0].match is True and result.scenarios[0].measured_bytes == 106_496
+
+
+def test_mamba2_width_from_explicit_heads() -> None:
+    # Nemotron-H gives mamba_num_heads 256 x mamba_head_dim 64 = 16,384 (vLLM nemotron_h.py: intermediate_size =
+    # mamba_num_heads * mamba_head_dim); expand x hidden_size is the derived figure. With expand edited to 3
+    # (3 x 8192 = 24,576) the explicit fields still win: conv 16,384 + 2 x 8 x 256 = 20,480 channels.
+    model = spec(NEMOTRON_H, expand=3)
+    state = next(layer.state for layer in model.layers if layer.state is not None)
+    assert state.conv_channels == 20_480 and state.ssm_shape == (256, 64, 256)
+
+
+def test_sglang_page_size_on_sm100() -> None:
+    # On compute capability 10.x, MHA models default to trtllm_mha (model_override_base.py
+    # get_default_attention_backend), whose pages are 64 tokens (overrides.py _mla_backend_page_constraints):
+    # Llama 3.1 8B at ctx 1000 holds cdiv(1000, 64) x 64 = 1,024 slots x 131,072 B = 134,217,728 B.
+    b200 = sglang().with_context(EngineContext(device=Device(B200_MIB * MIB, name="NVIDIA B200", capability=(10, 0))))
+    est = b200.estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16)
+    assert (est.block_size, est.kv_cache_bytes) == (64, 1024 * 131_072)
+    # The pool floors to whole pages: 10 GiB // 131,072 = 81,920 tokens (a multiple of 64 already); 10 GiB + 1 MiB
+    # // 131,072 = 81,928 -> 81,920.
+    assert b200.pool(spec(LLAMA), available_bytes=10 * GIB + MIB, kv_dtype=BF16).max_total_num_tokens == 81_920
+    # MLA models keep page 1 there (flashinfer); on an H100 (9.0) every model keeps page 1.
+    assert b200.estimate(spec(DSV3), ctx=1000, batch=1, kv_dtype=BF16).block_size == 1
+    h100 = sglang().with_context(EngineContext(device=Device(H100_MIB * MIB, capability=(9, 0))))
+    assert h100.estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16).kv_cache_bytes == 1000 * 131_072
+    # A given --block-size wins.
+    given = sglang(block_size=16).with_context(b200.context)
+    assert given.estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16).block_size == 16

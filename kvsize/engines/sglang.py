@@ -10,24 +10,32 @@ and function beside each rule, paths under `sglang/srt/`):
   `mem_cache/memory_pool.py`). `L` is `num_effective_layers = end_layer - start_layer`: every layer of the
   pipeline stage gets a buffer, including layers with no KV of their own (Nemotron-NAS no-op blocks, Gemma 3n
   shared layers). Hybrid Mamba / linear-attention models count only `full_attention_layer_ids`.
-- Pages: `--page-size` defaults to 1 (`_page_size_default`, `arg_groups/overrides.py`); a request holds
-  `cdiv(tokens, page) x page` slots. Every pool buffer has `size + page_size` rows (`_kv_buffer_shapes`): the extra
-  page is a padding page for dummy writes, per pool and not per request, so only `pool()` counts it.
-- Sliding windows: only `is_hybrid_swa_model` architectures (gpt-oss, Llama 4, Gemma 4, MiMo-V2, Step-3.5,
-  Laguna; `configs/model_config.py`) get a separate SWA pool, sized `swa_full_tokens_ratio` (0.8) x the full
-  pool (`HybridSWAPoolConfigurator`). Gemma 2/3/3n set `disable_hybrid_swa_memory` (`arg_groups/model_overrides/
-  gemma2_gemma3.py`) and Mistral, Phi-3, Starcoder2, Cohere2, EXAONE 4 ... are not on the list: their sliding
-  layers are sized as full attention. Per request kvsize charges a pooled sliding (or Llama 4 chunked) layer
-  `min(ctx, window + page)` slots, page-aligned: the SWA pool's admission floor is `sliding_window_size +
-  page_size` (`HybridSWAPoolConfigurator._solve_pool_sizes`) and pages wholly outside the window are freed.
+- Pages: `--page-size` defaults to 1 (`_page_size_default`, `arg_groups/overrides.py`), except on SM100 GPUs where
+  MHA models default to trtllm_mha (pages of 64) or FA4 (128, unequal K/V head sizes) (`default_page_size`); a
+  request holds `cdiv(tokens, page) x page` slots. Every pool buffer has `size + page_size` rows
+  (`_kv_buffer_shapes`): the extra page is a padding page for dummy writes, per pool and not per request, so only
+  `pool()` counts it.
+- Sliding windows: only `is_hybrid_swa_model` architectures (gpt-oss, the Llama 4 multimodal wrapper, Gemma 4,
+  MiMo-V2, Step-3.5, Laguna, Granite SWA, ...; `configs/model_config.py`) or configs with `is_hybrid_swa: true` get
+  a separate SWA pool, sized `swa_full_tokens_ratio` (0.8) x the full pool (`HybridSWAPoolConfigurator`). Gemma
+  2/3/3n set `disable_hybrid_swa_memory` (`arg_groups/model_overrides/gemma2_gemma3.py`) and Mistral, Phi-3,
+  Starcoder2, Cohere2, EXAONE 4 ... are not on the list: their sliding layers are sized as full attention. Per
+  request kvsize charges a pooled sliding (or Llama 4 chunked) layer `min(ctx, pages(window + 128 + page) + page)`
+  slots: the window, the tokens that wait for the next eviction (SGLANG_SWA_EVICTION_INTERVAL = 128 decode steps),
+  the alignment page and the next decode page (`compute_swa_request_cap`, `model_executor/pool_configurator.py`).
 - Cross attention (Mllama): encoder tokens take slots from the same token pool (`encoder_out_cache_loc`), and a
   slot spans every layer, so every layer holds `ctx + encoder tokens` slots per request.
 - Mamba / GDN state (`Mamba2CacheParams`, `configs/mamba_utils.py`): conv `(conv_dim / tp, kernel - 1)` in bf16
   (`SGLANG_MAMBA_CONV_DTYPE`), SSM `(heads / tp, head_dim, state)` in fp32 (`SGLANG_MAMBA_SSM_DTYPE`; a config
   `mamba_ssm_dtype` would override it, but the architecture spec does not carry that field). With the radix
-  cache on (the default) the scheduler admits `max_mamba_cache_size // 3` requests
-  (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`, `mem_cache/kv_cache_configurator.py _calculate_mamba_ratio`), so
-  kvsize charges 3 state slots per request (1 with `enable_prefix_caching=False`, i.e. `--disable-radix-cache`).
+  cache on (the default) the scheduler admits `max_mamba_cache_size // ratio` requests, ratio 3
+  (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`) plus 2 tracking slots for the extra-buffer architectures
+  (Qwen3-Next, Nemotron-H, Falcon-H1, ...: 5) (`mem_cache/kv_cache_configurator.py _calculate_mamba_ratio`), so
+  kvsize charges that many state slots per request (1 with `enable_prefix_caching=False`, `--disable-radix-cache`).
+- Default `mem_fraction_static` (`spec_mem_fraction_static`, used by kvsize/budget.py): 0.5.23's reserve formula
+  (`arg_groups/memory_hook.py handle_gpu_memory_settings`), the VLM factor and AMD aiter x 0.85.
+- Default max_running_requests (`default_max_running_requests`, `running_request_cap`): `resolve_max_num_reqs`.
+- Tensor parallelism (`check_parallel`): heads as `models/llama.py LlamaAttention` asserts them.
 - KV dtypes (`configure_kv_cache_dtype`, `mem_cache/kv_cache_dtype.py`): auto (the model dtype), bf16, fp8_e4m3,
   fp8_e5m2, nvfp4 (mxfp8 and fp4_mx_block16 have no kvsize format). NVFP4 cell (`_compute_cell_size`): data
   `heads x (D_k + D_v) / 2` + one e4m3 scale per 16 elements counted as `heads x D_k x 2 / 16`, plus one shared FP8
@@ -48,6 +56,7 @@ and function beside each rule, paths under `sglang/srt/`):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import copy
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
@@ -57,6 +66,8 @@ from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 DEFAULT_PAGE_SIZE = 1  # arg_groups/overrides.py _page_size_default (Hopper fa3; trtllm_mha on SM100 forces 64)
+TRTLLM_MHA_PAGE_SIZE = 64  # overrides.py _mla_backend_page_constraints: trtllm_mha takes 16/32/64/128, else 64
+FA4_PAGE_SIZE = 128  # overrides.py _fa4_page_constraint: FA4 on SM100, non-MLA models
 SWA_FULL_TOKENS_RATIO = 0.8  # ServerArgs.swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio
 MAMBA_SLOTS_RADIX = 3  # kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (radix cache on)
@@ -371,6 +382,7 @@ class SglangEngine(Engine):
         if block_size is not None and block_size < 1:
             raise UsageError(f"--block-size must be positive, got {block_size}")
         self.page_size = block_size or DEFAULT_PAGE_SIZE
+        self.page_size_given = block_size is not None
         self.enable_prefix_caching = enable_prefix_caching
 
     @property
@@ -385,6 +397,34 @@ class SglangEngine(Engine):
         if not self.enable_prefix_caching:
             return MAMBA_SLOTS_NO_RADIX
         return MAMBA_SLOTS_RADIX + (MAMBA_TRACKING_SLOTS if uses_mamba_extra_buffer(spec) else 0)
+
+    def default_page_size(self, spec: ArchSpec) -> int:
+        """--page-size when not given: 1, except on an SM100 GPU (B200, B300, GB200: compute capability 10.x) where
+        MHA models default to the trtllm_mha backend, which takes pages of 64, or, with unequal K and V head sizes,
+        to FA4, which takes 128 (model_override_base.py get_default_attention_backend; overrides.py
+        _mla_backend_page_constraints, _fa4_page_constraint; 0.5.23). MLA models (flashinfer there) keep 1."""
+        device = self.context.device
+        if device is None or device.platform != "cuda" or device.capability is None or device.capability[0] != 10:
+            return DEFAULT_PAGE_SIZE
+        attns = [
+            layer.attention
+            for layer in spec.layers
+            if layer.attention is not None and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.CROSS)
+        ]
+        if not attns or any(a.kind is AttentionKind.MLA for a in attns):
+            return DEFAULT_PAGE_SIZE
+        return FA4_PAGE_SIZE if any(a.head_dim != a.head_dim_v for a in attns) else TRTLLM_MHA_PAGE_SIZE
+
+    def _for(self, spec: ArchSpec) -> SglangEngine:
+        """This engine with the page size SGLang picks for `spec` on the context's GPU (unless one was given)."""
+        if self.page_size_given:
+            return self
+        page = self.default_page_size(spec)
+        if page == self.page_size:
+            return self
+        other = copy(self)
+        other.page_size = page
+        return other
 
     @property
     def rule(self) -> str:
@@ -551,6 +591,9 @@ class SglangEngine(Engine):
     def estimate(
         self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
     ) -> KvEstimate:
+        resolved = self._for(spec)
+        if resolved is not self:
+            return resolved.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
         est = super().estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
         # SGLang splits layers with the remainder on the last stages; every cell grows with the context
         # (cross-attention, KV-less and shared layers included), and the encoder slots are fixed per request.
@@ -618,6 +661,9 @@ class SglangEngine(Engine):
 
     def pool(self, spec: ArchSpec, *, available_bytes: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1) -> SglangPool:
         """`max_total_num_tokens` (and the SWA / Mamba pool sizes) for `available_bytes` of KV budget per GPU."""
+        resolved = self._for(spec)
+        if resolved is not self:
+            return resolved.pool(spec, available_bytes=available_bytes, kv_dtype=kv_dtype, tp=tp, pp=pp)
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         self.check_parallel(spec, tp, pp)
