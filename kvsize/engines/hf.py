@@ -64,6 +64,9 @@ REMOTE_CODE_ONLY: dict[str, str] = {
     "chatglm": "THUDM's ChatGLM code (transformers' built-in classes are 'glm' / 'glm4')",
     "baichuan": "Baichuan's custom code",
     "internlm2": "InternLM2's custom code",
+    "internlm": "InternLM's custom code (transformers' built-in class is 'internlm3')",
+    "deepseek": "DeepSeek-MoE's custom code (transformers' built-in classes are 'deepseek_v2' / 'deepseek_v3')",
+    "mimo": "Xiaomi's MiMo code",
     "minicpm": "OpenBMB's MiniCPM code",
     "yi": "the original Yi code (Yi-1.5 configs use model_type 'llama')",
 }
