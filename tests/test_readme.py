@@ -75,3 +75,18 @@ def test_readme_headline_is_current() -> None:
         return [line.rstrip() for line in s.strip().splitlines()]
 
     assert lines(done.stdout) == lines(shown)
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """CI (.ci/run) runs exactly the README's test command, so the two cannot drift apart."""
+    readme_lines = [
+        line
+        for block in BLOCK.findall(README.read_text(encoding="utf-8"))
+        for line in block.splitlines()
+        if line.startswith("python3 -m venv .venv") and "pytest" in line
+    ]
+    ci_lines = [
+        line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if "pytest" in line
+    ]
+    assert len(readme_lines) == 1 and ci_lines == readme_lines
+    assert "torch==2.13.0" in ci_lines[0]  # pinned: an open `torch` can pull a multi-GB CUDA build
