@@ -227,13 +227,13 @@ def parse_profile(data: object, *, source: str) -> GpuProfile:
         raise ConfigError(f"{source}: invalid GPU profile: {_describe_error(exc)}") from None
 
 
-# libyaml's loader when PyYAML was built with it: parsing 40 profiles in pure Python costs ~70 ms of start-up.
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _load_file(path: Path) -> GpuProfile:
+    # StrictSafeLoader: safe loading on libyaml's parser where PyYAML has it (parsing 40 profiles in pure Python
+    # costs ~70 ms of start-up), and a key given twice is an error.
+    from kvsize.strict_yaml import StrictSafeLoader
+
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)  # noqa: S506 (a safe loader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictSafeLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         mark = getattr(exc, "problem_mark", None)
