@@ -168,7 +168,6 @@ def size(
         from kvsize.api import estimate_loaded
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
-        from kvsize.units import parse_count, parse_size
 
         # Every value through the capacity file's model first (one validator, errors naming the option); the
         # parse_* calls below are the same parsers, reading values already known to be good.
@@ -220,20 +219,7 @@ def size(
                 disk_bandwidth=disk_bandwidth,
             ),
             engine_version=engine_version,
-            tp=parse_count(tp, "tensor-parallel size"),
-            pp=parse_count(pp, "pipeline-parallel size"),
-            engine_options={
-                "block_size": parse_count(block_size, "block size") if block_size is not None else None,
-                "max_num_batched_tokens": (
-                    parse_count(max_num_batched_tokens, "batched-token budget")
-                    if max_num_batched_tokens is not None
-                    else None
-                ),
-            },
             gpu=gpu,
-            gpu_mem=parse_size(gpu_mem) if gpu_mem is not None else None,
-            reserve_bytes=parse_size(reserve, allow_zero=True) if reserve is not None else None,
-            weights_bytes=parse_size(weights_mem) if weights_mem is not None else None,
             weights_dtype=weights_dtype,
             **options,
             with_advice=True,
