@@ -26,7 +26,16 @@ from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
-from kvsize.units import MAX_COUNT, MAX_GPUS, MAX_TOKENS, parse_count, parse_fraction, parse_size, parse_tokens
+from kvsize.units import (
+    MAX_COUNT,
+    MAX_GPUS,
+    MAX_LINK_GB_S,
+    MAX_TOKENS,
+    parse_count,
+    parse_fraction,
+    parse_size,
+    parse_tokens,
+)
 from kvsize.weights import WeightsSize
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
@@ -182,9 +191,11 @@ def _checked(
     weights_bytes: int | None,
     encoder_len: int | None,
     budget: BudgetSettings | None,
+    engine_options: Mapping[str, Any] | None = None,
+    offload: tuple[int, int | None] | None = None,
 ) -> None:
     """The API's numbers under the CLI's and the capacity file's rules (kvsize.deployment): sizes in bytes
-    above 0 and at most 1 EiB (a reserve may be 0), utilisation in (0, 1]."""
+    above 0 and at most 1 EiB (a reserve may be 0), utilisation in (0, 1], engine counts above 0."""
     for value, what, zero in (
         (gpu_mem, "gpu_mem", False),
         (reserve_bytes, "reserve_bytes", True),
@@ -197,6 +208,13 @@ def _checked(
         parse_count(encoder_len, "encoder_len", maximum=MAX_TOKENS, allow_zero=True)
     if budget is not None and budget.gpu_util is not None:
         parse_fraction(budget.gpu_util, "gpu_util")
+    for key in ("block_size", "max_num_batched_tokens"):
+        if (engine_options or {}).get(key) is not None:
+            parse_count((engine_options or {})[key], key)
+    if offload is not None:
+        parse_size(offload[0], what="offload tier size")
+        if offload[1] is not None and not 0 < offload[1] <= MAX_LINK_GB_S * 10**9:
+            raise UsageError(f"offload link bandwidth must be above 0 and at most {MAX_LINK_GB_S:,} GB/s in bytes/s")
 
 
 class EstimateOptions(TypedDict, total=False):
@@ -282,7 +300,7 @@ def estimate_loaded(
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again."""
-    _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget)
+    _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget, engine_options, offload)
     spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
     names = [engine] if isinstance(engine, str) else list(engine)

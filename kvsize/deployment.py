@@ -45,8 +45,11 @@ def _field(parse: Callable[[Any], T], schema: Any) -> BeforeValidator:
 Bytes = Annotated[int | None, _field(parse_size, int | str | None)]
 """A memory size above 0: 24GiB, 80GB, 512MiB, or bytes (at most 1 EiB)."""
 BytesOrZero = Annotated[int | None, _field(lambda v: parse_size(v, allow_zero=True), int | str | None)]
-Gpus = Annotated[int, _field(lambda v: parse_count(v, "GPU count", maximum=MAX_GPUS), int | str)]
+TensorParallel = Annotated[int, _field(lambda v: parse_count(v, "tensor-parallel size", maximum=MAX_GPUS), int | str)]
 """1 to 65,536."""
+PipelineParallel = Annotated[
+    int, _field(lambda v: parse_count(v, "pipeline-parallel size", maximum=MAX_GPUS), int | str)
+]
 GpuCount = Annotated[int | None, _field(lambda v: parse_count(v, "GPU count", maximum=MAX_GPUS), int | str | None)]
 Count = Annotated[int | None, _field(lambda v: parse_count(v, "count"), int | str | None)]
 """A whole number above 0 (at most 2^40)."""
@@ -69,9 +72,9 @@ class DeploymentSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    tp: Gpus = 1
+    tp: TensorParallel = 1
     """Tensor-parallel GPUs per replica."""
-    pp: Gpus = 1
+    pp: PipelineParallel = 1
     """Pipeline-parallel stages."""
     gpus: GpuCount = None
     """GPUs in all; replicas = gpus / (tp x pp) multiply the concurrency."""

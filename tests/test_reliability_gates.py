@@ -356,6 +356,12 @@ def test_every_option_field_is_in_the_capacity_schema() -> None:
         {"encoder_len": 10**400},
         {"ctx": 10**300},
         {"batch": 10**300},
+        {"engine_options": {"block_size": -1}},
+        {"engine_options": {"block_size": True}},
+        {"engine_options": {"max_num_batched_tokens": 10**30}},
+        {"offload": (10**30, None)},
+        {"offload": (1024, -5)},
+        {"offload": (1024, 10**400)},
     ],
 )
 def test_the_python_api_applies_the_same_bounds(kwargs: dict[str, Any]) -> None:
