@@ -720,12 +720,31 @@ def test_index_totals_that_are_no_size_are_bad_input(tmp_path: Path, total: Any)
         ["--tolerance", "-0.1"],
         ["--tolerance", "٠.١"],
         ["--encoder-len", "9" * 400],
+        ["--layers", "٢"],
+        ["--layers", "0"],
+        ["--layers", "1e3"],
     ],
     ids=lambda a: " ".join(a),
 )
 def test_verify_options_refused_like_the_others(args: list[str]) -> None:
     cli_error(invoke("verify", "acme/never-fetched", *args))
     cli_error(invoke("acme/never-fetched", "--verify", *args))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--decode-steps", "-1"],
+        ["--decode-steps", "٤"],
+        ["--decode-steps", "9" * 30],
+        ["--max-cache-len", "0"],
+        ["--max-cache-len", "١٠"],
+        ["--max-cache-len", "9" * 400],
+    ],
+    ids=lambda a: " ".join(a)[:30],
+)
+def test_verify_counts_use_the_ascii_parser(args: list[str]) -> None:
+    cli_error(invoke("verify", "acme/never-fetched", *args))
 
 
 @pytest.mark.parametrize("where", ["missing-folder/report.md", "a-folder", ""])

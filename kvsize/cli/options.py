@@ -173,10 +173,9 @@ DeviceOpt = Annotated[
     ),
 ]
 LayersOpt = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         "--layers",
-        min=1,
         help="Verification: build only the first N decoder layers; per-layer figures are scaled to the full model.",
         show_default=False,
     ),

@@ -95,11 +95,15 @@ def size(
         )
         return
     with user_errors(debug):
-        from kvsize.api import estimate_loaded
+        from kvsize.api import estimate_loaded, offload_settings
+        from kvsize.budget import BudgetSettings
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
+        from kvsize.units import parse_count, parse_fraction, parse_size
 
-        settings = from_options(  # the capacity file's validators: a value refused here is refused there
+        # Every value through the capacity file's model first (one validator, errors naming the option); the
+        # parse_* calls below are the same parsers, reading values already known to be good.
+        settings = from_options(
             tp=tp,
             pp=pp,
             block_size=block_size,
@@ -114,7 +118,7 @@ def size(
             encoder_len=encoder_len,
             revision=revision,
         )
-        loaded = load_model_config(model, revision=settings.revision)
+        loaded = load_model_config(model, revision=revision)
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -122,9 +126,27 @@ def size(
             kv_dtype=split_list(kv_dtype),
             engine=split_list(engine),
             engine_version=engine_version,
+            tp=parse_count(tp, "tensor-parallel size"),
+            pp=parse_count(pp, "pipeline-parallel size"),
+            engine_options={
+                "block_size": parse_count(block_size, "block size") if block_size is not None else None,
+                "max_num_batched_tokens": (
+                    parse_count(max_num_batched_tokens, "batched-token budget")
+                    if max_num_batched_tokens is not None
+                    else None
+                ),
+            },
             gpu=gpu,
+            gpu_mem=parse_size(gpu_mem) if gpu_mem is not None else None,
+            reserve_bytes=parse_size(reserve, allow_zero=True) if reserve is not None else None,
+            weights_bytes=parse_size(weights_mem) if weights_mem is not None else None,
             weights_dtype=weights_dtype,
-            **settings.estimate_options(),
+            encoder_len=settings.encoder_len,
+            budget=BudgetSettings(
+                gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
+                kv_memory_bytes=parse_size(kv_memory) if kv_memory is not None else None,
+            ),
+            offload=offload_settings(cpu_mem, link_bandwidth),
         )
         if plot:
             from kvsize.config import parse_config

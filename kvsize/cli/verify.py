@@ -44,18 +44,17 @@ VerifyCtxOpt = Annotated[
     ),
 ]
 DecodeStepsOpt = Annotated[
-    int,
-    typer.Option(
-        "--decode-steps", min=0, help="One-token decode steps after the prefill (the cache ends at ctx tokens)."
-    ),
+    str,
+    typer.Option("--decode-steps", help="One-token decode steps after the prefill (the cache ends at ctx tokens)."),
 ]
 CacheImplOpt = Annotated[
     str, typer.Option("--cache-implementation", help="transformers cache: dynamic (DynamicCache) or static.")
 ]
+MAX_DECODE_STEPS = 65_536  # one forward pass each: more would run for hours and prove nothing new
 COLUMNS = ("ctx", "batch", "dtype", "predicted", "measured", "diff", "allocator delta", "peak", "full model", "result")
 MaxCacheLenOpt = Annotated[
-    int | None,
-    typer.Option("--max-cache-len", min=1, help="StaticCache length (default: ctx).", show_default=False),
+    str | None,
+    typer.Option("--max-cache-len", help="StaticCache length (default: ctx).", show_default=False),
 ]
 
 
@@ -74,7 +73,7 @@ def verify_command(
     device: DeviceOpt = None,
     layers: LayersOpt = None,
     tolerance: ToleranceOpt = None,
-    decode_steps: DecodeStepsOpt = 4,
+    decode_steps: DecodeStepsOpt = "4",
     cache_implementation: CacheImplOpt = "dynamic",
     max_cache_len: MaxCacheLenOpt = None,
     engine_version: EngineVersionOpt = None,
@@ -116,7 +115,7 @@ def size_verify(model: str, *, verify: bool, **options: Any) -> None:
                 "--device, --layers, --tolerance, --report and --trust-remote-code only apply to a verification",
                 hint="Add --verify, or use 'kvsize verify MODEL'.",
             )
-    run_verify(model, decode_steps=4, cache_implementation="dynamic", max_cache_len=None, **options)
+    run_verify(model, decode_steps="4", cache_implementation="dynamic", max_cache_len=None, **options)
 
 
 def run_verify(
@@ -126,11 +125,11 @@ def run_verify(
     batch: str,
     kv_dtype: str,
     device: str | None,
-    layers: int | None,
+    layers: str | None,
     tolerance: str | None,
-    decode_steps: int,
+    decode_steps: str,
     cache_implementation: str,
-    max_cache_len: int | None,
+    max_cache_len: str | None,
     engine_version: str | None,
     encoder_len: str | None,
     trust_remote_code: bool,
@@ -155,12 +154,12 @@ def run_verify(
             batches=[parse_count(b, "batch size") for b in split_list(batch)],
             kv_dtypes=split_list(kv_dtype),
             device=device,
-            layers=layers,
+            layers=parse_count(layers, "--layers") if layers is not None else None,
             tolerance=DEFAULT_TOLERANCE if tolerance is None else parse_tolerance(tolerance, "--tolerance"),
-            decode_steps=decode_steps,
+            decode_steps=parse_count(decode_steps, "--decode-steps", maximum=MAX_DECODE_STEPS, allow_zero=True),
             engine_version=engine_version,
             cache_implementation=cache_implementation.strip().lower(),
-            max_cache_len=max_cache_len,
+            max_cache_len=parse_tokens(max_cache_len) if max_cache_len is not None else None,
             trust_remote_code=trust_remote_code,
             encoder_len=settings.encoder_len,
         )
