@@ -490,3 +490,11 @@ def test_unusable_hub_environment_is_exit_3(tmp_path: Path, variable: str, value
     env.pop("HF_HUB_OFFLINE")
     env[variable] = value
     assert needle in one_error(run("someorg/somemodel", env=env, timeout=30), 3)
+
+
+@pytest.mark.parametrize("model", ["x" * 300, "~nosuchuser-kvsize/config.json", "./" + "y" * 300 + ".json"])
+def test_capacity_file_model_the_file_system_refuses(tmp_path: Path, model: str) -> None:
+    # Found by the property test: a 300-character name made `exists()` raise ENAMETOOLONG (a traceback).
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(CAPACITY.format(name="a", model=json.dumps(model)))
+    one_error(run("check", str(capacity), timeout=30), 2)
