@@ -218,10 +218,14 @@ def load_capacity(path: Path) -> CapacityFile:
 
 
 def _resolve_model(model: str, base: Path) -> str:
-    """Relative paths in the file are relative to the file's folder."""
-    if model.startswith((".", "~")) or model.endswith(".json") or (base / model).exists():
-        candidate = (base / Path(model).expanduser()) if not Path(model).expanduser().is_absolute() else Path(model)
-        return str(candidate)
+    """Relative paths in the file are relative to the file's folder. A name the file system refuses (too long,
+    '~unknown-user') is left as written, for load_model_config to report in one line."""
+    try:
+        if model.startswith((".", "~")) or model.endswith(".json") or (base / model).exists():
+            expanded = Path(model).expanduser()
+            return str(expanded if expanded.is_absolute() else base / expanded)
+    except (OSError, ValueError, RuntimeError):
+        pass
     return model
 
 

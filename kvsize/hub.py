@@ -40,12 +40,25 @@ def _known_unreachable() -> bool:
     return since is not None and time.monotonic() - since < UNREACHABLE_FOR_S
 
 
+def load_hub_client() -> None:
+    """Import huggingface_hub, whose import reads the HF_* environment: a malformed HF_ENDPOINT (`http://[::1`)
+    fails there, before any request, and is an environment error, not a traceback."""
+    try:
+        import huggingface_hub.constants  # noqa: F401  # where the HF_* variables are read
+    except Exception as exc:
+        raise EnvironmentProblem(
+            f"huggingface_hub cannot start ({type(exc).__name__}: {' '.join(str(exc).split())})",
+            hint="Check HF_ENDPOINT and the other HF_* environment variables.",
+        ) from None
+
+
 def check_repo_id(repo_id: str) -> None:
     """kvsize's pattern, then huggingface_hub's own validator (`utils.validate_repo_id`: no '--' or '..', no
     '.git' suffix, ASCII only, no leading or trailing '-' or '.'), so that no id reaches the hub client that it
     would refuse with an exception of its own."""
     valid = REPO_ID.match(repo_id) is not None and ".." not in repo_id
     if valid:
+        load_hub_client()
         from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # lazily exported
 
         try:
@@ -148,6 +161,7 @@ def _unreachable_error(repo_id: str, exc: BaseException) -> EnvironmentProblem:
 @contextmanager
 def hub_errors(repo_id: str, what: str) -> Iterator[None]:
     """Turn huggingface_hub and network exceptions into one-line kvsize errors."""
+    load_hub_client()
     from huggingface_hub import errors
     from huggingface_hub.utils import logging as hub_logging
 
@@ -205,6 +219,12 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
     except Exception as exc:
         # Connection refused, DNS, time-outs, TLS, garbage or unsupported protocols: OSError, or the client's
         # transport base classes (httpx.HTTPError, requests.RequestException, ...), matched by inheritance.
+        if isinstance(exc, OSError) and exc.filename is not None:  # the local cache, not the network
+            raise EnvironmentProblem(
+                f"cannot use the Hugging Face cache for '{repo_id}' ({exc.strerror or type(exc).__name__}: "
+                f"{exc.filename})",
+                hint="Check HF_HOME / HF_HUB_CACHE (a writable folder), or pass a local config.json.",
+            ) from None
         if isinstance(exc, transport_error_types()):
             _mark_unreachable()
             raise _unreachable_error(repo_id, exc) from None
@@ -216,10 +236,10 @@ def fetch_config_from_hub(repo_id: str, *, revision: str | None = None, token: s
 
     The size the hub reports (HEAD) is checked first, so an oversized file is refused before it is
     downloaded; when the hub cannot be reached the HF cache answers (as huggingface_hub itself does offline)."""
+    check_repo_id(repo_id)  # first: it also loads huggingface_hub, or says why it cannot
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    check_repo_id(repo_id)
     timeout = _timeout("HF_HUB_ETAG_TIMEOUT")
     with hub_errors(repo_id, "config.json"), spinner(f"fetching {repo_id} config.json from the hub"):
         online = not constants.HF_HUB_OFFLINE and not _known_unreachable()
@@ -284,9 +304,9 @@ _weights_answers: dict[tuple[str, str, str | None], dict[str, int] | KvsizeError
 
 
 def _fetch_weights(repo_id: str, *, revision: str | None, token: str | None) -> dict[str, int]:
+    check_repo_id(repo_id)
     from huggingface_hub import HfApi
 
-    check_repo_id(repo_id)
     if _known_unreachable():
         raise EnvironmentProblem(f"the Hugging Face Hub was unreachable for '{repo_id}'")
     with hub_errors(repo_id, "safetensors weights"), spinner(f"reading {repo_id} safetensors headers from the hub"):

@@ -531,3 +531,67 @@ def test_contract_as_a_process_under_a_memory_limit(argv: list[str], tmp_path: P
     assert proc.returncode in (0, 1, 2, 3) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     if proc.returncode == 2:
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("Error:"), proc.stderr
+
+
+HF_VARIABLES = [
+    "HF_ENDPOINT",
+    "HF_HUB_ETAG_TIMEOUT",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_OFFLINE",
+    "HF_TOKEN",
+    "HF_HUB_DISABLE_TELEMETRY",
+]
+ENV_VALUES = [
+    "",
+    "0",
+    "1",
+    "-5",
+    "abc",
+    "1e309",
+    "http://[::1",
+    "ftp://127.0.0.1:9",
+    "http://127.0.0.1:9",
+    "http://256.256.256.256",
+    "/dev/null",
+    "/dev/zero",
+    "/etc/passwd",
+    "/nonexistent/x",
+    "\x01",
+    "yes",
+]
+
+
+@pytest.mark.slow
+@settings(max_examples=max(10, SLOW_EXAMPLES // 20), **SETTINGS)  # type: ignore[arg-type]
+@given(
+    env=st.dictionaries(st.sampled_from(HF_VARIABLES), st.sampled_from(ENV_VALUES), min_size=1, max_size=3),
+    model=st.sampled_from(["someorg/somemodel", "meta-llama/Llama-3.1-8B"]),
+)
+def test_contract_under_hostile_hub_environment_slow(env: dict[str, str], model: str) -> None:
+    """Real processes (the hub client reads its settings at import) under RLIMIT_AS, only loopback or
+    unroutable endpoints, each bounded by the subprocess timeout."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, resource.RLIM_INFINITY))
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and "PROXY" not in k.upper()}
+    base.update(PYTHONPATH=str(Path(__file__).parents[1]), HF_ENDPOINT="http://127.0.0.1:9", NO_PROXY="*")
+    with tempfile.TemporaryDirectory(prefix="kvsize-env-") as home:
+        base["HF_HOME"] = home
+        base.update(env)
+        if not base["HF_ENDPOINT"].startswith(("http://127.", "http://[::1", "ftp://127.", "http://256.")):
+            base["HF_ENDPOINT"] = "http://127.0.0.1:9"  # never a real host
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvsize", model],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=base,
+            preexec_fn=limit,
+            check=False,
+        )
+    assert proc.returncode in (0, 1, 2, 3) and "Traceback" not in proc.stderr, (env, proc.stderr[-2000:])
+    if proc.returncode in (2, 3):
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("Error:"), (env, proc.stderr)

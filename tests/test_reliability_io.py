@@ -474,3 +474,27 @@ def test_spinner_only_on_a_terminal(hub: StandInHub, tmp_path: Path) -> None:
         os.close(main)
     assert proc.returncode == 3
     assert b"\r" in drawn and b"fetching standin/slow config.json" in drawn
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "needle"),
+    [
+        ("HF_ENDPOINT", "http://[::1", "cannot start"),  # huggingface_hub's import itself fails on it
+        ("HF_ENDPOINT", "ftp://127.0.0.1:9", "UnsupportedProtocol"),  # the client's transport error, by its base
+        ("HF_HUB_ETAG_TIMEOUT", "abc", "cannot start"),
+        ("HF_HOME", "/dev/null", "Hugging Face cache"),
+    ],
+)
+def test_unusable_hub_environment_is_exit_3(tmp_path: Path, variable: str, value: str, needle: str) -> None:
+    env = base_env(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"))
+    env.pop("HF_HUB_OFFLINE")
+    env[variable] = value
+    assert needle in one_error(run("someorg/somemodel", env=env, timeout=30), 3)
+
+
+@pytest.mark.parametrize("model", ["x" * 300, "~nosuchuser-kvsize/config.json", "./" + "y" * 300 + ".json"])
+def test_capacity_file_model_the_file_system_refuses(tmp_path: Path, model: str) -> None:
+    # Found by the property test: a 300-character name made `exists()` raise ENAMETOOLONG (a traceback).
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(CAPACITY.format(name="a", model=json.dumps(model)))
+    one_error(run("check", str(capacity), timeout=30), 2)
