@@ -702,6 +702,7 @@ def _state_spec(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
         ssm_shape=(num_heads, head_dim, d_state),
         dtype=dtype,
         n_groups=n_groups,
+        chunk_size=f.integer("mamba_chunk_size", "chunk_size"),
         ssm_dtype=_named_ssm_dtype(f),
     )
 

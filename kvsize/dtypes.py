@@ -82,9 +82,7 @@ STORAGE: dict[KvDtype, Storage] = {
     KvDtype.INT4_PER_TOKEN_HEAD: Storage(2, 1, "packed int4 + one inline fp32 scale per token, head and K/V"),
     # vLLM FlashMLA sparse (DeepSeek-V3.2): 656 B and 352 B per token for the 512 + 64 latent.
     KvDtype.FP8_DS_MLA: Storage(1, 1, "DeepSeek MLA fp8: 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE = 656 B/token"),
-    KvDtype.NVFP4_DS_MLA: Storage(
-        16, 9, "DeepSeek MLA nvfp4: 512 e2m1 + 32 e4m3 scales + 64 e4m3 RoPE = 352 B/token"
-    ),
+    KvDtype.NVFP4_DS_MLA: Storage(16, 9, "DeepSeek MLA nvfp4: 512 e2m1 + 32 e4m3 scales + 64 e4m3 RoPE = 352 B/token"),
 }
 
 # Spellings users type (vLLM's --kv-cache-dtype values, torch names, llama.cpp's -ctk values).

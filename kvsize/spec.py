@@ -93,6 +93,8 @@ class StateSpec(_Frozen):
     n_groups: int | None = Field(default=None, gt=0)
     """Mamba-2: groups of the B and C projections (their channels are in `conv_channels`); engines that
     shard by tensor parallelism replicate groups that do not divide (vLLM extra_groups_for_head_shards)."""
+    chunk_size: int | None = Field(default=None, gt=0)
+    """Mamba-2 SSD chunk size the config names (`mamba_chunk_size`, `chunk_size`); None when it names none."""
     ssm_dtype: str | None = None
     """The SSM-state dtype the config names (`mamba_ssm_dtype`, `mamba_ssm_cache_dtype`), as a torch name;
     None when it names none. Engines decide whether they follow it."""

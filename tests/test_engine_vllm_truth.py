@@ -292,13 +292,14 @@ def test_qwen3_next_019_no_prefix_caching() -> None:
 
 def test_019_explicit_prefix_caching_all_mode_for_mamba2_models() -> None:
     # 0.19 --enable-prefix-caching on NemotronH (SupportsMambaPrefixCaching) -> mamba_cache_mode "all": the
-    # block holds a state rounded to the chunk: lcm(256, 16) x cdiv(cdiv(8,511,488, 4096), 256) = 256 x 9 = 2304
-    # tokens; each Mamba layer keeps cdiv(8192, 2304) = 4 blocks (MambaSpec.max_memory_usage_bytes "all").
-    # Per request: 4 attention + 6 x 4 = 28 blocks of 10 x 2304 x 4096 B.
+    # block holds a state rounded to the SSD chunk (config chunk_size 128, ModelConfig.get_mamba_chunk_size):
+    # tokens per state cdiv(8,511,488, 4096) = 2078; block lcm(128, 16) x cdiv(2078, 128) = 128 x 17 = 2176.
+    # Each Mamba layer keeps cdiv(8192, 2176) = 4 blocks (MambaSpec.max_memory_usage_bytes "all"); attention
+    # cdiv(8192, 2176) = 4. Per request: 4 + 6 x 4 = 28 blocks of 10 x 2176 x 4096 B.
     engine = vllm("0.19", "h100-sxm", enable_prefix_caching=True)
     model = spec(NEMOTRON_H)
-    assert engine.block_size(model, KvDtype.BF16, 1) == 2304
-    assert per_request(engine, model, 8192) == 28 * 10 * 2304 * 4096
+    assert engine.block_size(model, KvDtype.BF16, 1) == 2176
+    assert per_request(engine, model, 8192) == 28 * 10 * 2176 * 4096
 
 
 # --- 3. n_groups replication and state dtypes -------------------------------------------------------------
@@ -580,6 +581,18 @@ def test_tp_must_divide_attention_heads() -> None:
     assert result.exit_code == 2 and "divisible by tensor parallel size" in result.output
 
 
+def test_tp_must_split_or_replicate_kv_heads_evenly() -> None:
+    # QKVParallelLinear: 8 KV heads at tp 16 are replicated (16 / 8 = 2 copies); a 40-head, 8-KV-head model at
+    # tp 5 passes the attention-head check (40 % 5 = 0) but divide(8, 5) fails; at tp 10, divide(10, 8) fails.
+    vllm("0.33").check_parallel(spec(LLAMA), 16, 1)
+    raw = raw_config(LLAMA)
+    raw.update(num_attention_heads=40, hidden_size=5120)
+    model = parse_config(raw)
+    for tp in (5, 10):
+        with pytest.raises(UsageError, match=f"8 KV heads over tensor parallel size {tp}"):
+            vllm("0.33").check_parallel(model, tp, 1)
+
+
 # --- the running-request cap ---------------------------------------------------------------------------------
 
 
@@ -589,3 +602,96 @@ def test_max_running_requests_is_max_num_seqs() -> None:
     assert vllm("0.33", "h100-sxm", max_num_seqs=64).max_running_requests(spec(LLAMA), 32768) == 64
     # max_num_seqs = min(1024, max_num_batched_tokens) with --max-num-batched-tokens 100.
     assert vllm("0.33", "h100-sxm", max_num_batched_tokens=100).max_running_requests(spec(LLAMA), 32768) == 100
+
+
+# --- more hybrid families (synthetic configs, shapes as the families' configs name them) ---------------------
+
+FALCON_H1 = {
+    "model_type": "falcon_h1",
+    "architectures": ["FalconH1ForCausalLM"],
+    "hidden_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 4,
+    "mamba_d_ssm": 1536,
+    "mamba_n_heads": 24,
+    "mamba_d_head": 64,
+    "mamba_d_state": 128,
+    "mamba_d_conv": 4,
+    "mamba_n_groups": 1,
+    "intermediate_size": 2048,
+    "vocab_size": 1000,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.mark.parametrize(("version", "state_blocks"), [("0.33", 3), ("0.19", 1), ("0.11", 1)])
+def test_falcon_h1_parallel_hybrid(version: str, state_blocks: int) -> None:
+    # Every layer: attention (2 KV heads x 64 x 2 x 2 B = 512 B/token) beside a Mamba-2 mixer: conv
+    # (1536 + 2 x 1 x 128) x 3 x 2 B = 10,752 + SSM 24 x 64 x 128 x 2 B = 393,216 -> 403,968 B.
+    # Block 16 x cdiv(403,968, 16 x 512) = 16 x 50 = 800; page 800 x 512 = 409,600 B. 4 attention + 4 Mamba
+    # specs: group size 4, 2 groups, a block = 4 pages. At 4096: cdiv(4096, 800) = 6 + state blocks
+    # (0.33 align mode with the mamba_mixer2 checkpoint: 3; 0.19 / 0.11: 1).
+    model = parse_config(FALCON_H1)
+    engine = vllm(version, "h100-sxm")
+    assert engine.block_size(model, KvDtype.BF16, 1) == 800
+    assert per_request(engine, model, 4096) == (6 + state_blocks) * 4 * 409_600
+
+
+def test_falcon_h1_tp2_replicates_the_single_group() -> None:
+    # tp 2: n_groups 1 -> 2 (extra_groups_for_head_shards): conv (1536 + 2 x 2 x 128) / 2 x 3 x 2 B = 6144;
+    # SSM 12 x 64 x 128 x 2 B = 196,608 -> 202,752 B. Attention 1 KV head: 256 B/token. Block 16 x
+    # cdiv(202,752, 4096) = 800; page 204,800 B. Per rank (6 + 3) x 4 x 204,800; both ranks twice that.
+    est = vllm("0.33", "h100-sxm").estimate(parse_config(FALCON_H1), ctx=4096, batch=1, kv_dtype=KvDtype.BF16, tp=2)
+    assert est.kv_cache_bytes_per_gpu == 9 * 4 * 204_800
+    assert est.kv_cache_bytes == 2 * 9 * 4 * 204_800
+
+
+def test_granite4_hybrid() -> None:
+    # 3 Mamba-2 + 1 attention layer. Attention 4 KV heads x 128 x 2 x 2 B = 2048 B/token; Mamba-2 conv
+    # (3072 + 256) x 3 x 2 B = 19,968 + SSM 48 x 64 x 128 x 2 B = 786,432 -> 806,400 B. Block 16 x
+    # cdiv(806,400, 32,768) = 16 x 25 = 400; page 819,200 B. Buckets 3 vs 1 -> group size 1: 3 Mamba groups +
+    # 1 attention group, a block = one page. At 4096: cdiv(4096, 400) = 11 + 3 x (3 in 0.33, 1 in 0.19).
+    model = parse_config(
+        {
+            "model_type": "granitemoehybrid",
+            "architectures": ["GraniteMoeHybridForCausalLM"],
+            "hidden_size": 1536,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 4,
+            "num_hidden_layers": 4,
+            "layer_types": ["mamba", "mamba", "mamba", "attention"],
+            "mamba_d_state": 128,
+            "mamba_d_conv": 4,
+            "mamba_n_heads": 48,
+            "mamba_d_head": 64,
+            "mamba_n_groups": 1,
+            "mamba_expand": 2,
+            "vocab_size": 1000,
+            "torch_dtype": "bfloat16",
+        }
+    )
+    assert per_request(vllm("0.33", "h100-sxm"), model, 4096) == (11 + 3 * 3) * 819_200
+    assert per_request(vllm("0.19", "h100-sxm"), model, 4096) == (11 + 3 * 1) * 819_200
+
+
+def test_gpu_reaches_the_engine_through_the_api() -> None:
+    # kvsize google/gemma-3-4b-it --ctx 32k --gpu l40s --kv-memory 20GiB: the engine context carries the L40S,
+    # so the request is (6 x 321 + 2048) x 327,680 = 1,302,200,320 B and vLLM's concurrency figure is
+    # floor(20 GiB / 327,680 B) = 65,536 blocks / 3974 blocks per request = 16.49.
+    from kvsize.api import estimate
+    from kvsize.budget import BudgetSettings
+
+    entry = find_entry(GEMMA3)
+    assert entry is not None
+    result = estimate(
+        load_registry_config(entry),
+        ctx=32768,
+        kv_dtype="bf16",
+        gpu="l40s",
+        budget=BudgetSettings(kv_memory_bytes=20 * GIB),
+    )
+    [scenario] = result.scenarios
+    assert scenario.bytes_per_request == 1_302_200_320
+    assert scenario.gpu is not None and scenario.gpu.concurrency == 65536 / 3974

@@ -120,12 +120,24 @@ class CacheSpec:
 
 
 @dataclass(frozen=True)
+class Unit:
+    """Identical layers: their cache specs, how many there are and one of them."""
+
+    specs: tuple[CacheSpec, ...]
+    count: int
+    layer: LayerSpec
+    skipped: bool  # listed by index in --kv-cache-dtype-skip-layers
+
+
+@dataclass(frozen=True)
 class Group:
-    """A KV-cache group: its spec and the layers (indices) whose pages one block spans."""
+    """A KV-cache group: its spec, its layers and the bytes of one block of it."""
 
     spec: CacheSpec
-    layers: tuple[int, ...]
-    pages: tuple[int, ...]  # each layer's page (differ inside a uniform-type group)
+    size: int  # layers (sub-layers) in the group
+    bytes: int  # one block of the group: the sum of its layers' pages
+    layers: tuple[int, ...] = ()  # layer indices, when listed (pipeline parallelism)
+    pages: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -286,13 +298,28 @@ class VllmEngine(Engine):
         heads = spec.num_attention_heads
         if heads is not None and heads % tp:
             raise UsageError(
-                f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).",
+                f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp})",
                 hint="vLLM refuses this split (ModelConfig.verify_with_parallel_config); choose a --tp that divides "
                 f"{heads}.",
             )
+        # QKVParallelLinear (model_executor/layers/linear.py): KV heads split when tp < their number
+        # (divide(total_num_kv_heads, tp)), replicated when tp >= it (divide(tp, total_num_kv_heads)).
+        for kv in sorted(
+            {
+                layer.attention.num_kv_heads
+                for layer, _ in spec.layer_groups()
+                if layer.attention is not None and layer.attention.kind not in (AttentionKind.MLA, AttentionKind.SHARED)
+            }
+        ):
+            if (tp < kv and kv % tp) or (tp >= kv and tp % kv):
+                raise UsageError(
+                    f"vLLM cannot split {kv} KV heads over tensor parallel size {tp}: it divides the KV heads "
+                    "when tp is smaller and replicates them when tp is larger, and both must divide evenly",
+                    hint=f"Choose a --tp that divides {kv} or that {kv} divides (QKVParallelLinear).",
+                )
         if pp > spec.num_layers:
             raise UsageError(f"--pp {pp} exceeds the model's {spec.num_layers} layers")
-        for state in {layer.state for layer in spec.layers if layer.state is not None}:
+        for state in {layer.state for layer, _ in spec.layer_groups() if layer.state is not None}:
             if state.kind is StateKind.MAMBA2 and state.ssm_shape[0] % tp:
                 raise UsageError(
                     f"vLLM shards the {state.ssm_shape[0]} Mamba heads over tp: {tp} does not divide them",
@@ -410,16 +437,20 @@ class VllmEngine(Engine):
 
     @staticmethod
     def _mla(spec: ArchSpec) -> bool:
-        return any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers)
+        return any(
+            layer.attention is not None and layer.attention.kind is AttentionKind.MLA
+            for layer, _ in spec.layer_groups()
+        )
 
     @staticmethod
     def _sparse_mla(spec: ArchSpec) -> bool:
-        return any(layer.attention is not None and layer.attention.index_head_dim for layer in spec.layers)
+        return any(layer.attention is not None and layer.attention.index_head_dim for layer, _ in spec.layer_groups())
 
     @staticmethod
     def _attends(spec: ArchSpec) -> bool:
         return any(
-            layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED for layer in spec.layers
+            layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
+            for layer, _ in spec.layer_groups()
         )
 
     def prefix_caching(self, spec: ArchSpec) -> bool:
@@ -454,7 +485,7 @@ class VllmEngine(Engine):
         kernel (qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend: Hopper, capability 9.0; Blackwell needs
         CUDA 13 runtimes, which kvsize does not assume) and only when every Mamba layer can
         (get_mamba_prefill_checkpoint_alignment)."""
-        kinds = {layer.state.kind for layer in spec.layers if layer.state is not None}
+        kinds = {layer.state.kind for layer, _ in spec.layer_groups() if layer.state is not None}
         return (
             self.version == "0.33"
             and kinds == {StateKind.GATED_DELTANET}
@@ -588,91 +619,68 @@ class VllmEngine(Engine):
             return 0
         return cdiv(ctx, bs)
 
-    def cache_specs(
-        self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int, pp: int = 1
-    ) -> list[tuple[int, CacheSpec]]:
-        """Every cache-holding sub-layer of the whole model with its (unaligned) spec, in layer order."""
+    def _layer_specs(
+        self, spec: ArchSpec, layer: LayerSpec, layer_dtype: KvDtype, dtype: KvDtype, ctx: int, tp: int, pp: int
+    ) -> tuple[CacheSpec, ...]:
+        """The cache specs of one layer (attention or cross-attention, Mamba mixer) before page unification."""
         bs = self.block_size(spec, dtype, tp)
-        attn_page = bs * self._attention_dtype_bytes(spec, dtype, tp)
-        shared_page = bs * self.attention_bytes_per_token_model(spec, dtype, tp)
-        memo: dict[tuple[object, ...], list[CacheSpec]] = {}
-        out: list[tuple[int, CacheSpec]] = []
-        for layer in spec.layers:
-            layer_dtype = self.layer_dtype(spec, layer, dtype)
-            key = (layer.attention, layer.state, layer.cross, layer_dtype)
-            found = memo.get(key)
-            if found is None:
-                found = []
-                for a in (layer.attention, layer.cross):
-                    if a is None or a.kind is AttentionKind.SHARED:
-                        continue
-                    per_token = self.attention_bytes_per_token(a, layer_dtype, tp)
-                    block = bs
-                    page = bs * per_token
-                    skipped_sliding = (
-                        layer_dtype != dtype
-                        and self.version == "0.33"
-                        and a.kind is AttentionKind.SLIDING
-                        and shared_page
-                        and per_token > shared_page // bs
-                    )
-                    if skipped_sliding:
-                        # A skipped sliding layer pads its page to the primary page (skip_page_size_padded) and
-                        # takes the largest multiple of 16 tokens that fits it (_largest_kernel_block_within).
-                        block = max(
-                            DEFAULT_BLOCK_SIZE, shared_page // per_token // DEFAULT_BLOCK_SIZE * DEFAULT_BLOCK_SIZE
-                        )
-                        page = max(shared_page, block * per_token)
-                    kind = "mla" if a.kind is AttentionKind.MLA else a.kind.value
-                    found.append(
-                        CacheSpec(
-                            kind, a.window, block, page, self._attention_blocks(a, ctx, block, pp, spec), per_token
-                        )
-                    )
-                if layer.state is not None:
-                    state = self.state_bytes(spec, layer.state, tp)
-                    blocks = self.mamba_blocks(spec, layer.state, ctx, bs)
-                    found.append(CacheSpec("mamba", None, bs, max(state, attn_page), blocks))
-                memo[key] = found
-            out.extend((layer.index, s) for s in found)
-        return out
+        found = []
+        for a in (layer.attention, layer.cross):
+            if a is None or a.kind is AttentionKind.SHARED:
+                continue
+            per_token = self.attention_bytes_per_token(a, layer_dtype, tp)
+            block, page = bs, bs * per_token
+            primary = self.attention_bytes_per_token_model(spec, dtype, tp)
+            if layer_dtype != dtype and self.version == "0.33" and a.kind is AttentionKind.SLIDING and primary:
+                # A skipped sliding layer pads its page to the primary page (skip_page_size_padded) and takes
+                # the largest multiple of 16 tokens that fits it (attention.py _largest_kernel_block_within).
+                shared = bs * primary
+                block = max(DEFAULT_BLOCK_SIZE, shared // per_token // DEFAULT_BLOCK_SIZE * DEFAULT_BLOCK_SIZE)
+                page = max(shared, block * per_token)
+            kind = "mla" if a.kind is AttentionKind.MLA else a.kind.value
+            blocks = self._attention_blocks(a, ctx, block, pp, spec)
+            found.append(CacheSpec(kind, a.window, block, page, blocks, per_token))
+        if layer.state is not None:
+            attn_page = bs * self._attention_dtype_bytes(spec, dtype, tp)
+            state = self.state_bytes(spec, layer.state, tp)
+            blocks = self.mamba_blocks(spec, layer.state, ctx, bs)
+            found.append(CacheSpec("mamba", None, bs, max(state, attn_page), blocks))  # padded to the attention page
+        return tuple(found)
 
-    def global_groups(self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int, pp: int = 1) -> list[Group]:
-        """KV-cache groups of the whole model (get_global_kv_cache_groups -> get_kv_cache_groups)."""
-        entries = self.cache_specs(spec, ctx, dtype, tp, pp)
-        if not entries:
-            return []
-        specs = {s for _, s in entries}
-        types = {s.type_key for s in specs}
-        if len(types) == 1 and len({s.blocks for s in specs}) == 1:
-            # is_kv_cache_spec_uniform / UniformTypeKVCacheSpecs: one group, a block spans every layer's page.
-            first = entries[0][1]
-            return [Group(first, tuple(i for i, _ in entries), tuple(s.page for _, s in entries))]
-        entries = self._unify_pages(entries, ctx, pp, spec)
-        buckets: dict[CacheSpec, list[int]] = {}
-        for index, s in entries:
-            buckets.setdefault(s, []).append(index)
-        sizes = [len(v) for v in buckets.values()]
-        group_size = min(sizes)
-        if self.version != "0.11" and max(sizes) < 1.5 * min(sizes):
-            group_size = max(sizes)  # _get_kv_cache_groups_uniform_page_size (0.19+): pad rather than split
-        groups = []
-        for s, layers in buckets.items():
-            n = cdiv(len(layers), group_size)
-            for i in range(n):
-                part = tuple(layers[i::n])
-                groups.append(Group(s, part, tuple(s.page for _ in part)))
-        return groups
+    def _units(self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int, pp: int) -> list[Unit]:
+        """Distinct layers with their specs and counts; layers listed by index in --kv-cache-dtype-skip-layers
+        are told apart from their twins."""
+        index_skips = self._index_skips()
+        units: list[Unit] = []
+        for layer, count in spec.layer_groups():
+            twins = [x for x in spec.layers if x.index in index_skips and _same_layer(x, layer)] if index_skips else []
+            if twins:
+                specs = self._layer_specs(spec, twins[0], self.layer_dtype(spec, twins[0], dtype), dtype, ctx, tp, pp)
+                units.append(Unit(specs, len(twins), twins[0], True))
+            if count > len(twins):
+                rep = layer
+                if layer.index in index_skips:
+                    rep = next(x for x in spec.layers if x.index not in index_skips and _same_layer(x, layer))
+                specs = self._layer_specs(spec, rep, self.layer_dtype(spec, rep, dtype), dtype, ctx, tp, pp)
+                units.append(Unit(specs, count - len(twins), rep, False))
+        return units
 
-    def _unify_pages(
-        self, entries: list[tuple[int, CacheSpec]], ctx: int, pp: int, spec: ArchSpec
-    ) -> list[tuple[int, CacheSpec]]:
-        """unify_kv_cache_spec_page_size: smaller pages that divide the largest get a larger block (x ratio);
-        0.33 pads Mamba pages and non-MLA attention pages that do not divide; 0.19 refuses those; 0.11 refuses
-        any mix of page sizes (get_kv_cache_groups raises NotImplementedError)."""
-        pages = {s.page for _, s in entries}
+    def _index_skips(self) -> set[int]:
+        return {int(i) for i in self.skip_layers if i.isdigit()}
+
+    def _unit_of(self, layer: LayerSpec, units: list[Unit]) -> Unit:
+        skipped = layer.index in self._index_skips()
+        return next(u for u in units if u.skipped == skipped and _same_layer(layer, u.layer))
+
+    def _unified(self, units: list[Unit], ctx: int, pp: int, spec: ArchSpec) -> dict[CacheSpec, CacheSpec]:
+        """Each spec as the groups page it: unchanged when all layers are of one type (is_kv_cache_spec_uniform,
+        UniformTypeKVCacheSpecs), else after unify_kv_cache_spec_page_size."""
+        specs = {s for u in units for s in u.specs}
+        if len({s.type_key for s in specs}) == 1 and len({s.blocks for s in specs}) == 1:
+            return {s: s for s in specs}
+        pages = {s.page for s in specs}
         if len(pages) <= 1:
-            return entries
+            return {s: s for s in specs}
         if self.version == "0.11":
             raise UnsupportedArchitecture(
                 "vLLM 0.11 cannot group layer types whose pages differ (kv_cache_utils.get_kv_cache_groups raises "
@@ -681,17 +689,14 @@ class VllmEngine(Engine):
             )
         top = max(pages)
         unified: dict[CacheSpec, CacheSpec] = {}
-        for _, s in entries:
-            if s in unified:
-                continue
+        for s in specs:
             if s.page == top:
                 unified[s] = s
             elif s.kind == "mamba":
                 unified[s] = CacheSpec(s.kind, s.window, s.block_size, top, s.blocks)
             elif top % s.page == 0:
                 block = s.block_size * (top // s.page)
-                blocks = self._blocks_of(s, ctx, block, pp, spec)
-                unified[s] = CacheSpec(s.kind, s.window, block, top, blocks, s.per_token)
+                unified[s] = CacheSpec(s.kind, s.window, block, top, self._blocks_of(s, ctx, block, pp), s.per_token)
             elif self.version == "0.33" and s.kind != "mla":
                 unified[s] = CacheSpec(s.kind, s.window, s.block_size, top, s.blocks, s.per_token)
             else:
@@ -700,9 +705,9 @@ class VllmEngine(Engine):
                     "(unify_kv_cache_spec_page_size: not divisible)",
                     hint="Drop --kv-cache-dtype-skip-layers or use another --kv-dtype.",
                 )
-        return [(i, unified[s]) for i, s in entries]
+        return unified
 
-    def _blocks_of(self, s: CacheSpec, ctx: int, block: int, pp: int, spec: ArchSpec) -> int:
+    def _blocks_of(self, s: CacheSpec, ctx: int, block: int, pp: int) -> int:
         """Blocks per request of an attention spec at another block size."""
         window = s.window
         if s.kind == "sliding" and window is not None:
@@ -710,9 +715,60 @@ class VllmEngine(Engine):
         if s.kind == "chunked" and window is not None and self.version != "0.11":
             return cdiv(min(window + self.in_flight_tokens(ctx, pp), ctx), block)
         if s.kind == "cross":
-            tokens = s.blocks * s.block_size  # the encoder tokens, rounded to the old block
-            return cdiv(tokens, block)
+            return cdiv(s.blocks * s.block_size, block)  # the encoder tokens, rounded to the old block
         return cdiv(ctx, block)
+
+    def global_groups(self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int, pp: int = 1) -> list[Group]:
+        """KV-cache groups of the whole model (get_global_kv_cache_groups -> get_kv_cache_groups). A group's
+        `layers` are listed only when pp > 1 needs them for the projection onto stages."""
+        units = self._units(spec, ctx, dtype, tp, pp)
+        if not any(u.specs for u in units):
+            return []
+        unified = self._unified(units, ctx, pp, spec)
+        specs = {s for u in units for s in u.specs}
+        members: dict[CacheSpec, list[int]] | None = None
+        if pp > 1:
+            members = self._members(spec, units, unified)
+        if len({s.type_key for s in specs}) == 1 and len({s.blocks for s in specs}) == 1:
+            # is_kv_cache_spec_uniform / UniformTypeKVCacheSpecs: one group, a block spans every layer's page.
+            first = next(iter(unified.values()))
+            total = sum(u.count * unified[s].page for u in units for s in u.specs)
+            layers = tuple(sorted(i for v in members.values() for i in v)) if members else ()
+            pages = self._pages_of(layers, spec, units, unified) if members else ()
+            return [Group(first, sum(u.count * len(u.specs) for u in units), total, layers, pages)]
+        counts: dict[CacheSpec, int] = {}
+        for u in units:
+            for s in u.specs:
+                counts[unified[s]] = counts.get(unified[s], 0) + u.count
+        sizes = list(counts.values())
+        group_size = min(sizes)
+        if self.version != "0.11" and max(sizes) < 1.5 * min(sizes):
+            group_size = max(sizes)  # _get_kv_cache_groups_uniform_page_size (0.19+): pad rather than split
+        groups = []
+        for s, count in counts.items():
+            n = cdiv(count, group_size)
+            ordered = members[s] if members else None
+            for i in range(n):
+                part = tuple(ordered[i::n]) if ordered is not None else ()
+                size = len(range(i, count, n))
+                groups.append(Group(s, size, size * s.page, part, tuple(s.page for _ in part)))
+        return groups
+
+    def _members(
+        self, spec: ArchSpec, units: list[Unit], unified: dict[CacheSpec, CacheSpec]
+    ) -> dict[CacheSpec, list[int]]:
+        """Layer indices of each (unified) spec, in layer order (needed to project groups onto pp stages)."""
+        out: dict[CacheSpec, list[int]] = {}
+        for layer in spec.layers:
+            for s in self._unit_of(layer, units).specs:
+                out.setdefault(unified[s], []).append(layer.index)
+        return out
+
+    def _pages_of(
+        self, layers: tuple[int, ...], spec: ArchSpec, units: list[Unit], unified: dict[CacheSpec, CacheSpec]
+    ) -> tuple[int, ...]:
+        """Each listed layer's page (summed over its specs) for a uniform-type group."""
+        return tuple(sum(unified[s].page for s in self._unit_of(spec.layers[i], units).specs) for i in layers)
 
     def layout(
         self, spec: ArchSpec, layers: Sequence[LayerSpec], ctx: int, dtype: KvDtype, tp: int, pp: int = 1
@@ -721,13 +777,16 @@ class VllmEngine(Engine):
         projected onto the stage (_project_kv_cache_groups_to_worker). Every group keeps its block table, so a
         request holds the same blocks on every stage; a block spans the stage's largest group
         (_get_kv_cache_bytes_per_block)."""
-        groups = self.global_groups(spec, ctx, dtype, tp, pp)
+        groups = self.global_groups(spec, ctx, dtype, tp, pp if len(layers) < spec.num_layers else 1)
+        bs = self.block_size(spec, dtype, tp)
         if not groups:
-            return Layout(self.block_size(spec, dtype, tp), 0, 0, 0)
-        here = {layer.index for layer in layers}
-        bytes_per_block = max(sum(p for i, p in zip(g.layers, g.pages, strict=True) if i in here) for g in groups)
-        blocks = sum(g.spec.blocks for g in groups)
-        return Layout(self.block_size(spec, dtype, tp), bytes_per_block, blocks, len(groups))
+            return Layout(bs, 0, 0, 0)
+        if len(layers) == spec.num_layers:
+            bytes_per_block = max(g.bytes for g in groups)
+        else:
+            here = {layer.index for layer in layers}
+            bytes_per_block = max(sum(p for i, p in zip(g.layers, g.pages, strict=True) if i in here) for g in groups)
+        return Layout(bs, bytes_per_block, sum(g.spec.blocks for g in groups), len(groups))
 
     # --- summing --------------------------------------------------------------------------------------
 
@@ -752,25 +811,19 @@ class VllmEngine(Engine):
     def layer_request_bytes(
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
     ) -> tuple[int, int, int]:
-        """(bytes per token slot, token slots, fixed bytes) of one layer, for the per-layer table: the
-        layer's own specs after alignment (a Mamba state counts its padded page x its blocks)."""
+        """(bytes per token slot, token slots, fixed bytes) of one layer, for the per-layer table: the layer's
+        own specs after page unification (a Mamba state counts its padded page x its blocks)."""
+        units = self._units(spec, ctx, dtype, tp, self._pp)
+        unified = self._unified(units, ctx, self._pp, spec)
         per_token = tokens = fixed = 0
-        for _, s in self._specs_by_layer(spec, ctx, dtype, tp).get(layer.index, ()):
+        for raw in self._unit_of(layer, units).specs:
+            s = unified.get(raw, raw)
             if s.kind in ("mamba", "cross"):
                 fixed += s.page * s.blocks
             else:
                 per_token = s.page // s.block_size
                 tokens = s.blocks * s.block_size
         return per_token, tokens, fixed
-
-    def _specs_by_layer(
-        self, spec: ArchSpec, ctx: int, dtype: KvDtype, tp: int
-    ) -> dict[int, list[tuple[int, CacheSpec]]]:
-        out: dict[int, list[tuple[int, CacheSpec]]] = {}
-        for g in self.global_groups(spec, ctx, dtype, tp, self._pp):
-            for i in g.layers:
-                out.setdefault(i, []).append((i, g.spec))
-        return out
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
@@ -782,7 +835,8 @@ class VllmEngine(Engine):
                 + f" (mamba_cache_mode {mode})"
             )
         if self.version == "0.11" and any(
-            layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED for layer in spec.layers
+            layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED
+            for layer, _ in spec.layer_groups()
         ):
             notes.append("vLLM 0.11 allocated chunked-local layers for the full context")
         return tuple(notes)
@@ -810,12 +864,31 @@ class VllmEngine(Engine):
         return Pool(num_blocks, tokens, concurrency, max(num_blocks - 1, 0) // per_request)
 
 
+def _same_layer(a: LayerSpec, b: LayerSpec) -> bool:
+    return a.attention == b.attention and a.state == b.state and a.cross == b.cross
+
+
 def _torch_dtype(name: str | None) -> KvDtype | None:
     from kvsize.dtypes import dtype_from_torch_name
 
     return dtype_from_torch_name(name)
 
 
+# HF config classes' defaults where a config.json omits the chunk size (transformers NemotronHConfig 128,
+# Mamba2Config / Zamba2Config / BambaConfig / FalconH1Config / GraniteMoeHybridConfig 256).
+_DEFAULT_CHUNK = {
+    "nemotron_h": 128,
+    "mamba2": 256,
+    "zamba2": 256,
+    "bamba": 256,
+    "falcon_h1": 256,
+    "granitemoehybrid": 256,
+}
+
+
 def _chunk_size(spec: ArchSpec) -> int:
-    """ModelConfig.get_mamba_chunk_size: the config's chunk_size / mamba_chunk_size (not in the spec: 256)."""
-    return 256
+    """ModelConfig.get_mamba_chunk_size (0.19): the config's mamba_chunk_size or chunk_size, else 2048."""
+    for layer, _ in spec.layer_groups():
+        if layer.state is not None and layer.state.chunk_size:
+            return layer.state.chunk_size
+    return _DEFAULT_CHUNK.get(spec.model_type, 2048)
