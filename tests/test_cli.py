@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from kvsize.cli import app
+from kvsize.registry import registry_entries
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 H100_MEMORY = 85520809984  # h100-sxm: nvidia-smi 81559 MiB = 81559 x 1048576 B
@@ -111,8 +112,6 @@ def test_models_json_lists_the_registry() -> None:
     result = invoke("models", "--json")
     assert result.exit_code == 0
     models = json.loads(result.stdout)["models"]  # one object, as the help says
-    from kvsize.registry import registry_entries
-
     assert len(models) == len(registry_entries()) >= 160
     ids = [m["hub_id"] for m in models]
     assert LLAMA_8B in ids

@@ -7,7 +7,6 @@ each is named by what it is plus the search index's file id, since several were 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from kvsize.errors import ConfigError
 from kvsize.params import ParamEstimate, estimate_parameters
+from kvsize.registry import find_entry, load_registry_config, registry_entries
 
 MODELS = Path(__file__).resolve().parent.parent / "kvsize" / "models"
 
@@ -24,8 +24,10 @@ S_HELDOUT = "HF safetensors.total table HF_API in build_dataset.py (index file i
 
 
 def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((MODELS / f"{name}.json").read_text())
-    return data
+    """A registry config by its old file name ("org--name"); the registry is one JSON-lines file now."""
+    entry = find_entry(name.replace("--", "/", 1))
+    assert entry is not None, name
+    return load_registry_config(entry)
 
 
 def estimate(name: str) -> ParamEstimate:
@@ -189,10 +191,37 @@ def test_dense_models_have_no_active_count() -> None:
     assert estimate("meta-llama--Llama-3.1-8B").active is None
 
 
+# Registry models whose parameters kvsize.params cannot count yet (they need --weights-mem with --gpu): encoder-
+# decoders (no decoder-only MLP fields), Nemotron-3 MoE layers ('E' in hybrid_override_pattern), Qwen3.5 MoE
+# (no dense intermediate_size). Found when the registry grew (issue 14); counting them belongs to kvsize/params.py.
+PARAMS_GAPS = {
+    "facebook/bart-large-cnn",
+    "google-t5/t5-base",
+    "google-t5/t5-large",
+    "google-t5/t5-small",
+    "openai/whisper-small",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-NVFP4-FP8KV",
+    "Qwen/Qwen3.5-122B-A10B",
+    "Qwen/Qwen3.5-35B-A3B",
+    "Qwen/Qwen3.5-397B-A17B",
+    "Qwen/Qwen3.6-35B-A3B",
+    "nvidia/Qwen3.5-122B-A10B-NVFP4",
+    "nvidia/Qwen3.5-397B-A17B-NVFP4",
+    "nvidia/Qwen3.6-35B-A3B-NVFP4",
+}
+
+
 def test_breakdown_sums_to_total() -> None:
-    for path in sorted(MODELS.glob("*--*.json")):
-        result = estimate_parameters(json.loads(path.read_text()))
-        assert sum(result.breakdown.values()) == result.total, path.name
+    for entry in registry_entries().values():
+        if entry.hub_id in PARAMS_GAPS:
+            with pytest.raises(ConfigError, match="cannot count"):
+                estimate_parameters(load_registry_config(entry))
+            continue
+        result = estimate_parameters(load_registry_config(entry))
+        assert sum(result.breakdown.values()) == result.total, entry.hub_id
         assert result.total > 0
 
 

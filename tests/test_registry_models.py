@@ -31,6 +31,7 @@ from kvsize.spec import ArchSpec, AttentionKind
 
 MODELS = Path(__file__).resolve().parents[1] / "kvsize" / "models"
 REGISTRY_FILE = MODELS / "registry.jsonl"
+REFUSED_CONFIGS = Path(__file__).resolve().parent / "data" / "registry_refused.jsonl"
 
 PER_TOKEN = {AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA}
 
@@ -119,6 +120,9 @@ def test_every_model_has_exactly_one_source_row() -> None:
 
 
 def test_refused_models_are_out_of_the_registry_with_a_reason() -> None:
+    """Found, real, but sized wrongly by kvsize today: kept in tests/data for when the parser learns them."""
+    kept = REFUSED_CONFIGS.read_text(encoding="utf-8").splitlines()
+    assert sorted(json.loads(line)["hub_id"] for line in kept) == sorted(row[0] for row in _tsv("REFUSED.tsv"))
     for hub_id, *_, reason in _tsv("REFUSED.tsv"):
         assert find_entry(hub_id) is None, hub_id
         assert len(reason) > 40, hub_id
