@@ -541,18 +541,18 @@ def apply_calibration(options: dict[str, Any], measured: Calibration) -> dict[st
 
 
 def read_calibration(path: str) -> Calibration:
-    """A calibration file (YAML, safe-loaded) from disk. The one I/O helper here, shared by the CLI commands and
-    capacity files."""
+    """A calibration file from disk: a regular file of at most 1 MiB (kvsize.safe_io), YAML through the strict
+    safe loader (a key given twice is an error). The one I/O helper here, shared by the CLI and capacity files."""
     from pathlib import Path
 
     import yaml
 
+    from kvsize.safe_io import read_small_text
+    from kvsize.strict_yaml import StrictSafeLoader
+
+    text = read_small_text(Path(path).expanduser(), max_bytes=1 << 20, what="calibration file")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read calibration '{path}': {exc}") from None
-    try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=StrictSafeLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
-        raise UsageError(f"calibration '{path}' is not YAML: {' '.join(str(exc).split())}") from None
+        raise UsageError(f"calibration '{path}' is not valid YAML: {' '.join(str(exc).split())}") from None
     return calibration_from_mapping(data, source=path)

@@ -62,7 +62,9 @@ def parse_workload(text: str, *, source: str) -> list[tuple[int, int]]:
                 raise ConfigError(f"{source}: more than {MAX_WORKLOAD_ROWS} rows", hint="Give a sample or percentiles.")
     else:
         try:
-            data = yaml.safe_load(text)
+            from kvsize.strict_yaml import StrictSafeLoader
+
+            data = yaml.load(text, Loader=StrictSafeLoader)  # noqa: S506 (a safe loader; duplicate keys refused)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source}: invalid YAML ({' '.join(str(exc).split())[:160]})") from None
         items: list[tuple[str, object]]
@@ -92,12 +94,8 @@ def parse_workload(text: str, *, source: str) -> list[tuple[int, int]]:
 
 
 def load_workload(path: str) -> list[tuple[int, int]]:
-    file = Path(path).expanduser()
-    try:
-        if file.stat().st_size > MAX_WORKLOAD_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_WORKLOAD_BYTES} bytes", hint="Give percentiles or a sample.")
-        with file.open(encoding="utf-8") as handle:
-            text = handle.read(MAX_WORKLOAD_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    """A workload file from disk: a regular file (never a FIFO or device) of at most MAX_WORKLOAD_BYTES."""
+    from kvsize.safe_io import read_small_text
+
+    text = read_small_text(Path(path).expanduser(), max_bytes=MAX_WORKLOAD_BYTES, what="workload file")
     return parse_workload(text, source=str(path))
