@@ -168,3 +168,22 @@ def test_plan_ranks_by_gpus_then_cost() -> None:
 def test_plan_needs_ctx() -> None:
     result = runner.invoke(app, ["plan", LLAMA])
     assert result.exit_code == 2 and "needs --ctx" in result.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_junit_onto_a_full_disk_is_an_environment_error() -> None:
+    """A report the disk refuses (ENOSPC) is exit 3, the environment; a path that cannot be a file is exit 2."""
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "capacity.yaml"
+    full = subprocess.run(
+        [sys.executable, "-m", "kvsize", "check", str(example), "--junit", "/dev/full"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert full.returncode == 3 and full.stderr.startswith("Error: cannot write /dev/full")
+    missing = subprocess.run(
+        [sys.executable, "-m", "kvsize", "check", str(example), "--junit", "/nonexistent-dir/k.xml"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert missing.returncode == 2 and missing.stderr.count("Error:") == 1

@@ -44,9 +44,14 @@ def check(
             try:
                 junit.write_text(junit_xml(results), encoding="utf-8")
             except OSError as exc:
-                from kvsize.errors import UsageError
+                import errno
 
-                raise UsageError(f"cannot write {junit} ({exc.strerror or type(exc).__name__})") from None
+                from kvsize.errors import EnvironmentProblem, UsageError
+
+                message = f"cannot write {junit} ({exc.strerror or type(exc).__name__})"
+                if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EIO, errno.EDQUOT):  # the disk, not the path
+                    raise EnvironmentProblem(message) from None
+                raise UsageError(message, hint="Give --junit a writable file path.") from None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(results, file=str(path)):
             stderr_line(line)  # the runner reads workflow commands from both streams; stdout stays clean for --json
