@@ -83,9 +83,11 @@ def test_fp8_weights_dtype_keeps_embeddings_16_bit(tmp_path: Path) -> None:
 
 
 def test_gptq_per_channel_group_size(tmp_path: Path) -> None:
-    # group_size -1 (per-channel scales): 4 bits per quantized weight, never negative; embeddings and lm_head
-    # stay bf16: (SMALL_PARAMS - 128,000) x 4 bits + 128,000 x 2 bytes.
+    # group_size -1 (per-channel scales, vLLM gptq.py create_weights: group = in_features = hidden 64): 4 + 20/64
+    # bits per quantized weight, never negative; embeddings and lm_head stay bf16:
+    # ceil((210,240 - 128,000) x (4 + 20/64) / 8) = ceil(44,332.5) = 44,333, + 128,000 x 2 = 300,333 bytes.
     quant = {"quant_method": "gptq", "bits": 4, "group_size": -1}
     (tmp_path / "config.json").write_text(json.dumps({**SMALL, "quantization_config": quant}))
     weights = find_weights(load_model_config(str(tmp_path)))
-    assert weights.bytes == (SMALL_PARAMS - 2 * 1000 * 64) // 2 + 2 * 1000 * 64 * 2
+    assert SMALL_PARAMS == 210_240
+    assert weights.bytes == 300_333

@@ -64,6 +64,7 @@ from kvsize.errors import ExitCode
 
 
 def size(
+    context: typer.Context,
     model: ModelArg,
     revision: RevisionOpt = None,
     ctx: CtxOpt = None,
@@ -139,12 +140,19 @@ def size(
             if tp != "1" or pp != "1":
                 unused.append("--tp/--pp")
             engine_name = engine.strip().lower()
-            stderr_line(
-                "note: --verify compares the cache transformers holds with kvsize's --engine hf prediction"
-                + (f"; the {engine_name} rule is not what is measured" if engine_name != "hf" else "")
-                + (f"; {', '.join(unused)} do not apply to it" if unused else "")
-                + "."
-            )
+            # click's ParameterSource, read by name (typer vendors click): DEFAULT means --engine was not given
+            engine_given = getattr(context.get_parameter_source("engine"), "name", "DEFAULT") != "DEFAULT"
+            if unused or (engine_given and engine_name != "hf"):  # only when a flag the user gave is not measured
+                stderr_line(
+                    "note: --verify compares the cache transformers holds with kvsize's --engine hf prediction"
+                    + (
+                        f"; the {engine_name} rule is not what is measured"
+                        if engine_given and engine_name != "hf"
+                        else ""
+                    )
+                    + (f"; {', '.join(unused)} do not apply to it" if unused else "")
+                    + "."
+                )
 
         size_verify(
             model,
