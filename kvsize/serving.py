@@ -82,7 +82,7 @@ def prefix_share(
     llama.cpp slots and transformers: they never share)."""
     if prefix_len < 0:
         raise UsageError(f"--prefix-len must not be negative, got {prefix_len}")
-    on = engine.prefix_caching_enabled() if enabled is None else enabled and engine.shares_prefixes
+    on = engine.prefix_caching_enabled(spec) if enabled is None else enabled and engine.shares_prefixes
     hit = min(prefix_len, ctx, max(prompt_len - 1, 0) if engine.recomputes_last_prompt_token else prompt_len)
     block = engine.block_size(spec, kv_dtype, tp) or 1
     by_kind: dict[str, int] = {}

@@ -310,7 +310,7 @@ class Engine(ABC):
         token by token): steady-state sums evaluate the allocation once per such run."""
         return self.block_size(spec, dtype, tp) or 1
 
-    def prefix_caching_enabled(self) -> bool:
+    def prefix_caching_enabled(self, spec: ArchSpec) -> bool:
         """Whether sharing is on with this engine's settings (its default unless --no-enable-prefix-caching)."""
         return self.shares_prefixes and bool(getattr(self, "enable_prefix_caching", True))
 

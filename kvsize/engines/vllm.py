@@ -867,6 +867,9 @@ class VllmEngine(Engine):
 
     shares_prefixes = True  # CacheConfig.enable_prefix_caching = True (vllm/config/cache.py)
 
+    def prefix_caching_enabled(self, spec: ArchSpec) -> bool:
+        return self.prefix_caching(spec)  # the same switch that sets the Mamba state blocks
+
     def prefix_sharing_rule(self) -> str:
         return (
             f"vLLM {self.version} prefix caching: whole blocks only, floor(hit / block) per layer, the partial "
