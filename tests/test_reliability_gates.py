@@ -787,4 +787,5 @@ def test_a_card_far_smaller_than_the_model_draws_a_bounded_bar(tmp_path: Path, c
     # (MemoryError), on 1000 bytes for 8e7 (minutes). Each part is now at most one bar's width.
     config = write(tmp_path, "config.json", TINY)
     proc = run_process(str(config), "--ctx", "8k", "--gpu-mem", card)
-    assert proc.returncode == 0 and len(proc.stdout) < 20_000, (proc.returncode, len(proc.stdout), proc.stderr[-500:])
+    # Exit 1: the answer is "no", it does not fit (the scenario is printed first).
+    assert proc.returncode == 1 and len(proc.stdout) < 20_000, (proc.returncode, len(proc.stdout), proc.stderr[-500:])

@@ -431,7 +431,7 @@ def test_repo_with_only_pytorch_model_bin(hub: StandInHub, tmp_path: Path, comma
     env = hub_env(hub, tmp_path)
     if command == "size":
         proc = run("standin/binonly", "--ctx", "4k", "--gpu", "h100", env=env)
-        assert "hub safetensors metadata unavailable" in proc.stdout.replace("\n", " ")
+        assert "hub safetensors metadata unavailable" in " ".join(proc.stdout.split())
     elif command == "plan":
         proc = run("plan", "standin/binonly", "--ctx", "4k", env=env)
     else:
@@ -494,7 +494,10 @@ def test_unusable_hub_environment_is_exit_3(tmp_path: Path, variable: str, value
 
 @pytest.mark.parametrize("model", ["x" * 300, "~nosuchuser-kvsize/config.json", "./" + "y" * 300 + ".json"])
 def test_capacity_file_model_the_file_system_refuses(tmp_path: Path, model: str) -> None:
-    # Found by the property test: a 300-character name made `exists()` raise ENAMETOOLONG (a traceback).
+    # Found by the property test: a 300-character name made `exists()` raise ENAMETOOLONG (a traceback). A model
+    # that cannot be loaded fails its own deployment (exit 1, "the check failed"), with the reason in the table.
     capacity = tmp_path / "capacity.yaml"
     capacity.write_text(CAPACITY.format(name="a", model=json.dumps(model)))
-    one_error(run("check", str(capacity), timeout=30), 2)
+    proc = run("check", str(capacity), timeout=30)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-2000:])
+    assert "cannot be loaded" in " ".join(proc.stdout.split())

@@ -278,7 +278,7 @@ def test_check_fails_one_unloadable_model_and_goes_on(tmp_path: Path, monkeypatc
     missing, ok = json.loads(result.stdout)["deployments"]
     assert missing["pass"] is False and "cannot be loaded" in missing["reason"] and missing["line"] == 2
     assert ok["pass"] is True and ok["line"] == 6
-    assert f"::error file={path},line=2,title=kvsize capacity: missing::" in result.stderr
+    assert f"::error file={path},line=2,title=kvsize capacity%3A missing::" in result.stderr  # ":" escaped
 
 
 def test_verify_says_what_it_compares() -> None:

@@ -8,18 +8,25 @@ import typer
 
 from kvsize.cli.options import DebugOpt, JsonOpt, emit, user_errors
 
-TokensOpt = Annotated[str, typer.Option("--tokens", help="Tokens in one request's cache (per layer): 16000, 16k.")]
-KeepOpt = Annotated[str, typer.Option("--keep", help="Tokens the policy keeps (the rest are evicted): 1600, 10%.")]
-EvictBlockOpt = Annotated[str, typer.Option("--block-size", help="Tokens per block (vLLM 16, TRT-LLM 32).")]
+TokensOpt = Annotated[
+    str, typer.Option("--tokens", help="Tokens in one request's cache (per layer): 16000, 16k.", metavar="TOKENS")
+]
+KeepOpt = Annotated[
+    str, typer.Option("--keep", help="Tokens the policy keeps (the rest are evicted): 1600, 10%.", metavar="TOKENS|PCT")
+]
+EvictBlockOpt = Annotated[
+    str, typer.Option("--block-size", help="Tokens per block (vLLM 16, TRT-LLM 32).", metavar="TOKENS")
+]
 PatternOpt = Annotated[
     str,
     typer.Option(
         "--pattern",
         help="Which tokens are evicted: uniform (scattered, exact expectation), clustered (kept tokens in runs, "
         "simulated), recent (keep the last --keep, as StreamingLLM's window).",
+        metavar="uniform|clustered|recent",
     ),
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the clustered simulation.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the clustered simulation.", metavar="N")]
 
 
 def _keep(text: str, tokens: int) -> int:

@@ -36,10 +36,16 @@ def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
 
 SearchOpt = Annotated[
     str | None,
-    typer.Option("--search", "-s", help="A loose name ('qwen3 235b', 'llama-3.1-8b'): matching models, best first."),
+    typer.Option(
+        "--search",
+        "-s",
+        help="A loose name ('qwen3 235b', 'llama-3.1-8b'): matching models, best first.",
+        metavar="TEXT",
+    ),
 ]
 FamilyOpt = Annotated[
-    str | None, typer.Option("--family", help="Only families containing this text ('qwen', 'llama 3.1', 'gemma').")
+    str | None,
+    typer.Option("--family", help="Only families containing this text ('qwen', 'llama 3.1', 'gemma').", metavar="TEXT"),
 ]
 AttentionOpt = Annotated[
     str | None,
@@ -47,6 +53,7 @@ AttentionOpt = Annotated[
         "--attention",
         help="Only this attention: MHA, GQA, MQA, MLA, hybrid, SSM, or a layer kind (full, sliding, chunked, "
         "cross, mamba, mamba2, gated_deltanet).",
+        metavar="KIND",
     ),
 ]
 

@@ -34,10 +34,12 @@ ConfigOpt = Annotated[
         "--config",
         help="The model's config.json (or its folder), when the log names a model kvsize cannot look up.",
         show_default=False,
+        metavar="PATH",
     ),
 ]
 LogToleranceOpt = Annotated[
-    float, typer.Option("--tolerance", help="Largest error, in percent, a figure may have and still pass.")
+    float,
+    typer.Option("--tolerance", help="Largest error, in percent, a figure may have and still pass.", metavar="PERCENT"),
 ]
 SaveCalibrationOpt = Annotated[
     str | None,
@@ -46,6 +48,7 @@ SaveCalibrationOpt = Annotated[
         help="Write the overheads this start-up measured (activation peak, non-torch, CUDA graphs, weights per "
         "rank) to a file for --calibration.",
         show_default=False,
+        metavar="FILE",
     ),
 ]
 WholeWeightsOpt = Annotated[
@@ -54,11 +57,18 @@ WholeWeightsOpt = Annotated[
         "--weights-mem",
         help="The whole model's weights, split over tp x pp (default: looked up).",
         show_default=False,
+        metavar="SIZE",
     ),
 ]
 MaxModelLenOpt = Annotated[
     str | None,
-    typer.Option("--ctx", "--max-model-len", help="max_model_len where the log does not say.", show_default=False),
+    typer.Option(
+        "--ctx",
+        "--max-model-len",
+        help="max_model_len where the log does not say.",
+        show_default=False,
+        metavar="TOKENS",
+    ),
 ]
 
 

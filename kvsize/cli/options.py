@@ -104,6 +104,8 @@ BatchedTokensOpt = Annotated[
         "--max-batched-tokens",
         help="Tokens per scheduler step (vLLM; default: the GPU's scheduler tier, e.g. 8192 on H100, 2048 on L40S).",
         show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Engine",
     ),
 ]
 MaxNumSeqsOpt = Annotated[
@@ -112,6 +114,8 @@ MaxNumSeqsOpt = Annotated[
         "--max-num-seqs",
         help="Most requests the engine runs at once (vLLM; default: the GPU's scheduler tier, 256 or 1024).",
         show_default=False,
+        metavar="N",
+        rich_help_panel="Engine",
     ),
 ]
 PrefixCachingOpt = Annotated[
@@ -121,6 +125,8 @@ PrefixCachingOpt = Annotated[
         help="Prefix caching (vLLM; SGLang radix cache; TRT-LLM block reuse): shares --prefix-len and sets vLLM's "
         "Mamba state blocks. Default: the engine's (vLLM: on for decoders; hybrids on from 0.33).",
         show_default=False,
+        metavar="",
+        rich_help_panel="Engine",
     ),
 ]
 SkipLayersOpt = Annotated[
@@ -139,6 +145,8 @@ KvUnifiedOpt = Annotated[
         "--kv-unified",
         help="llama.cpp: one KV cache shared by all sequences (llama.cpp's --kv-unified, or llama-server's "
         "-np auto). Default: --batch B is -np B, one stream per sequence.",
+        metavar="",
+        rich_help_panel="Engine",
     ),
 ]
 UbatchSizeOpt = Annotated[
@@ -147,12 +155,18 @@ UbatchSizeOpt = Annotated[
         "--ubatch-size",
         help="llama.cpp physical batch (-ub, default 512); with --batch-size it sizes the sliding-window cache.",
         show_default=False,
+        metavar="N",
+        rich_help_panel="Engine",
     ),
 ]
 LlamaBatchSizeOpt = Annotated[
     str | None,
     typer.Option(
-        "--batch-size", help="llama.cpp logical batch (-b, default 2048); caps --ubatch-size.", show_default=False
+        "--batch-size",
+        help="llama.cpp logical batch (-b, default 2048); caps --ubatch-size.",
+        show_default=False,
+        metavar="N",
+        rich_help_panel="Engine",
     ),
 ]
 FlashAttnOpt = Annotated[
@@ -162,6 +176,8 @@ FlashAttnOpt = Annotated[
         help="llama.cpp flash attention (default: on in 2026 builds, off before 2025-05); off pads V rows and, "
         "before 2025-05, pads the context to 32 cells instead of 256.",
         show_default=False,
+        metavar="",
+        rich_help_panel="Engine",
     ),
 ]
 GpuOpt = Annotated[
@@ -266,6 +282,8 @@ LinkOpt = Annotated[
         "--link-bandwidth",
         help="GPU<->CPU offload link in GB/s one way (default: the GPU profile's host link: PCIe, NVLink-C2C).",
         show_default=False,
+        metavar="GB/S",
+        rich_help_panel="Offload",
     ),
 ]
 # --- serving-time memory (kvsize/serving.py) ---
@@ -275,18 +293,28 @@ PrefixLenOpt = Annotated[
         "--prefix-len",
         help="Tokens every request shares (a system prompt): stored once by engines that share prefixes.",
         show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Serving workload",
     ),
 ]
 PromptLenOpt = Annotated[
     str | None,
     typer.Option(
-        "--prompt-len", help="Prompt tokens per request (with --output-len; ctx = P + O).", show_default=False
+        "--prompt-len",
+        help="Prompt tokens per request (with --output-len; ctx = P + O).",
+        show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Serving workload",
     ),
 ]
 OutputLenOpt = Annotated[
     str | None,
     typer.Option(
-        "--output-len", help="Output tokens per request: steady-state figures over its life.", show_default=False
+        "--output-len",
+        help="Output tokens per request: steady-state figures over its life.",
+        show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Serving workload",
     ),
 ]
 WorkloadOpt = Annotated[
@@ -295,6 +323,8 @@ WorkloadOpt = Annotated[
         "--workload",
         help="CSV or YAML of (prompt, output) samples or percentiles: p50/p99 residency and concurrency.",
         show_default=False,
+        metavar="FILE",
+        rich_help_panel="Serving workload",
     ),
 ]
 KvBudgetTokensOpt = Annotated[
@@ -303,15 +333,28 @@ KvBudgetTokensOpt = Annotated[
         "--kv-budget-tokens",
         help="Eviction policy (StreamingLLM, H2O, SnapKV) keeping N tokens per layer per request (lossy).",
         show_default=False,
+        metavar="TOKENS",
+        rich_help_panel="Serving workload",
     ),
 ]
 AllocationOpt = Annotated[
     str,
-    typer.Option("--allocation", help="paged (the engine's blocks) or contiguous (whole ctx reserved per request)."),
+    typer.Option(
+        "--allocation",
+        help="paged (the engine's blocks) or contiguous (whole ctx reserved per request).",
+        metavar="paged|contiguous",
+        rich_help_panel="Serving workload",
+    ),
 ]
 DiskOpt = Annotated[
     str | None,
-    typer.Option("--disk", help="Disk offload tier behind --cpu-mem: 2TiB, ...", show_default=False),
+    typer.Option(
+        "--disk",
+        help="Disk offload tier behind --cpu-mem: 2TiB, ...",
+        show_default=False,
+        metavar="SIZE",
+        rich_help_panel="Offload",
+    ),
 ]
 DiskBandwidthOpt = Annotated[
     str | None,
@@ -383,6 +426,8 @@ CalibrationOpt = Annotated[
         "--calibration",
         help="A file written by `kvsize log --save-calibration`: use its measured overheads.",
         show_default=False,
+        metavar="FILE",
+        rich_help_panel="GPU and budget",
     ),
 ]
 # --- verification (kvsize/cli/verify.py; `kvsize verify` takes the same options) ---
