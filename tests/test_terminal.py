@@ -284,7 +284,11 @@ def test_check_fails_one_unloadable_model_and_goes_on(tmp_path: Path, monkeypatc
 def test_verify_says_what_it_compares() -> None:
     result = runner.invoke(app, [LLAMA_8B, "--verify", "--gpu", "h100", "--device", "meta", "--ctx", "1k"])
     assert "compares the cache transformers holds with kvsize's --engine hf" in result.stderr
-    assert "the vllm rule is not what is measured" in result.stderr and "--gpu" in result.stderr
+    assert "--gpu" in result.stderr and "rule is not what is measured" not in result.stderr  # --engine not given
+    named = runner.invoke(app, [LLAMA_8B, "--verify", "--engine", "vllm", "--device", "meta", "--ctx", "1k"])
+    assert "the vllm rule is not what is measured" in named.stderr
+    plain = runner.invoke(app, [LLAMA_8B, "--verify", "--device", "meta", "--ctx", "1k"])
+    assert "note: --verify compares" not in plain.stderr  # nothing the user gave goes unmeasured
 
 
 def test_concurrency_never_shown_past_the_engine_cap() -> None:
