@@ -146,6 +146,14 @@ def parse_count(text: str | int, what: str, *, maximum: int = MAX_COUNT, allow_z
     return int(cleaned)
 
 
+def _number(text: str | float, what: str) -> Decimal | None:
+    """An exact decimal of a number or an ASCII number string (no bools); None when it is neither."""
+    _not_bool(text, what)
+    if isinstance(text, (int, float)):
+        return _exact(text)
+    return _decimal(text) if isinstance(text, str) else None
+
+
 def parse_fraction(text: str | float, what: str) -> float:
     """A share of memory in (0, 1]: '0.9', '0.92', '90%' (or a number)."""
     _not_bool(text, what)
@@ -165,12 +173,7 @@ def parse_fraction(text: str | float, what: str) -> float:
 
 def parse_bandwidth(text: str | float, what: str = "link bandwidth") -> int:
     """GB/s ('64', '450', '0.9' or a number) -> bytes per second, above 0 and at most MAX_LINK_GB_S."""
-    _not_bool(text, what)
-    value: Decimal | None = None
-    if isinstance(text, (int, float)):
-        value = _exact(text)
-    elif isinstance(text, str):
-        value = _decimal(text)
+    value = _number(text, what)
     if value is None or not 0 < value <= MAX_LINK_GB_S or int(value * 10**9) == 0:
         raise UsageError(
             f"cannot read the {what} {_shown(text)}", hint=f"Give GB/s, e.g. 64 or 450 (at most {MAX_LINK_GB_S:,})."
@@ -180,12 +183,7 @@ def parse_bandwidth(text: str | float, what: str = "link bandwidth") -> int:
 
 def parse_tolerance(text: str | float, what: str = "tolerance") -> float:
     """A relative tolerance in [0, 1] ('0.02', or a number)."""
-    _not_bool(text, what)
-    value: Decimal | None = None
-    if isinstance(text, (int, float)):
-        value = _exact(text)
-    elif isinstance(text, str):
-        value = _decimal(text)
+    value = _number(text, what)
     if value is None or not 0 <= value <= 1:
         raise UsageError(f"{what} must be a number from 0 to 1, got {_shown(text)}", hint="For example 0.02 (2%).")
     return float(value)
