@@ -458,3 +458,20 @@ def test_messages_are_one_line() -> None:
     with pytest.raises(ConfigError) as info:
         estimate_parameters(raw)
     assert "\n" not in str(info.value)
+
+
+def test_dense_qwen3_5_matches_transformers() -> None:
+    # Dense Qwen3.5 (model_type qwen3_5 / qwen3_5_text): the 35B-A3B config with the MoE fields removed,
+    # intermediate_size 6144 and 8 layers. Oracle: Qwen3_5ForConditionalGeneration(config) on the meta device,
+    # transformers 5.24: 2,022,552,432 parameters (vision tower included).
+    raw = load("Qwen/Qwen3.5-35B-A3B")
+    raw["model_type"] = "qwen3_5"
+    raw["vision_config"]["model_type"] = "qwen3_5"
+    text = raw["text_config"]
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        del text[key]
+    text.update(model_type="qwen3_5_text", intermediate_size=6144, num_hidden_layers=8)
+    text["layer_types"] = text["layer_types"][:8]
+    result = estimate_parameters(raw)
+    assert result.total == 2_022_552_432
+    assert result.active is None
