@@ -675,7 +675,12 @@ def _nemotron_h_kinds(cfg: _Cfg, layers: int) -> list[str]:
                 f"{', '.join(sorted(_NEMOTRON_H_NAMES))}."
             )
         return [_NEMOTRON_H_NAMES[n] for n in names]
-    pattern = str(cfg.raw("hybrid_override_pattern"))
+    pattern = cfg.raw("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        raise ConfigError(
+            f"config.json has no '{cfg.where}hybrid_override_pattern' (or layers_block_type) string: cannot count "
+            "the model's parameters."
+        )
     if len(pattern) != layers:
         raise ConfigError(
             f"config field '{cfg.where}hybrid_override_pattern' has {len(pattern)} layers, "

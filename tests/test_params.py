@@ -446,6 +446,13 @@ def test_hybrid_pattern_length_mismatch() -> None:
         estimate_parameters(raw)
 
 
+def test_nemotron_h_without_layer_pattern_names_the_field() -> None:
+    raw = load("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    del raw["hybrid_override_pattern"]
+    with pytest.raises(ConfigError, match="'hybrid_override_pattern'"):
+        estimate_parameters(raw)
+
+
 def test_not_an_object() -> None:
     with pytest.raises(ConfigError, match="JSON object"):
         estimate_parameters([1, 2])  # type: ignore[arg-type]
