@@ -45,7 +45,9 @@ _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 # One table of transformers class defaults serves the cache parser and this counter.
 _DEFAULTS = MODEL_TYPE_DEFAULTS
 # PretrainedConfig's own default; the families above and most newer ones override it to False.
-_TIE_DEFAULT_TRUE = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "starcoder2", "zamba2"})
+_TIE_DEFAULT_TRUE = frozenset(
+    {"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "starcoder2", "zamba2", "t5", "bart", "whisper"}
+)
 
 # Families whose transformers modules differ from the Llama template in ways no config field says.
 _LAYERNORM_TYPES = frozenset(
@@ -84,7 +86,12 @@ _ALL_BIAS_TYPES = frozenset(
     {"gpt2", "gpt_neox", "phi", "phi-msft", "gpt_bigcode", "gptj", "gpt_neo", "opt", "bloom"}
 )  # every projection has a bias
 _QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"})  # q, k, v biased, o not
-_HEAD_QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "exaone4"})
+_HEAD_QK_NORM_TYPES = frozenset(
+    {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "gemma3", "gemma3_text", "exaone4"}
+)
+# q_proj emits queries and an output gate, 2 x heads x head_dim (modeling_qwen3_next.py Qwen3NextAttention,
+# modeling_qwen3_5_moe.py Qwen3_5MoeAttention: the width is fixed in code, whatever attn_output_gate says).
+_GATED_QUERY_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 _FOUR_NORM_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text"})  # pre+post norm around attention and MLP
 _ONE_NORM_TYPES = frozenset({"phi", "phi-msft", "gptj"})  # parallel attention + MLP behind one LayerNorm
 _LEARNED_POSITION_TYPES = frozenset({"gpt2", "gpt_bigcode", "gpt_neo"})
@@ -255,9 +262,15 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     cfg = _Cfg(text_raw, where=where, defaults=_DEFAULTS.get(model_type, {}))
     tie = _tied(cfg, raw, model_type)
 
-    if cfg.has("block_configs"):
+    if model_type == "t5":
+        _count_t5(cfg, acc, tie=tie)
+    elif model_type == "bart":
+        _count_bart(cfg, acc, tie=tie)
+    elif model_type == "whisper":
+        _count_whisper(cfg, acc, tie=tie)
+    elif cfg.has("block_configs"):
         _count_nemotron_nas(cfg, acc, tie=tie)
-    elif cfg.has("hybrid_override_pattern"):
+    elif cfg.has("hybrid_override_pattern") or model_type == "nemotron_h":
         _count_nemotron_h(cfg, acc, tie=tie)
     elif model_type == "zamba2" or cfg.has("num_mem_blocks"):
         _count_zamba2(cfg, acc, tie=tie)
@@ -346,7 +359,7 @@ def _attention(cfg: _Cfg, style: _Style, hidden: int, *, model_type: str) -> int
     if cfg.has("kv_lora_rank"):
         return _mla(cfg, hidden)
     heads, kv_heads, head_dim = cfg.heads(), cfg.kv_heads(), cfg.head_dim()
-    q_out = heads * head_dim * (2 if model_type == "qwen3_next" else 1)  # Qwen3-Next: q_proj also emits a gate
+    q_out = heads * head_dim * (2 if model_type in _GATED_QUERY_TYPES else 1)
     n = _linear(hidden, q_out, style.q_bias) + 2 * _linear(hidden, kv_heads * head_dim, style.q_bias)
     n += _linear(heads * head_dim, hidden, style.o_bias)
     if style.qk_norm:
@@ -471,7 +484,8 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
 
     moe = _moe_spec(cfg, model_type)
     moe_layers = _moe_layers(cfg, layers, model_type) if moe else set()
-    dense_inter = _dense_inter(cfg, hidden, model_type)
+    # Only layers without experts need the dense MLP width (Qwen3.5-MoE configs have no intermediate_size).
+    dense_inter = _dense_inter(cfg, hidden, model_type) if any(i not in moe_layers for i in range(layers)) else 0
     cross = set(cfg.int_list("cross_attention_layers") or [])
     kinds = _layer_kinds(cfg, layers, model_type)
     attn = _attention(cfg, style, hidden, model_type=model_type)
@@ -502,6 +516,12 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
             f"inference engines skip them; the published checkpoint stores about "
             f"{mtp * per_module / 1e9:.1f}B more parameters."
         )
+    mtp_layers = cfg.opt_int("mtp_num_hidden_layers")
+    if mtp_layers:  # Qwen3.5: transformers drops the checkpoint's mtp.* weights (_keys_to_ignore_on_load_unexpected)
+        acc.notes.append(
+            f"{mtp_layers} multi-token-prediction layer(s) (mtp_num_hidden_layers) not counted: inference engines "
+            "skip them unless speculative decoding uses them."
+        )
     if model_type == "llama4_text" and cfg.bool_("use_qk_norm", False):
         acc.notes.append("Llama 4 QK-norm is a weightless L2 norm: no parameters.")
 
@@ -525,7 +545,7 @@ def _layer_kinds(cfg: _Cfg, layers: int, model_type: str) -> list[str]:
                 f"config field '{cfg.where}layer_types' lists {len(types)} layers, num_hidden_layers is {layers}."
             )
         return types
-    if model_type == "qwen3_next" or cfg.has("linear_num_value_heads"):
+    if model_type in _GATED_QUERY_TYPES or cfg.has("linear_num_value_heads"):
         interval = cfg.int_("full_attention_interval", default=4)
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
     return ["full_attention"] * layers
@@ -633,21 +653,59 @@ def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     acc.add("norms", (layers + 1) * hidden)
 
 
-def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
-    """Nemotron-H: one mixer per layer, chosen by hybrid_override_pattern (M Mamba2, * attention, - MLP)."""
-    hidden, layers = cfg.hidden(), cfg.layers()
-    pattern = str(cfg.raw("hybrid_override_pattern"))
+# hybrid_override_pattern letters and the transformers 5 layers_block_type names they stand for
+# (configuration_nemotron_h.py _pattern_to_list).
+_NEMOTRON_H_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+_NEMOTRON_H_NAMES = {
+    "mamba": "mamba",
+    "linear_attention": "mamba",
+    "attention": "attention",
+    "full_attention": "attention",
+    "mlp": "mlp",
+    "moe": "moe",
+}
+
+
+def _nemotron_h_kinds(cfg: _Cfg, layers: int) -> list[str]:
+    names = cfg.str_list("layers_block_type")
+    if names is not None and not cfg.has("hybrid_override_pattern"):
+        if len(names) != layers or any(n not in _NEMOTRON_H_NAMES for n in names):
+            raise ConfigError(
+                f"config field '{cfg.where}layers_block_type' must list all {layers} layers as one of "
+                f"{', '.join(sorted(_NEMOTRON_H_NAMES))}."
+            )
+        return [_NEMOTRON_H_NAMES[n] for n in names]
+    pattern = cfg.raw("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        raise ConfigError(
+            f"config.json has no '{cfg.where}hybrid_override_pattern' (or layers_block_type) string: cannot count "
+            "the model's parameters."
+        )
     if len(pattern) != layers:
         raise ConfigError(
             f"config field '{cfg.where}hybrid_override_pattern' has {len(pattern)} layers, "
             f"num_hidden_layers is {layers}."
         )
+    for ch in pattern:
+        if ch not in _NEMOTRON_H_KINDS:
+            raise ConfigError(
+                f"config field '{cfg.where}hybrid_override_pattern' has layer kind {ch!r}, which kvsize "
+                "cannot count (known: M, *, -, E)."
+            )
+    return [_NEMOTRON_H_KINDS[ch] for ch in pattern]
+
+
+def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Nemotron-H (modeling_nemotron_h.py): one mixer per layer, chosen by hybrid_override_pattern
+    (M Mamba2, * attention, - MLP, E mixture of experts), each behind one RMSNorm."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    kinds = _nemotron_h_kinds(cfg, layers)
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     bias = cfg.bool_("attention_bias", False)
     mlp_bias = cfg.bool_("mlp_bias", False)
-    for ch in pattern:
+    for kind in kinds:
         acc.add("norms", hidden)
-        if ch == "M":
+        if kind == "mamba":
             heads = cfg.int_("mamba_num_heads")
             acc.add(
                 "mamba",
@@ -662,21 +720,41 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
                     conv_bias=cfg.bool_("use_conv_bias", True),
                 ),
             )
-        elif ch == "*":
+        elif kind == "attention":
             heads, kv_heads = cfg.heads(), cfg.kv_heads()
             q_width, kv_width = heads * cfg.head_dim(), kv_heads * cfg.head_dim()
             acc.add(
                 "attention",
                 _linear(hidden, q_width, bias) + 2 * _linear(hidden, kv_width, bias) + _linear(q_width, hidden, bias),
             )
-        elif ch == "-":
+        elif kind == "mlp":
             acc.add("mlp", _mlp(hidden, cfg.int_("intermediate_size"), gated=False, bias=mlp_bias))
         else:
-            raise ConfigError(
-                f"config field '{cfg.where}hybrid_override_pattern' has layer kind {ch!r}, which kvsize "
-                "cannot count (known: M, *, -)."
-            )
+            _nemotron_h_moe(cfg, acc, hidden=hidden, bias=mlp_bias)
     acc.add("norms", hidden)
+    mtp = cfg.opt_int("num_nextn_predict_layers")
+    if mtp:  # transformers drops the checkpoint's mtp.* weights (_keys_to_ignore_on_load_unexpected)
+        acc.notes.append(f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) not counted.")
+
+
+def _nemotron_h_moe(cfg: _Cfg, acc: _Acc, *, hidden: int, bias: bool) -> None:
+    """NemotronHMoE: a router (experts x hidden; its e_score_correction_bias is a buffer, not a parameter),
+    n_routed_experts plain up/down experts (no gate, no bias) working in moe_latent_size when the config gives
+    one (then fc1/fc2_latent_proj map hidden <-> latent), and one plain shared MLP of
+    moe_shared_expert_intermediate_size."""
+    experts = cfg.int_("n_routed_experts", "num_local_experts")
+    top_k = min(cfg.int_("num_experts_per_tok"), experts)
+    inter = cfg.int_("moe_intermediate_size")
+    latent = cfg.opt_int("moe_latent_size", minimum=1)
+    width = latent or hidden
+    per_expert = 2 * inter * width
+    acc.add("experts", experts * per_expert)
+    acc.inactive += (experts - top_k) * per_expert
+    acc.add("other", experts * hidden)  # gate.weight
+    if latent:
+        acc.add("other", _linear(hidden, latent, bias) + _linear(latent, hidden, bias))
+    acc.add("mlp", _mlp(hidden, cfg.int_("moe_shared_expert_intermediate_size"), gated=False, bias=bias))
+    acc.moe = True
 
 
 def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
@@ -733,6 +811,75 @@ def _count_zamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Encoder-decoders: one token embedding shared by encoder, decoder and (tied) output head, stored once
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _count_t5(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """T5 (modeling_t5.py T5ForConditionalGeneration): bias-free q/k/v/o, weight-only T5LayerNorm, a
+    relative_attention_bias table (buckets x heads) in the first self-attention of each stack, DenseReluDense
+    (wi, wo) or, for feed_forward_proj "gated-*", wi_0, wi_1, wo."""
+    d_model, heads = cfg.int_("d_model"), cfg.int_("num_heads")
+    inner = heads * cfg.int_("d_kv")
+    enc_layers = cfg.int_("num_layers")
+    dec_layers = cfg.int_("num_decoder_layers", default=enc_layers)
+    proj = cfg.raw("feed_forward_proj") or "relu"
+    if not isinstance(proj, str):
+        raise ConfigError(f"config field '{cfg.where}feed_forward_proj' must be a string, got {proj!r}.")
+    ffn = _mlp(d_model, cfg.int_("d_ff"), gated=proj.startswith("gated-"), bias=False)
+    attn = 3 * d_model * inner + inner * d_model
+    acc.add("embeddings", cfg.vocab() * d_model)  # shared, also encoder/decoder embed_tokens
+    if not tie:
+        # v1.1 / Flan-T5 checkpoints store lm_head.weight apart (tie_word_embeddings false); transformers 5
+        # loads them into a tied head (configuration_t5.py forces tie_word_embeddings = True).
+        acc.add("lm_head", cfg.vocab() * d_model)
+    acc.add("attention", enc_layers * attn + dec_layers * 2 * attn)  # decoder: self + cross (EncDecAttention)
+    acc.add("mlp", (enc_layers + dec_layers) * ffn)
+    acc.add("other", 2 * cfg.int_("relative_attention_num_buckets", default=32) * heads)
+    acc.add("norms", (2 * enc_layers + 3 * dec_layers + 2) * d_model)  # per sublayer + each final_layer_norm
+
+
+def _enc_dec_stack(cfg: _Cfg, acc: _Acc, d_model: int, *, decoder: bool, k_bias: bool) -> None:
+    """BART / Whisper encoder or decoder layers: biased q/k/v/out_proj (Whisper's k_proj has no bias), fc1/fc2
+    with biases, one LayerNorm per sublayer; decoder layers add encoder_attn and its LayerNorm. Plus one more
+    LayerNorm per stack (BART layernorm_embedding, Whisper layer_norm)."""
+    side = "decoder" if decoder else "encoder"
+    layers = cfg.int_(f"{side}_layers", minimum=0)
+    attention = 4 * d_model * d_model + (4 if k_bias else 3) * d_model
+    acc.add("attention", layers * (2 if decoder else 1) * attention)
+    acc.add("mlp", layers * _mlp(d_model, cfg.int_(f"{side}_ffn_dim"), gated=False, bias=True))
+    acc.add("norms", (layers * (3 if decoder else 2) + 1) * 2 * d_model)
+
+
+def _count_bart(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """BART (modeling_bart.py BartForConditionalGeneration): shared embedding, learned positions with 2 extra
+    rows per stack (BartLearnedPositionalEmbedding offset), layernorm_embedding per stack, no final norm.
+    final_logits_bias is a buffer, not a parameter."""
+    d_model, vocab = cfg.int_("d_model"), cfg.vocab()
+    positions = cfg.int_("max_position_embeddings") + 2
+    acc.add("embeddings", vocab * d_model + 2 * positions * d_model)
+    if not tie:
+        acc.add("lm_head", vocab * d_model)
+    for decoder in (False, True):
+        _enc_dec_stack(cfg, acc, d_model, decoder=decoder, k_bias=True)
+    acc.notes.append(f"BART final_logits_bias ({vocab} values) is a buffer: not counted.")
+
+
+def _count_whisper(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Whisper (modeling_whisper.py WhisperForConditionalGeneration): audio encoder behind two Conv1d (kernel 3,
+    biased), learned encoder and decoder positions, LayerNorm after each stack, proj_out tied to embed_tokens."""
+    d_model, vocab = cfg.int_("d_model"), cfg.vocab()
+    mel = cfg.int_("num_mel_bins", default=80)
+    acc.add("other", 3 * mel * d_model + d_model + 3 * d_model * d_model + d_model)  # conv1, conv2
+    positions = cfg.int_("max_source_positions", default=1500) + cfg.int_("max_target_positions", default=448)
+    acc.add("embeddings", vocab * d_model + positions * d_model)
+    if not tie:
+        acc.add("lm_head", vocab * d_model)
+    for decoder in (False, True):
+        _enc_dec_stack(cfg, acc, d_model, decoder=decoder, k_bias=False)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Vision towers
 # ----------------------------------------------------------------------------------------------------------
 
@@ -750,6 +897,8 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
             n = _siglip_vision(v) + v.hidden() * text.hidden() + v.hidden()  # mm_input_projection + soft-emb norm
         elif model_type in ("qwen2_5_vl", "qwen2_vl"):
             n = _qwen_vl_vision(v, text, model_type=model_type)
+        elif model_type in ("qwen3_5", "qwen3_5_moe"):
+            n = _qwen3_5_vision(v, text)
         elif vtype == "mllama_vision_model":
             n = _mllama_vision(v, text)
         elif vtype == "llama4_vision_model":
@@ -808,6 +957,21 @@ def _qwen_vl_vision(v: _Cfg, text: _Cfg, *, model_type: str) -> int:
     merged = width * merge * merge
     merger = width + _linear(merged, merged, True) + _linear(merged, out, True)
     return channels * temporal * patch * patch * width + depth * block + merger
+
+
+def _qwen3_5_vision(v: _Cfg, text: _Cfg) -> int:
+    """Qwen3.5 vision tower (modeling_qwen3_5_moe.py Qwen3_5MoeVisionModel): LayerNorm blocks, plain biased MLP,
+    a learned position table and one patch merger (no deepstack mergers in this family)."""
+    width, depth = v.hidden(), v.int_("depth")
+    patch, temporal = v.int_("patch_size"), v.int_("temporal_patch_size", default=2)
+    channels = v.int_("in_channels", "in_chans", default=3)
+    merged = width * v.int_("spatial_merge_size", default=2) ** 2
+    out = v.int_("out_hidden_size", default=text.hidden())
+    n = _linear(channels * temporal * patch * patch, width, True)  # Conv3d patch_embed with bias
+    n += v.int_("num_position_embeddings") * width  # pos_embed
+    n += depth * _vit_layer(width, v.int_("intermediate_size"))  # norm1/2, qkv + proj (biased), fc1/fc2
+    n += 2 * width + _linear(merged, merged, True) + _linear(merged, out, True)  # merger: LayerNorm, fc1, fc2
+    return n
 
 
 def _mllama_vision(v: _Cfg, text: _Cfg) -> int:

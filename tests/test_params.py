@@ -191,27 +191,172 @@ def test_dense_models_have_no_active_count() -> None:
     assert estimate("meta-llama--Llama-3.1-8B").active is None
 
 
-# Registry models whose parameters kvsize.params cannot count yet (they need --weights-mem with --gpu): encoder-
-# decoders (no decoder-only MLP fields), Nemotron-3 MoE layers ('E' in hybrid_override_pattern), Qwen3.5 MoE
-# (no dense intermediate_size). Found when the registry grew (issue 14); counting them belongs to kvsize/params.py.
-PARAMS_GAPS = {
-    "facebook/bart-large-cnn",
-    "google-t5/t5-base",
-    "google-t5/t5-large",
-    "google-t5/t5-small",
-    "openai/whisper-small",
-    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
-    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
-    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
-    "nvidia/NVIDIA-Nemotron-3-Super-120B-NVFP4-FP8KV",
-    "Qwen/Qwen3.5-122B-A10B",
-    "Qwen/Qwen3.5-35B-A3B",
-    "Qwen/Qwen3.5-397B-A17B",
-    "Qwen/Qwen3.6-35B-A3B",
-    "nvidia/Qwen3.5-122B-A10B-NVFP4",
-    "nvidia/Qwen3.5-397B-A17B-NVFP4",
-    "nvidia/Qwen3.6-35B-A3B-NVFP4",
-}
+# Registry models whose parameters kvsize.params cannot count yet (they need --weights-mem with --gpu). Empty
+# since the encoder-decoders, Nemotron-3 MoE ('E' layers) and Qwen3.5-MoE are counted (below).
+PARAMS_GAPS: set[str] = set()
+
+
+# ------------------------------------------------------------------ encoder-decoders, Nemotron-3, Qwen3.5-MoE
+# Oracle: transformers 5.24 itself. Each config built on the meta device (no memory, no weights):
+#   with torch.device("meta"): model = AutoModelForSeq2SeqLM / WhisperForConditionalGeneration /
+#       AutoModelForCausalLM / Qwen3_5MoeForConditionalGeneration (config)
+#   sum(p.numel() for p in model.parameters())   # parameters() yields a tied tensor once
+# (test_transformers_meta_device_oracle below recomputes these when transformers is installed.) Buffers are not
+# parameters: BART final_logits_bias, Nemotron-H router e_score_correction_bias. MTP weights (Qwen3.5
+# mtp_num_hidden_layers, Nemotron-3-Super num_nextn_predict_layers) are not loaded by transformers
+# (_keys_to_ignore_on_load_unexpected "mtp.*"), and kvsize leaves them out too.
+# Published figures, rounded: T5 card "60 million / 220 million / 770 million parameters"; Whisper card table
+# "small 244 M"; the hub ids name the rest ("30B-A3B", "120B-A12B", "35B-A3B", "122B-A10B", "397B-A17B").
+TRANSFORMERS_ORACLE: list[tuple[str, int]] = [
+    ("google-t5/t5-small", 60_506_624),
+    ("google-t5/t5-base", 222_903_552),
+    ("google-t5/t5-large", 737_668_096),
+    ("facebook/bart-large-cnn", 406_291_456),
+    ("openai/whisper-small", 241_734_912),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 31_577_937_344),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", 31_577_937_344),
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 120_668_687_360),
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-NVFP4-FP8KV", 120_668_687_360),
+    ("Qwen/Qwen3.5-35B-A3B", 35_107_181_936),  # includes the 446,571,248-parameter vision tower
+    ("Qwen/Qwen3.6-35B-A3B", 35_107_181_936),
+    ("nvidia/Qwen3.6-35B-A3B-NVFP4", 35_107_181_936),
+    ("Qwen/Qwen3.5-122B-A10B", 122_562_817_776),
+    ("nvidia/Qwen3.5-122B-A10B-NVFP4", 122_562_817_776),
+    ("Qwen/Qwen3.5-397B-A17B", 396_802_360_816),
+    ("nvidia/Qwen3.5-397B-A17B-NVFP4", 396_802_360_816),
+]
+
+
+@pytest.mark.parametrize(("hub_id", "expected"), TRANSFORMERS_ORACLE, ids=[e[0] for e in TRANSFORMERS_ORACLE])
+def test_matches_transformers_meta_device_count(hub_id: str, expected: int) -> None:
+    assert estimate(hub_id).total == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("hub_id", "expected"), TRANSFORMERS_ORACLE, ids=[e[0] for e in TRANSFORMERS_ORACLE])
+def test_transformers_meta_device_oracle(hub_id: str, expected: int) -> None:
+    """Rebuild each model with transformers on the meta device and count its parameters."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = {k: v for k, v in load(hub_id).items() if k not in ("quantization_config", "auto_map")}
+    config = transformers.AutoConfig.for_model(**raw)
+    classes = {
+        "t5": transformers.AutoModelForSeq2SeqLM,
+        "bart": transformers.AutoModelForSeq2SeqLM,
+        "whisper": transformers.AutoModelForSpeechSeq2Seq,
+        "qwen3_5_moe": transformers.AutoModelForImageTextToText,
+    }
+    with torch.device("meta"):
+        model = classes.get(raw["model_type"], transformers.AutoModelForCausalLM).from_config(config)
+    oracle = sum(p.numel() for p in model.parameters())
+    assert oracle == expected
+    assert estimate(hub_id).total == oracle
+
+
+def test_t5_small_by_hand() -> None:
+    # modeling_t5.py: d_model 512, num_heads 8 x d_kv 64 = 512, d_ff 2048, 6 + 6 layers, vocab 32128, relu FFN.
+    #   shared embedding (also both embed_tokens and the tied lm_head): 32128 x 512 = 16,449,536
+    #   attention q/k/v/o, no bias: 4 x 512 x 512 = 1,048,576; FFN wi + wo: 2 x 512 x 2048 = 2,097,152
+    #   encoder block: 1,048,576 + 2,097,152 + 2 T5LayerNorm x 512 = 3,146,752; x 6 = 18,880,512
+    #   decoder block: 2 x 1,048,576 (self + EncDecAttention) + 2,097,152 + 3 x 512 = 4,195,840; x 6 = 25,175,040
+    #   relative_attention_bias in block 0 of each stack: 2 x 32 buckets x 8 heads = 512; final norms 2 x 512
+    #   total 16,449,536 + 18,880,512 + 25,175,040 + 512 + 1,024 = 60,506,624
+    result = estimate("google-t5/t5-small")
+    assert result.total == 60_506_624
+    assert "lm_head" not in result.breakdown and result.active is None
+
+
+def test_t5_v1_1_untied_head_is_counted() -> None:
+    # Flan-T5 / T5 v1.1 shape (t5-base dims, feed_forward_proj "gated-gelu", tie_word_embeddings false): the
+    # checkpoint stores lm_head.weight apart. Gated FFN wi_0 + wi_1 + wo = 3 x 768 x 3072 = 7,077,888 vs 2 x.
+    #   t5-base 222,903,552 + 24 blocks x 768 x 3072 (wi_1) = 279,527,424; + lm_head 32128 x 768 = 24,674,304
+    raw = load("google-t5/t5-base") | {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
+    assert estimate_parameters(raw).total == 222_903_552 + 24 * 768 * 3072 + 32128 * 768
+
+
+def test_bart_large_by_hand() -> None:
+    # modeling_bart.py: d_model 1024, ffn 4096, 12 + 12 layers, vocab 50265, max_position_embeddings 1024.
+    #   shared embedding (tied lm_head): 50265 x 1024 = 51,471,360
+    #   learned positions (2 offset rows) per stack: 1026 x 1024 = 1,050,624; layernorm_embedding 2 x 1024
+    #   attention q/k/v/out with biases: 4 x (1024^2 + 1024) = 4,198,400
+    #   fc1 + fc2: 1024 x 4096 + 4096 + 4096 x 1024 + 1024 = 8,393,728
+    #   encoder layer: 4,198,400 + 8,393,728 + 2 LayerNorms x 2048 = 12,596,224; x 12 + 1,050,624 + 2048
+    #     = 152,207,360
+    #   decoder layer: 2 x 4,198,400 + 8,393,728 + 3 x 2048 = 16,796,672; x 12 + 1,050,624 + 2048 = 202,612,736
+    #   total 51,471,360 + 152,207,360 + 202,612,736 = 406,291,456 (final_logits_bias is a buffer)
+    result = estimate("facebook/bart-large-cnn")
+    assert result.total == 406_291_456
+    assert any("final_logits_bias" in note for note in result.notes)
+
+
+def test_whisper_small_by_hand() -> None:
+    # modeling_whisper.py: d_model 768, ffn 3072, 12 + 12 layers, 80 mel bins, 1500 / 448 positions.
+    #   conv1 80 x 768 x 3 + 768 = 185,088; conv2 768 x 768 x 3 + 768 = 1,770,240; positions 1500 x 768
+    #   attention, k_proj without bias: 4 x 768^2 + 3 x 768 = 2,361,600; fc1 + fc2 = 2,362,368 + 2,360,064
+    #   encoder layer 2,361,600 + 4,722,432 + 2 x 1536 = 7,087,104; x 12 = 85,045,248 + layer_norm 1536
+    #     encoder = 185,088 + 1,770,240 + 1,152,000 + 85,045,248 + 1536 = 88,154,112
+    #   decoder layer 2 x 2,361,600 + 4,722,432 + 3 x 1536 = 9,450,240; x 12 = 113,402,880
+    #     decoder = 51865 x 768 (embed_tokens, tied proj_out) 39,832,320 + 448 x 768 + 113,402,880 + 1536
+    #     = 153,580,800; total 241,734,912
+    assert estimate("openai/whisper-small").total == 88_154_112 + 153_580_800
+
+
+def test_nemotron_3_nano_by_hand() -> None:
+    # modeling_nemotron_h.py, hidden 2688; pattern: 23 M (Mamba2), 23 E (MoE), 6 * (attention), each + RMSNorm.
+    #   Mamba2: 64 heads x 64 = 4096 inner, conv_dim 4096 + 2 x 8 groups x 128 state = 6144
+    #     in_proj 2688 x (4096 + 6144 + 64) = 27,697,152; conv1d 6144 x 4 + 6144 bias = 30,720;
+    #     dt_bias, A_log, D 3 x 64; gated norm 4096; out_proj 4096 x 2688 = 11,010,048 -> 38,742,208
+    #   attention (32 q heads, 2 kv, head_dim 128): 2 x 2688 x 4096 + 2 x 2688 x 256 = 23,396,352
+    #   MoE: 128 experts x (up + down) 2 x 1856 x 2688 = 1,277,165,568; router 128 x 2688 = 344,064;
+    #     shared MLP 2 x 2688 x 3712 = 19,955,712 -> 1,297,465,344
+    #   embeddings + lm_head 2 x 131072 x 2688 = 704,643,072; norms 53 x 2688 = 142,464
+    #   total 704,643,072 + 23 x 38,742,208 + 6 x 23,396,352 + 23 x 1,297,465,344 + 142,464 = 31,577,937,344
+    #   active: 122 of 128 experts idle per MoE layer: total - 23 x 122 x 9,977,856 = 3,580,073,408
+    #   (card: "31.6B total parameters, ... 3.6B including embeddings" active, in line)
+    result = estimate("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert result.total == 31_577_937_344
+    assert result.active == 31_577_937_344 - 23 * 122 * 2 * 1856 * 2688
+
+
+def test_nemotron_3_super_latent_experts() -> None:
+    # Super: 512 experts work in moe_latent_size 1024: up + down 2 x 2688 x 1024 each, plus fc1/fc2_latent_proj
+    # 2 x 4096 x 1024 per MoE layer; 22 of 512 experts active.
+    result = estimate("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    assert result.breakdown["experts"] == 40 * 512 * 2 * 2688 * 1024  # 40 'E' layers
+    assert result.active == result.total - 40 * (512 - 22) * 2 * 2688 * 1024
+    assert any("multi-token-prediction" in note for note in result.notes)
+
+
+def test_qwen3_5_moe_by_hand() -> None:
+    # modeling_qwen3_5_moe.py, text: hidden 2048, 40 layers = 30 Gated DeltaNet + 10 full attention (every 4th),
+    # all MoE; vocab 248320 untied.
+    #   embed + lm_head 2 x 248320 x 2048 = 1,017,118,720
+    #   full attention (16 q heads x 256, q_proj doubled for the output gate; 2 kv heads): 2048 x 8192 +
+    #     2 x 2048 x 512 + 4096 x 2048 + q/k norm 2 x 256 = 27,263,488
+    #   Gated DeltaNet (key 16 x 128 = 2048, value 32 x 128 = 4096): in_proj_qkv 2048 x 8192, in_proj_z
+    #     2048 x 4096, in_proj_b/a 2 x 2048 x 32, conv1d 8192 x 4, dt_bias + A_log 64, norm 128, out_proj
+    #     4096 x 2048 = 33,718,464
+    #   MoE: 256 experts x 3 x 2048 x 512 = 805,306,368; router 256 x 2048; shared expert 3 x 2048 x 512;
+    #     shared_expert_gate 2048 -> 808,978,432
+    #   norms 40 x 2 x 2048 + 2048
+    #   vision (depth 27, width 1152, MLP 4304): patch Conv3d 3 x 2 x 16 x 16 x 1152 + 1152 = 1,770,624;
+    #     pos_embed 2304 x 1152 = 2,654,208; block 2 LayerNorm 4608 + qkv/proj 4 x (1152^2 + 1152) +
+    #     fc1/fc2 1152 x 4304 + 4304 + 4304 x 1152 + 1152 = 15,239,504, x 27 = 411,466,608;
+    #     merger LayerNorm 2304 + 4608^2 + 4608 + 4608 x 2048 + 2048 = 30,679,808 -> 446,571,248
+    text = 1_017_118_720 + 10 * 27_263_488 + 30 * 33_718_464 + 40 * 808_978_432 + 40 * 4096 + 2048
+    result = estimate("Qwen/Qwen3.5-35B-A3B")
+    assert result.breakdown["vision"] == 446_571_248
+    assert result.total == text + 446_571_248
+    assert result.active == result.total - 40 * (256 - 8) * 3 * 2048 * 512
+    assert any("mtp_num_hidden_layers" in note for note in result.notes)
+
+
+def test_nemotron_h_layers_block_type_list() -> None:
+    # transformers 5 configs may spell the pattern as names (configuration_nemotron_h.py _pattern_to_list).
+    raw = load("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    names = {"M": "mamba", "E": "moe", "*": "attention", "-": "mlp"}
+    raw["layers_block_type"] = [names[ch] for ch in raw.pop("hybrid_override_pattern")]
+    assert estimate_parameters(raw).total == 31_577_937_344
 
 
 def test_breakdown_sums_to_total() -> None:
@@ -301,6 +446,13 @@ def test_hybrid_pattern_length_mismatch() -> None:
         estimate_parameters(raw)
 
 
+def test_nemotron_h_without_layer_pattern_names_the_field() -> None:
+    raw = load("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    del raw["hybrid_override_pattern"]
+    with pytest.raises(ConfigError, match="'hybrid_override_pattern'"):
+        estimate_parameters(raw)
+
+
 def test_not_an_object() -> None:
     with pytest.raises(ConfigError, match="JSON object"):
         estimate_parameters([1, 2])  # type: ignore[arg-type]
@@ -313,3 +465,20 @@ def test_messages_are_one_line() -> None:
     with pytest.raises(ConfigError) as info:
         estimate_parameters(raw)
     assert "\n" not in str(info.value)
+
+
+def test_dense_qwen3_5_matches_transformers() -> None:
+    # Dense Qwen3.5 (model_type qwen3_5 / qwen3_5_text): the 35B-A3B config with the MoE fields removed,
+    # intermediate_size 6144 and 8 layers. Oracle: Qwen3_5ForConditionalGeneration(config) on the meta device,
+    # transformers 5.24: 2,022,552,432 parameters (vision tower included).
+    raw = load("Qwen/Qwen3.5-35B-A3B")
+    raw["model_type"] = "qwen3_5"
+    raw["vision_config"]["model_type"] = "qwen3_5"
+    text = raw["text_config"]
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        del text[key]
+    text.update(model_type="qwen3_5_text", intermediate_size=6144, num_hidden_layers=8)
+    text["layer_types"] = text["layer_types"][:8]
+    result = estimate_parameters(raw)
+    assert result.total == 2_022_552_432
+    assert result.active is None
