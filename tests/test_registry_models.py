@@ -229,12 +229,12 @@ def test_cli_models_search_family_and_attention() -> None:
     runner = CliRunner()
     found = runner.invoke(app, ["models", "--search", "qwen3 235b", "--json"])
     assert found.exit_code == 0, found.output
-    ids = [item["hub_id"] for item in json.loads(found.stdout)]
+    ids = [item["hub_id"] for item in json.loads(found.stdout)["models"]]
     assert ids[0] == "Qwen/Qwen3-235B-A22B"
     mla = runner.invoke(app, ["models", "--family", "deepseek", "--attention", "MLA", "--json"])
-    items = json.loads(mla.stdout)
+    items = json.loads(mla.stdout)["models"]
     assert items and all("MLA" in item["summary"] and "DeepSeek" in item["family"] for item in items)
-    sliding = json.loads(runner.invoke(app, ["models", "--attention", "sliding", "--json"]).stdout)
+    sliding = json.loads(runner.invoke(app, ["models", "--attention", "sliding", "--json"]).stdout)["models"]
     assert {"google/gemma-2-9b", "openai/gpt-oss-20b"} <= {item["hub_id"] for item in sliding}
     none = runner.invoke(app, ["models", "--search", "xyzzy plugh"])
     assert none.exit_code == 1 and "No built-in model matches" in none.stderr
