@@ -704,6 +704,20 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=131072,
     ),
+    # google/gemma-3-27b-it: text_config gives 62 layers, 32 heads, 16 KV heads, head_dim 128, sliding_window 1024;
+    #   Gemma3TextConfig defaults (transformers configuration_gemma3.py): sliding_window_pattern 6, max_pos 131072.
+    #   full when (i+1)%6==0 -> i=5,11,...,59 = 10 full; 62-10 = 52 sliding (1024).
+    #   per layer 2*16*128 = 4096; 62*4096 = 253952
+    "google/gemma-3-27b-it": Expected(
+        kinds={"sliding": 52, "full": 10},
+        attention="GQA",
+        elements_per_token=253_952,
+        windows={"sliding:1024": 52},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=131072,
+    ),
     # ------------------------------------------------------------------ Phi
     # microsoft/phi-1_5 (legacy phi-msft keys): n_layer 24, n_head 32, n_head_kv null -> MHA,
     #   head_dim n_embd 2048/32 = 64 -> 24*2*32*64 = 98304; n_positions 2048
