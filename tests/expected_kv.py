@@ -718,6 +718,32 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=131072,
     ),
+    # ------------------------------------------------------------------ Granite / Falcon
+    # ibm-granite/granite-3.1-1b-a400m-instruct (granitemoe: GraniteMoeAttention is plain GQA, transformers
+    #   modeling_granitemoe.py): 24 layers x 8 KV heads x head_dim 1024/16 = 64 -> 24*2*8*64 = 24576; max_pos 131072
+    "ibm-granite/granite-3.1-1b-a400m-instruct": Expected(
+        kinds={"full": 24},
+        attention="GQA",
+        elements_per_token=24_576,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=131072,
+    ),
+    # tiiuae/falcon-7b-instruct: multi_query true, new_decoder_architecture false -> FalconAttention keeps ONE
+    #   KV head (transformers modeling_falcon.py: num_kv_heads = 1 when multi_query and not new_decoder_architecture;
+    #   the config's num_kv_heads 71 is unused); head_dim 4544/71 = 64; 32*2*1*64 = 4096; no max_position_embeddings
+    "tiiuae/falcon-7b-instruct": Expected(
+        kinds={"full": 32},
+        attention="MQA",
+        elements_per_token=4_096,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=None,
+    ),
     # ------------------------------------------------------------------ Phi
     # microsoft/phi-1_5 (legacy phi-msft keys): n_layer 24, n_head 32, n_head_kv null -> MHA,
     #   head_dim n_embd 2048/32 = 64 -> 24*2*32*64 = 98304; n_positions 2048
