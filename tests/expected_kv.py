@@ -818,6 +818,17 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=1024,
     ),
+    # openai-community/gpt2-xl: 48 layers x 25 heads x 1600/25=64 -> 48*2*25*64 = 153600; n_positions 1024
+    "openai-community/gpt2-xl": Expected(
+        kinds={"full": 48},
+        attention="MHA",
+        elements_per_token=153_600,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=1024,
+    ),
     # togethercomputer/RedPajama-INCITE-Chat-3B-v1: GPT-NeoX, 32 layers x 32 heads (MHA) x
     #   2560/32=80 -> 32*2*32*80 = 163840
     "togethercomputer/RedPajama-INCITE-Chat-3B-v1": Expected(

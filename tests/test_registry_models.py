@@ -167,7 +167,7 @@ def test_name_tokens(text: str, tokens: list[str]) -> None:
         ("QWEN3_235B", "Qwen/Qwen3-235B-A22B"),
         ("mixtral 8x22b", "mistralai/Mixtral-8x22B-v0.1"),
         ("mistrall 7b", "mistralai/Mistral-7B-v0.1"),  # a typo: the closest known word (no extra words)
-        ("whisper", "openai/whisper-small"),
+        ("whisper small", "openai/whisper-small"),
     ],
 )
 def test_loose_names_rank_the_model_first(query: str, first: str) -> None:
