@@ -829,6 +829,41 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=1024,
     ),
+    # EleutherAI/pythia-6.9b-deduped: GPT-NeoX (num_attention_heads only -> MHA), 32 layers x 32 heads x 4096/32=128
+    #   -> 32*2*32*128 = 262144; max_pos 2048
+    "EleutherAI/pythia-6.9b-deduped": Expected(
+        kinds={"full": 32},
+        attention="MHA",
+        elements_per_token=262_144,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
+    # EleutherAI/pythia-12b-deduped: GPT-NeoX, 36 layers x 40 heads x 5120/40=128 -> 36*2*40*128 = 368640; max_pos 2048
+    "EleutherAI/pythia-12b-deduped": Expected(
+        kinds={"full": 36},
+        attention="MHA",
+        elements_per_token=368_640,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
+    # facebook/opt-125m: OPT (transformers modeling_opt.py OPTAttention: MHA, head_dim hidden/heads),
+    #   12 layers x 12 heads x 768/12=64 -> 12*2*12*64 = 18432; max_pos 2048
+    "facebook/opt-125m": Expected(
+        kinds={"full": 12},
+        attention="MHA",
+        elements_per_token=18_432,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
     # togethercomputer/RedPajama-INCITE-Chat-3B-v1: GPT-NeoX, 32 layers x 32 heads (MHA) x
     #   2560/32=80 -> 32*2*32*80 = 163840
     "togethercomputer/RedPajama-INCITE-Chat-3B-v1": Expected(

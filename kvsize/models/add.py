@@ -82,6 +82,9 @@ FAMILY_RULES: list[tuple[str, str]] = [
     (r"bart", "BART"),
     (r"openai-gpt|gpt2|gpt-j|redpajama", "GPT-2 / GPT-J / NeoX"),
     (r"mimo", "MiMo"),
+    (r"pythia", "Pythia"),
+    (r"facebook/opt-", "OPT"),
+    (r"allam", "ALLaM"),
 ]
 
 
