@@ -864,6 +864,18 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=2048,
     ),
+    # bigscience/bloom-560m: BLOOM (transformers modeling_bloom.py BloomAttention: MHA, head_dim hidden/n_head, ALiBi),
+    #   24 layers x 16 heads x 1024/16=64 -> 24*2*16*64 = 49152; no max_position_embeddings (ALiBi) -> None
+    "bigscience/bloom-560m": Expected(
+        kinds={"full": 24},
+        attention="MHA",
+        elements_per_token=49_152,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=None,
+    ),
     # togethercomputer/RedPajama-INCITE-Chat-3B-v1: GPT-NeoX, 32 layers x 32 heads (MHA) x
     #   2560/32=80 -> 32*2*32*80 = 163840
     "togethercomputer/RedPajama-INCITE-Chat-3B-v1": Expected(
