@@ -704,6 +704,46 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=131072,
     ),
+    # google/gemma-3-27b-it: text_config gives 62 layers, 32 heads, 16 KV heads, head_dim 128, sliding_window 1024;
+    #   Gemma3TextConfig defaults (transformers configuration_gemma3.py): sliding_window_pattern 6, max_pos 131072.
+    #   full when (i+1)%6==0 -> i=5,11,...,59 = 10 full; 62-10 = 52 sliding (1024).
+    #   per layer 2*16*128 = 4096; 62*4096 = 253952
+    "google/gemma-3-27b-it": Expected(
+        kinds={"sliding": 52, "full": 10},
+        attention="GQA",
+        elements_per_token=253_952,
+        windows={"sliding:1024": 52},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=131072,
+    ),
+    # ------------------------------------------------------------------ Granite / Falcon
+    # ibm-granite/granite-3.1-1b-a400m-instruct (granitemoe: GraniteMoeAttention is plain GQA, transformers
+    #   modeling_granitemoe.py): 24 layers x 8 KV heads x head_dim 1024/16 = 64 -> 24*2*8*64 = 24576; max_pos 131072
+    "ibm-granite/granite-3.1-1b-a400m-instruct": Expected(
+        kinds={"full": 24},
+        attention="GQA",
+        elements_per_token=24_576,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=131072,
+    ),
+    # tiiuae/falcon-7b-instruct: multi_query true, new_decoder_architecture false -> FalconAttention keeps ONE
+    #   KV head (transformers modeling_falcon.py: num_kv_heads = 1 when multi_query and not new_decoder_architecture;
+    #   the config's num_kv_heads 71 is unused); head_dim 4544/71 = 64; 32*2*1*64 = 4096; no max_position_embeddings
+    "tiiuae/falcon-7b-instruct": Expected(
+        kinds={"full": 32},
+        attention="MQA",
+        elements_per_token=4_096,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=None,
+    ),
     # ------------------------------------------------------------------ Phi
     # microsoft/phi-1_5 (legacy phi-msft keys): n_layer 24, n_head 32, n_head_kv null -> MHA,
     #   head_dim n_embd 2048/32 = 64 -> 24*2*32*64 = 98304; n_positions 2048
@@ -777,6 +817,64 @@ EXPECTED: dict[str, Expected] = {
         cross_elements_per_token=0,
         encoder_tokens=0,
         max_context=1024,
+    ),
+    # openai-community/gpt2-xl: 48 layers x 25 heads x 1600/25=64 -> 48*2*25*64 = 153600; n_positions 1024
+    "openai-community/gpt2-xl": Expected(
+        kinds={"full": 48},
+        attention="MHA",
+        elements_per_token=153_600,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=1024,
+    ),
+    # EleutherAI/pythia-6.9b-deduped: GPT-NeoX (num_attention_heads only -> MHA), 32 layers x 32 heads x 4096/32=128
+    #   -> 32*2*32*128 = 262144; max_pos 2048
+    "EleutherAI/pythia-6.9b-deduped": Expected(
+        kinds={"full": 32},
+        attention="MHA",
+        elements_per_token=262_144,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
+    # EleutherAI/pythia-12b-deduped: GPT-NeoX, 36 layers x 40 heads x 5120/40=128 -> 36*2*40*128 = 368640; max_pos 2048
+    "EleutherAI/pythia-12b-deduped": Expected(
+        kinds={"full": 36},
+        attention="MHA",
+        elements_per_token=368_640,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
+    # facebook/opt-125m: OPT (transformers modeling_opt.py OPTAttention: MHA, head_dim hidden/heads),
+    #   12 layers x 12 heads x 768/12=64 -> 12*2*12*64 = 18432; max_pos 2048
+    "facebook/opt-125m": Expected(
+        kinds={"full": 12},
+        attention="MHA",
+        elements_per_token=18_432,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
+    # bigscience/bloom-560m: BLOOM (transformers modeling_bloom.py BloomAttention: MHA, head_dim hidden/n_head, ALiBi),
+    #   24 layers x 16 heads x 1024/16=64 -> 24*2*16*64 = 49152; no max_position_embeddings (ALiBi) -> None
+    "bigscience/bloom-560m": Expected(
+        kinds={"full": 24},
+        attention="MHA",
+        elements_per_token=49_152,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=None,
     ),
     # togethercomputer/RedPajama-INCITE-Chat-3B-v1: GPT-NeoX, 32 layers x 32 heads (MHA) x
     #   2560/32=80 -> 32*2*32*80 = 163840

@@ -166,8 +166,8 @@ def test_name_tokens(text: str, tokens: list[str]) -> None:
         ("qwen3 235b", "Qwen/Qwen3-235B-A22B"),
         ("QWEN3_235B", "Qwen/Qwen3-235B-A22B"),
         ("mixtral 8x22b", "mistralai/Mixtral-8x22B-v0.1"),
-        ("mistrall 7b", "mistralai/Mistral-7B-Instruct-v0.3"),  # a typo: the closest known word
-        ("whisper", "openai/whisper-small"),
+        ("mistrall 7b", "mistralai/Mistral-7B-v0.1"),  # a typo: the closest known word (no extra words)
+        ("whisper small", "openai/whisper-small"),
     ],
 )
 def test_loose_names_rank_the_model_first(query: str, first: str) -> None:

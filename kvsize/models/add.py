@@ -49,7 +49,7 @@ FAMILY_RULES: list[tuple[str, str]] = [
     (r"qwen3-next", "Qwen3-Next"),
     (r"qwen3-coder", "Qwen-Coder"),
     (r"qwen3", "Qwen 3"),
-    (r"deepseek-v2|deepseek-moe|deepseek-llm", "DeepSeek V2 and earlier"),
+    (r"deepseek-v2|deepseek-moe|deepseek-llm|deepseek-coder", "DeepSeek V2 and earlier"),
     (r"deepseek", "DeepSeek V3"),
     (r"gemma-4", "Gemma 4"),
     (r"gemma-3n", "Gemma 3n"),
@@ -82,6 +82,10 @@ FAMILY_RULES: list[tuple[str, str]] = [
     (r"bart", "BART"),
     (r"openai-gpt|gpt2|gpt-j|redpajama", "GPT-2 / GPT-J / NeoX"),
     (r"mimo", "MiMo"),
+    (r"pythia", "Pythia"),
+    (r"bloom", "BLOOM"),
+    (r"facebook/opt-", "OPT"),
+    (r"allam", "ALLaM"),
 ]
 
 
