@@ -266,7 +266,7 @@ class VllmEngine(Engine):
         if spec.is_encoder_decoder and spec.model_type != "whisper":
             raise UnsupportedArchitecture(
                 f"vLLM's v1 engine serves Whisper as its only encoder-decoder model, not {spec.model_type}",
-                hint="Use --engine hf or formula for T5 / BART style models.",
+                hint="Use --engine formula for T5 / BART style models (the engine-independent cache size).",
             )
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
