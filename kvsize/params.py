@@ -475,9 +475,18 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
     cross = set(cfg.int_list("cross_attention_layers") or [])
     kinds = _layer_kinds(cfg, layers, model_type)
     attn = _attention(cfg, style, hidden, model_type=model_type)
-    last_layer = 0
+    # Layers alike (same kind, cross-attention, MoE) add the same parts: each distinct layer is counted once,
+    # in order (so the breakdown's keys appear as they would layer by layer), and its parts multiplied by
+    # its repeats afterwards; a 100,000-layer config costs what its distinct layers do.
+    counted: dict[tuple[str, bool, bool], tuple[dict[str, int], int]] = {}
+    repeats: dict[tuple[str, bool, bool], int] = {}
+    signature = ("", False, False)
     for i in range(layers):
-        before = sum(acc.parts.values())
+        signature = (kinds[i], i in cross, moe is not None and i in moe_layers)
+        if signature in counted:
+            repeats[signature] = repeats.get(signature, 0) + 1
+            continue
+        parts_before, inactive_before = dict(acc.parts), acc.inactive
         if kinds[i] == "linear_attention":
             acc.add("attention", _gated_delta_net(cfg, hidden))
         else:
@@ -490,7 +499,14 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
         else:
             acc.add("mlp", _mlp(hidden, dense_inter, gated=style.gated, bias=style.mlp_bias))
         acc.add("norms", style.norms_per_layer * style.norm * hidden)
-        last_layer = sum(acc.parts.values()) - before
+        added = {kind: n - parts_before.get(kind, 0) for kind, n in acc.parts.items() if n != parts_before.get(kind)}
+        counted[signature] = (added, acc.inactive - inactive_before)
+    for repeated, times in repeats.items():
+        added, inactive = counted[repeated]
+        for kind, n in added.items():
+            acc.parts[kind] += n * times
+        acc.inactive += inactive * times
+    last_layer = sum(counted[signature][0].values()) if layers else 0
     acc.add("norms", style.norm * hidden)  # final norm
     mtp = cfg.opt_int("num_nextn_predict_layers")
     if mtp:
