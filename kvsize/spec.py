@@ -6,6 +6,7 @@ It knows nothing of Hugging Face key names; those live in `config.py`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from math import prod
@@ -211,7 +212,7 @@ class ArchSpec(_Frozen):
         # does not reuse the groups of the old ones.
         cached = self.__dict__.get("_groups_of")
         if cached is None or cached[0] is not self.layers:
-            cached = (self.layers, _group(self.layers))
+            cached = (self.layers, group_identical(self.layers))
             self.__dict__["_groups_of"] = cached
         return cached[1]
 
@@ -221,18 +222,22 @@ class ArchSpec(_Frozen):
         return any(layer.state is not None for layer, _ in self._groups)
 
 
-def _group(layers: tuple[LayerSpec, ...]) -> tuple[tuple[LayerSpec, int], ...]:
+def group_identical(layers: Sequence[LayerSpec]) -> tuple[tuple[LayerSpec, int], ...]:
     """Layers with equal caches grouped in order of first appearance. Layers of one kind share their cache
     objects (config.py `_layers`), so they are matched by identity first and compared by value once per
     distinct trio of objects, not once per layer."""
-    counts: dict[tuple[object, object, object], int] = {}
-    first: dict[tuple[object, object, object], LayerSpec] = {}
-    by_identity: dict[tuple[int, int, int], tuple[object, object, object]] = {}
+    first_of: dict[tuple[int, int, int], LayerSpec] = {}
+    count_of: dict[tuple[int, int, int], int] = {}
     for layer in layers:
         ids = (id(layer.attention), id(layer.state), id(layer.cross))
-        key = by_identity.get(ids)
-        if key is None:
-            key = by_identity[ids] = (layer.attention, layer.state, layer.cross)
-            first.setdefault(key, layer)
-        counts[key] = counts.get(key, 0) + 1
+        if ids in count_of:
+            count_of[ids] += 1
+        else:
+            first_of[ids], count_of[ids] = layer, 1
+    counts: dict[tuple[object, object, object], int] = {}
+    first: dict[tuple[object, object, object], LayerSpec] = {}
+    for ids, layer in first_of.items():
+        key = (layer.attention, layer.state, layer.cross)
+        first.setdefault(key, layer)
+        counts[key] = counts.get(key, 0) + count_of[ids]
     return tuple((first[key], n) for key, n in counts.items())
