@@ -12,7 +12,7 @@ Pure: no I/O. Every assumption that changes the number is returned in `ParamEsti
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,6 +224,30 @@ class _Acc:
     def add(self, kind: str, n: int) -> None:
         if n:
             self.parts[kind] = self.parts.get(kind, 0) + n
+
+
+def _count_layers(acc: _Acc, signatures: Sequence[Hashable], count_layer: Callable[[int], None]) -> int:
+    """Add every layer's parameters, counting each distinct layer (by its signature) once.
+
+    The first layer of each signature is counted by `count_layer(index)`, in order, so the breakdown's keys
+    appear as they would layer by layer; the parts it added are then multiplied by its repeats. A
+    100,000-layer config costs what its distinct layers do. Returns the last layer's parameters."""
+    counted: dict[Hashable, tuple[dict[str, int], int]] = {}
+    repeats: dict[Hashable, int] = {}
+    for index, signature in enumerate(signatures):
+        if signature in counted:
+            repeats[signature] = repeats.get(signature, 0) + 1
+            continue
+        parts_before, inactive_before = dict(acc.parts), acc.inactive
+        count_layer(index)
+        added = {kind: n - parts_before.get(kind, 0) for kind, n in acc.parts.items() if n != parts_before.get(kind)}
+        counted[signature] = (added, acc.inactive - inactive_before)
+    for signature, times in repeats.items():
+        added, inactive = counted[signature]
+        for kind, n in added.items():
+            acc.parts[kind] += n * times
+        acc.inactive += inactive * times
+    return sum(counted[signatures[-1]][0].values()) if signatures else 0
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -475,18 +499,8 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
     cross = set(cfg.int_list("cross_attention_layers") or [])
     kinds = _layer_kinds(cfg, layers, model_type)
     attn = _attention(cfg, style, hidden, model_type=model_type)
-    # Layers alike (same kind, cross-attention, MoE) add the same parts: each distinct layer is counted once,
-    # in order (so the breakdown's keys appear as they would layer by layer), and its parts multiplied by
-    # its repeats afterwards; a 100,000-layer config costs what its distinct layers do.
-    counted: dict[tuple[str, bool, bool], tuple[dict[str, int], int]] = {}
-    repeats: dict[tuple[str, bool, bool], int] = {}
-    signature = ("", False, False)
-    for i in range(layers):
-        signature = (kinds[i], i in cross, moe is not None and i in moe_layers)
-        if signature in counted:
-            repeats[signature] = repeats.get(signature, 0) + 1
-            continue
-        parts_before, inactive_before = dict(acc.parts), acc.inactive
+
+    def count_layer(i: int) -> None:
         if kinds[i] == "linear_attention":
             acc.add("attention", _gated_delta_net(cfg, hidden))
         else:
@@ -499,14 +513,10 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
         else:
             acc.add("mlp", _mlp(hidden, dense_inter, gated=style.gated, bias=style.mlp_bias))
         acc.add("norms", style.norms_per_layer * style.norm * hidden)
-        added = {kind: n - parts_before.get(kind, 0) for kind, n in acc.parts.items() if n != parts_before.get(kind)}
-        counted[signature] = (added, acc.inactive - inactive_before)
-    for repeated, times in repeats.items():
-        added, inactive = counted[repeated]
-        for kind, n in added.items():
-            acc.parts[kind] += n * times
-        acc.inactive += inactive * times
-    last_layer = sum(counted[signature][0].values()) if layers else 0
+
+    # Layers alike (same kind, cross-attention, MoE) have the same parameters.
+    signatures = [(kinds[i], i in cross, moe is not None and i in moe_layers) for i in range(layers)]
+    last_layer = _count_layers(acc, signatures, count_layer)
     acc.add("norms", style.norm * hidden)  # final norm
     mtp = cfg.opt_int("num_nextn_predict_layers")
     if mtp:
@@ -661,7 +671,9 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     bias = cfg.bool_("attention_bias", False)
     mlp_bias = cfg.bool_("mlp_bias", False)
-    for ch in pattern:
+
+    def count_layer(index: int) -> None:
+        ch = pattern[index]
         acc.add("norms", hidden)
         if ch == "M":
             heads = cfg.int_("mamba_num_heads")
@@ -692,6 +704,8 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
                 f"config field '{cfg.where}hybrid_override_pattern' has layer kind {ch!r}, which kvsize "
                 "cannot count (known: M, *, -)."
             )
+
+    _count_layers(acc, pattern, count_layer)  # one count per distinct character
     acc.add("norms", hidden)
 
 
