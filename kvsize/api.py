@@ -559,10 +559,13 @@ def engine_context(device: Device | None, engine_options: Mapping[str, Any] | No
 
 
 def _gpu_card(gpu: str | None, gpu_mem: int | None) -> _Card | None:
-    from kvsize.profiles import resolve_gpu
     from kvsize.units import format_bytes
 
-    profile = resolve_gpu(gpu) if gpu is not None else None
+    profile = None
+    if gpu is not None:  # the profiles' pydantic models are built only when a card is named (start-up time)
+        from kvsize.profiles import resolve_gpu
+
+        profile = resolve_gpu(gpu)
     if gpu_mem is not None and gpu_mem <= 0:
         raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}")
     if profile is None:

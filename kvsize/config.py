@@ -304,7 +304,7 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
         assert attention is not None
         state = _lightning_state(attention, _model_dtype(raw, data))
 
-    layers = [_layer(i, kind, attention, state, fields, notes, encoder_tokens) for i, kind in enumerate(layer_kinds)]
+    layers = _layers(layer_kinds, attention, state, fields, notes, encoder_tokens)
     _apply_kv_sharing(layers, fields, notes)
 
     if model_type not in KNOWN_MODEL_TYPES:
@@ -370,9 +370,10 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
         encoder_tokens=encoder_tokens,
     )
     dtype = _model_dtype(raw, raw)
+    first = LayerSpec(index=0, attention=self_attn, cross=cross)
     return ArchSpec(
         model_type=model_type,
-        layers=tuple(LayerSpec(index=i, attention=self_attn, cross=cross) for i in range(layers)),
+        layers=tuple(first.renumbered(i) if i else first for i in range(layers)),
         num_attention_heads=heads,
         max_context=f.integer("max_target_positions", "max_position_embeddings", "n_positions", maximum=MAX_POSITIONS),
         model_dtype=(dtype or KvDtype.FP32).value,
@@ -741,6 +742,28 @@ def _named_ssm_dtype(f: _Fields) -> str | None:
 
 
 # --- assembling layers ---------------------------------------------------------------------------------
+
+
+def _layers(
+    kinds: list[str],
+    attn: _AttentionParams | None,
+    state: StateSpec | None,
+    f: _Fields,
+    notes: list[str],
+    encoder_tokens: int | None,
+) -> list[LayerSpec]:
+    """One layer per kind; each kind's caches are built and validated once and shared by its layers
+    (a 100,000-layer config must parse in a fraction of a second)."""
+    first_of_kind: dict[str, LayerSpec] = {}
+    layers: list[LayerSpec] = []
+    for index, kind in enumerate(kinds):
+        first = first_of_kind.get(kind)
+        if first is None:
+            first = first_of_kind[kind] = _layer(index, kind, attn, state, f, notes, encoder_tokens)
+            layers.append(first)
+        else:
+            layers.append(first.renumbered(index))
+    return layers
 
 
 def _layer(

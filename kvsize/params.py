@@ -12,7 +12,7 @@ Pure: no I/O. Every assumption that changes the number is returned in `ParamEsti
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,6 +231,30 @@ class _Acc:
     def add(self, kind: str, n: int) -> None:
         if n:
             self.parts[kind] = self.parts.get(kind, 0) + n
+
+
+def _count_layers(acc: _Acc, signatures: Sequence[Hashable], count_layer: Callable[[int], None]) -> int:
+    """Add every layer's parameters, counting each distinct layer (by its signature) once.
+
+    The first layer of each signature is counted by `count_layer(index)`, in order, so the breakdown's keys
+    appear as they would layer by layer; the parts it added are then multiplied by its repeats. A
+    100,000-layer config costs what its distinct layers do. Returns the last layer's parameters."""
+    counted: dict[Hashable, tuple[dict[str, int], int]] = {}
+    repeats: dict[Hashable, int] = {}
+    for index, signature in enumerate(signatures):
+        if signature in counted:
+            repeats[signature] = repeats.get(signature, 0) + 1
+            continue
+        parts_before, inactive_before = dict(acc.parts), acc.inactive
+        count_layer(index)
+        added = {kind: n - parts_before.get(kind, 0) for kind, n in acc.parts.items() if n != parts_before.get(kind)}
+        counted[signature] = (added, acc.inactive - inactive_before)
+    for signature, times in repeats.items():
+        added, inactive = counted[signature]
+        for kind, n in added.items():
+            acc.parts[kind] += n * times
+        acc.inactive += inactive * times
+    return sum(counted[signatures[-1]][0].values()) if signatures else 0
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -489,9 +513,8 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
     cross = set(cfg.int_list("cross_attention_layers") or [])
     kinds = _layer_kinds(cfg, layers, model_type)
     attn = _attention(cfg, style, hidden, model_type=model_type)
-    last_layer = 0
-    for i in range(layers):
-        before = sum(acc.parts.values())
+
+    def count_layer(i: int) -> None:
         if kinds[i] == "linear_attention":
             acc.add("attention", _gated_delta_net(cfg, hidden))
         else:
@@ -504,7 +527,10 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
         else:
             acc.add("mlp", _mlp(hidden, dense_inter, gated=style.gated, bias=style.mlp_bias))
         acc.add("norms", style.norms_per_layer * style.norm * hidden)
-        last_layer = sum(acc.parts.values()) - before
+
+    # Layers alike (same kind, cross-attention, MoE) have the same parameters.
+    signatures = [(kinds[i], i in cross, moe is not None and i in moe_layers) for i in range(layers)]
+    last_layer = _count_layers(acc, signatures, count_layer)
     acc.add("norms", style.norm * hidden)  # final norm
     mtp = cfg.opt_int("num_nextn_predict_layers")
     if mtp:
@@ -703,7 +729,9 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     bias = cfg.bool_("attention_bias", False)
     mlp_bias = cfg.bool_("mlp_bias", False)
-    for kind in kinds:
+
+    def count_layer(index: int) -> None:
+        kind = kinds[index]
         acc.add("norms", hidden)
         if kind == "mamba":
             heads = cfg.int_("mamba_num_heads")
@@ -731,6 +759,8 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
             acc.add("mlp", _mlp(hidden, cfg.int_("intermediate_size"), gated=False, bias=mlp_bias))
         else:
             _nemotron_h_moe(cfg, acc, hidden=hidden, bias=mlp_bias)
+
+    _count_layers(acc, kinds, count_layer)  # one count per distinct layer kind
     acc.add("norms", hidden)
     mtp = cfg.opt_int("num_nextn_predict_layers")
     if mtp:  # transformers drops the checkpoint's mtp.* weights (_keys_to_ignore_on_load_unexpected)

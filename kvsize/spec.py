@@ -6,9 +6,9 @@ It knows nothing of Hugging Face key names; those live in `config.py`.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
-from functools import cached_property
 from math import prod
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
@@ -108,14 +108,27 @@ class StateSpec(_Frozen):
         return prod(self.ssm_shape)
 
 
-class LayerSpec(_Frozen):
-    """One decoder layer: an attention cache, a recurrent state, both (Zamba2 hybrid blocks) or neither."""
+@dataclass(frozen=True, slots=True)
+class LayerSpec:
+    """One decoder layer: an attention cache, a recurrent state, both (Zamba2 hybrid blocks) or neither.
 
-    index: int = Field(ge=0)
+    A plain frozen dataclass rather than a pydantic model: a config may have 100,000 layers, and the layers
+    of one kind share their (validated) `AttentionSpec` / `StateSpec` objects, so only the index is per layer.
+    """
+
+    index: int
     attention: AttentionSpec | None = None
     state: StateSpec | None = None
     cross: AttentionSpec | None = None
     """Encoder-decoder models: the decoder layer's cross-attention over the encoder's tokens."""
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise ValueError(f"a layer index is >= 0, got {self.index}")
+
+    def renumbered(self, index: int) -> LayerSpec:
+        """The same layer at another index (the caches are shared, not copied)."""
+        return LayerSpec(index, self.attention, self.state, self.cross)
 
     @property
     def kind(self) -> str:
@@ -172,8 +185,9 @@ class ArchSpec(_Frozen):
     @property
     def attention_label(self) -> str:
         """MHA, GQA, MQA, MLA, hybrid (attention and recurrent layers) or SSM (no attention at all)."""
-        attn = [layer.attention for layer in self.layers if layer.attention is not None]
-        has_state = any(layer.state is not None for layer in self.layers)
+        groups = self._groups  # the same answer as over every layer, at the cost of one per kind
+        attn = [layer.attention for layer, _ in groups if layer.attention is not None]
+        has_state = self.has_state
         if not attn:
             return "SSM" if has_state else "none"
         if any(a.kind is AttentionKind.MLA for a in attn):
@@ -191,18 +205,39 @@ class ArchSpec(_Frozen):
         """Identical layers (index aside) grouped, in order of first appearance, with their counts."""
         return list(self._groups)
 
-    @cached_property
+    @property
     def _groups(self) -> tuple[tuple[LayerSpec, int], ...]:
-        # Computed once per spec: engines ask for it on every estimate (1,000 deployments in a check).
-        counts: Counter[tuple[object, object, object]] = Counter()
-        first: dict[tuple[object, object, object], LayerSpec] = {}
-        for layer in self.layers:
-            key = (layer.attention, layer.state, layer.cross)
-            counts[key] += 1
-            first.setdefault(key, layer)
-        return tuple((first[key], n) for key, n in counts.items())
+        # Computed once per layers tuple: engines ask for it on every estimate (1,000 deployments in a check,
+        # a 40-step max-context search). Keyed on the tuple's identity, so a `model_copy` with new layers
+        # does not reuse the groups of the old ones.
+        cached = self.__dict__.get("_groups_of")
+        if cached is None or cached[0] is not self.layers:
+            cached = (self.layers, group_identical(self.layers))
+            self.__dict__["_groups_of"] = cached
+        return cached[1]
 
-    @cached_property
+    @property
     def has_state(self) -> bool:
         """Whether any layer keeps a recurrent state."""
-        return any(layer.state is not None for layer in self.layers)
+        return any(layer.state is not None for layer, _ in self._groups)
+
+
+def group_identical(layers: Sequence[LayerSpec]) -> tuple[tuple[LayerSpec, int], ...]:
+    """Layers with equal caches grouped in order of first appearance. Layers of one kind share their cache
+    objects (config.py `_layers`), so they are matched by identity first and compared by value once per
+    distinct trio of objects, not once per layer."""
+    first_of: dict[tuple[int, int, int], LayerSpec] = {}
+    count_of: dict[tuple[int, int, int], int] = {}
+    for layer in layers:
+        ids = (id(layer.attention), id(layer.state), id(layer.cross))
+        if ids in count_of:
+            count_of[ids] += 1
+        else:
+            first_of[ids], count_of[ids] = layer, 1
+    counts: dict[tuple[object, object, object], int] = {}
+    first: dict[tuple[object, object, object], LayerSpec] = {}
+    for ids, layer in first_of.items():
+        key = (layer.attention, layer.state, layer.cross)
+        first.setdefault(key, layer)
+        counts[key] = counts.get(key, 0) + count_of[ids]
+    return tuple((first[key], n) for key, n in counts.items())

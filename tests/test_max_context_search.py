@@ -104,9 +104,9 @@ def test_few_estimates_per_answer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def hundred_thousand_layers() -> ArchSpec:
-    """Llama-3.1-8B with 100,000 copies of its layer (model_copy: parse_config's own cost is not the point)."""
+    """Llama-3.1-8B with 100,000 copies of its layer (renumbered copies: parse_config's own cost is not the point)."""
     spec = SPECS["meta-llama/Llama-3.1-8B"]
-    layers = tuple(spec.layers[0].model_copy(update={"index": i}) for i in range(100_000))
+    layers = tuple(spec.layers[0].renumbered(i) for i in range(100_000))
     big = spec.model_copy(update={"layers": layers})
     big.layer_groups()  # computed once per spec, outside the search
     return big

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Sequence
 from copy import copy
 from typing import ClassVar
@@ -14,7 +13,7 @@ from kvsize.dtypes import KvDtype
 from kvsize.engines.context import DEFAULT_CONTEXT, EngineContext
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.sizing import KvEstimate, LayerGroupCost
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec, group_identical
 
 # Layer kinds whose cache grows with the context (the others are fixed per request or empty).
 PER_TOKEN_KINDS = frozenset({AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA})
@@ -39,9 +38,7 @@ def group_layers(spec: ArchSpec, layers: Sequence[LayerSpec]) -> Sequence[tuple[
     """Distinct layers of a stage with their counts (the whole model's grouping is computed once per spec)."""
     if layers is spec.layers:
         return spec.layer_groups()
-    counts = Counter((layer.attention, layer.state, layer.cross) for layer in layers)
-    first = {(layer.attention, layer.state, layer.cross): layer for layer in reversed(layers)}
-    return [(first[key], n) for key, n in counts.items()]
+    return list(group_identical(layers))
 
 
 def pipeline_stages(num_layers: int, pp: int) -> list[range]:
@@ -65,7 +62,7 @@ def check_head_split(spec: ArchSpec, tp: int, *, engine: str, source: str, kv_ru
         return
     seen: set[tuple[int, int, bool]] = set()
     query = spec.num_attention_heads
-    for layer in spec.layers:
+    for layer, _ in spec.layer_groups():  # in order of first appearance: the first offending layer's error
         attn = layer.attention
         if attn is None or attn.kind is AttentionKind.SHARED:
             continue

@@ -227,7 +227,7 @@ class HfEngine(Engine):
             )
         if self.version == RULE_PER_HEAD and any(
             self._mla_dims(layer.attention) is None
-            for layer in spec.layers
+            for layer, _ in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind is AttentionKind.MLA
         ):
             raise UnsupportedArchitecture(
@@ -258,7 +258,7 @@ class HfEngine(Engine):
     def _check_quantized(self, spec: ArchSpec) -> None:
         if self.static:
             raise UsageError("fp8 selects QuantizedCache, which is dynamic: drop the static cache implementation")
-        kinds = {layer.kind for layer in spec.layers}
+        kinds = {layer.kind for layer, _ in spec.layer_groups()}
         if kinds - {AttentionKind.FULL.value, AttentionKind.MLA.value}:
             raise UnsupportedArchitecture(
                 "transformers' QuantizedCache (fp8) only takes models whose layers are all full attention; this "
@@ -364,16 +364,18 @@ class HfEngine(Engine):
         no_cache = NO_CACHE_MODEL_TYPES.get(spec.model_type)
         if no_cache is not None:
             notes.append(f"hf: no KV cache: {no_cache}")
-        if any(layer.state is not None for layer in spec.layers):
+        if spec.has_state:
             notes.append(
                 "hf: recurrent states are float32 and conv states keep the full kernel (torch paths of "
                 "transformers' Mamba / Mamba2 / GatedDeltaNet mixers)"
             )
-        if any(layer.attention is not None and layer.attention.kind is AttentionKind.CROSS for layer in spec.layers):
+        # Whole-model tests over the distinct layers (spec.layer_groups): the same answer for 100,000 layers.
+        groups = spec.layer_groups()
+        if any(layer.attention is not None and layer.attention.kind is AttentionKind.CROSS for layer, _ in groups):
             notes.append("hf: cross-attention layers hold the image tokens only once a forward has seen an image")
         if not self.static and any(
             layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
-            for layer in spec.layers
+            for layer, _ in groups
         ):
             notes.append(
                 "hf: sliding/chunked layers keep W-1 tokens between forwards (the full window only inside one)"

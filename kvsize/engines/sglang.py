@@ -60,7 +60,7 @@ from copy import copy
 from dataclasses import dataclass
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split
+from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split, group_layers
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
@@ -185,7 +185,7 @@ def is_hybrid_swa(spec: ArchSpec) -> bool:
     Laguna only with a sliding window; Beam only when its layer types include sliding layers."""
     windowed = any(
         layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
-        for layer in spec.layers
+        for layer, _ in spec.layer_groups()
     )
     if spec.architectures:
         listed = any(arch in HYBRID_SWA_ARCHS for arch in spec.architectures)
@@ -316,7 +316,9 @@ def spec_mem_fraction_static(
     A stated --max-running-requests lowers the default decode graph max_bs to it (handle_gpu_memory_settings)."""
     _, default_bs = sglang_gpu_defaults(memory_bytes / 1024**2, tp)
     max_bs = min(default_bs, max_running_requests) if max_running_requests else None
-    mla = any(layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer in spec.layers)
+    mla = any(
+        layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer, _ in spec.layer_groups()
+    )
     multimodal = spec.is_multimodal
     graph_ok = not amd and not (multimodal and not set(spec.architectures) & MULTIMODAL_PREFILL_GRAPH_ARCHS)
     return default_mem_fraction_static(
@@ -408,7 +410,7 @@ class SglangEngine(Engine):
             return DEFAULT_PAGE_SIZE
         attns = [
             layer.attention
-            for layer in spec.layers
+            for layer, _ in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.CROSS)
         ]
         if not attns or any(a.kind is AttentionKind.MLA for a in attns):
@@ -446,7 +448,7 @@ class SglangEngine(Engine):
         if spec.model_type == "nemotron-nas":
             heads = {
                 layer.attention.num_kv_heads
-                for layer in spec.layers
+                for layer, _ in spec.layer_groups()
                 if layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
             }
             if len(heads) > 1:
@@ -544,7 +546,7 @@ class SglangEngine(Engine):
         return next(
             (
                 layer.attention
-                for layer in spec.layers
+                for layer, _ in spec.layer_groups()
                 if layer.attention is not None
                 and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.CROSS)
             ),
@@ -615,20 +617,20 @@ class SglangEngine(Engine):
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
-        windowed = [
-            layer.attention
-            for layer in spec.layers
+        windowed = sum(
+            count
+            for layer, count in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
-        ]
+        )
         if windowed and is_hybrid_swa(spec):
             notes.append(
-                f"SGLang keeps {spec.model_type}'s {len(windowed)} windowed layers in a separate SWA pool sized "
+                f"SGLang keeps {spec.model_type}'s {windowed} windowed layers in a separate SWA pool sized "
                 f"{SWA_FULL_TOKENS_RATIO} x the full pool; kvsize charges each request min(ctx, window + "
                 f"{SWA_EVICTION_INTERVAL} (SGLANG_SWA_EVICTION_INTERVAL) + 2 pages) there"
             )
         elif windowed:
             notes.append(
-                f"SGLang sizes {spec.model_type}'s {len(windowed)} sliding-window layers as full attention (its "
+                f"SGLang sizes {spec.model_type}'s {windowed} sliding-window layers as full attention (its "
                 "hybrid SWA pool serves only the is_hybrid_swa_model architectures: gpt-oss, Llama 4 multimodal, "
                 "Gemma 4, MiMo-V2, Step-3.5, Laguna, Granite SWA ..., or configs with is_hybrid_swa: true)"
             )
@@ -641,7 +643,9 @@ class SglangEngine(Engine):
             )
         else:
             kv_less = sum(
-                1 for layer in spec.layers if layer.attention is None or layer.attention.kind is AttentionKind.SHARED
+                count
+                for layer, count in spec.layer_groups()
+                if layer.attention is None or layer.attention.kind is AttentionKind.SHARED
             )
             if kv_less:
                 notes.append(
@@ -668,7 +672,8 @@ class SglangEngine(Engine):
         self.check_dtype(spec, kv_dtype)
         self.check_parallel(spec, tp, pp)
         stages = sglang_pp_stages(spec.num_layers, pp)
-        pools = [self._stage_pool(spec, [spec.layers[i] for i in s], available_bytes, kv_dtype, tp) for s in stages]
+        stage_layers = [spec.layers] if len(stages) == 1 else [[spec.layers[i] for i in s] for s in stages]
+        pools = [self._stage_pool(spec, layers, available_bytes, kv_dtype, tp) for layers in stage_layers]
         return min(pools, key=lambda p: p.max_total_num_tokens)  # min over PP ranks
 
     def _stage_pool(
@@ -677,7 +682,10 @@ class SglangEngine(Engine):
         page = self.page_size
         rest = max(available, 0)
         max_mamba = limit = None
-        per_req = sum(self.state_bytes(spec, layer.state, tp) for layer in layers if layer.state is not None)
+        stage_groups = group_layers(spec, layers)  # distinct layers with their counts (100,000-layer configs)
+        per_req = sum(
+            self.state_bytes(spec, layer.state, tp) * count for layer, count in stage_groups if layer.state is not None
+        )
         if per_req:
             budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
             max_mamba = max(int((budget - per_req) // per_req), 0)
@@ -685,32 +693,35 @@ class SglangEngine(Engine):
             limit = max_mamba // self.mamba_ratio(spec)
 
         pooled = [
-            layer.attention
-            for layer in spec.layers
+            (layer.attention, count)
+            for layer, count in spec.layer_groups()
             if layer.attention is not None and self._is_pooled_window(spec, layer.attention)
         ]
         if pooled:
             # HybridSWAPoolConfigurator: whole-model layer counts, one geometry per pool.
             full = [
-                layer.attention
-                for layer in spec.layers
+                (layer.attention, count)
+                for layer, count in spec.layer_groups()
                 if layer.attention is not None
                 and layer.attention.kind is not AttentionKind.SHARED
                 and not self._is_pooled_window(spec, layer.attention)
             ]
-            swa_pt = self.attention_bytes_per_token(pooled[0], dtype, tp)
-            full_pt = self.attention_bytes_per_token(full[0], dtype, tp) if full else 0
+            n_pooled, n_full = sum(n for _, n in pooled), sum(n for _, n in full)
+            swa_pt = self.attention_bytes_per_token(pooled[0][0], dtype, tp)
+            full_pt = self.attention_bytes_per_token(full[0][0], dtype, tp) if full else 0
             if not full:
-                cell: float = swa_pt * len(pooled)
+                cell: float = swa_pt * n_pooled
                 swa_tokens = full_tokens = int(rest // cell) // page * page
             else:
-                cell = full_pt * len(full) + SWA_FULL_TOKENS_RATIO * swa_pt * len(pooled)
+                cell = full_pt * n_full + SWA_FULL_TOKENS_RATIO * swa_pt * n_pooled
                 full_tokens = int(rest // cell) // page * page
                 swa_tokens = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
-            pool_bytes = (full_tokens + page) * full_pt * len(full) + (swa_tokens + page) * swa_pt * len(pooled)
+            pool_bytes = (full_tokens + page) * full_pt * n_full + (swa_tokens + page) * swa_pt * n_pooled
             return SglangPool(full_tokens, swa_tokens, cell, pool_bytes, max_mamba, limit)
 
-        cell_bytes = sum(self.layer_request_bytes(spec, layer, 1, dtype, tp)[0] for layer in layers)
+        cell_bytes = sum(
+            self.layer_request_bytes(spec, layer, 1, dtype, tp)[0] * count for layer, count in stage_groups
+        )
         workspace = 0
         ref = self._reference(spec)
         if dtype is KvDtype.NVFP4 and ref is not None and ref.kind is not AttentionKind.MLA and cell_bytes:
