@@ -34,6 +34,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_configs import TINY
 from typer.testing import CliRunner
 
 from kvsize.cli import app
@@ -196,17 +197,6 @@ def option_pairs(draw: st.DrawFn, names: list[str]) -> list[str]:
 
 # --- config.json mutations --------------------------------------------------------------------------------
 
-TINY: dict[str, Any] = {
-    "model_type": "llama",
-    "num_hidden_layers": 4,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "vocab_size": 32000,
-    "max_position_embeddings": 8192,
-    "torch_dtype": "bfloat16",
-}
 EXTRA_KEYS = [
     "sliding_window",
     "layer_types",
