@@ -177,8 +177,7 @@ def size(
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
 
-        # Every value through the capacity file's model first (one validator, errors naming the option); the
-        # parse_* calls below are the same parsers, reading values already known to be good.
+        # Every value through the capacity file's model (one validator, errors naming the option).
         settings = from_options(
             tp=tp,
             pp=pp,
