@@ -23,6 +23,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
+
 HERE = Path(__file__).resolve().parent.parent
 GIB = 1024**3
 
@@ -74,7 +76,7 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
         spec = parse_config(loaded.raw, source=loaded.location)
         dtype = {"float32": "fp32"}.get(str(s.get("dtype")))
         if dtype:
-            spec = spec.model_copy(update={"model_dtype": dtype})
+            spec = msgspec.structs.replace(spec, model_dtype=dtype)
         weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype")).bytes
         tp, pp = entry["tp"], entry["pp"]
         profile = resolve_gpu(entry["gpu"])

@@ -8,8 +8,9 @@ paste onto the same command line.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from kvsize.fit import GpuFit, Suggestion
 from kvsize.sizing import KvEstimate
@@ -23,8 +24,7 @@ CTX_STEP = 1024  # a suggested shorter context is rounded down to whole k
 LARGER_CARD_TRIES = 3
 
 
-@dataclass(frozen=True)
-class AdviceFacts:
+class AdviceFacts(msgspec.Struct, frozen=True):
     """What the candidates depend on, beside the scenario itself."""
 
     num_attention_heads: int | None

@@ -9,11 +9,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict
+import msgspec
 from typing_extensions import Unpack
 
 from kvsize.budget import BudgetSettings
@@ -22,6 +21,7 @@ from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, par
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Device, Engine, EngineContext, get_engine
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.fit import GpuFit, Hardware, plan_fit
+from kvsize.record import Record
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
 from kvsize.sizing import KvEstimate
@@ -42,11 +42,7 @@ DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
 ALL_ENGINES = "all"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LayerGroupSummary(_Model):
+class LayerGroupSummary(Record, frozen=True, kw_only=True):
     kind: str
     count: int
     num_kv_heads: int | None = None
@@ -64,7 +60,7 @@ class LayerGroupSummary(_Model):
     state_dtype: str | None = None
 
 
-class ArchitectureSummary(_Model):
+class ArchitectureSummary(Record, frozen=True, kw_only=True):
     model_type: str
     attention: str
     num_layers: int
@@ -74,7 +70,7 @@ class ArchitectureSummary(_Model):
     layers: tuple[LayerGroupSummary, ...]
 
 
-class Scenario(KvEstimate):
+class Scenario(KvEstimate, frozen=True, kw_only=True):
     gpu: GpuFit | None = None
     # --- serving-time memory (kvsize/serving.py); absent options leave them null ---
     prefix_len: int | None = None
@@ -90,7 +86,7 @@ class Scenario(KvEstimate):
     """paged (the engine's blocks) or contiguous (the whole ctx reserved per request)."""
 
 
-class Estimate(_Model):
+class Estimate(Record, frozen=True, kw_only=True):
     """The JSON contract of `kvsize MODEL --json`."""
 
     model: str
@@ -338,7 +334,7 @@ def estimate_loaded(
 
     settings = budget or BudgetSettings()
     if reserve_bytes is not None:
-        settings = replace(settings, reserve_bytes=reserve_bytes)
+        settings = msgspec.structs.replace(settings, reserve_bytes=reserve_bytes)
     if card is None and (settings != BudgetSettings() or weights_bytes is not None or weights_dtype or offload):
         raise UsageError(
             "budget settings (reserve, weights, utilisation, KV memory) only apply to a card",
@@ -346,9 +342,11 @@ def estimate_loaded(
         )
     # Scheduler settings size the engine's cache and, on a card, its activation profile.
     if settings.max_batched_tokens is None and (engine_options or {}).get("max_num_batched_tokens"):
-        settings = replace(settings, max_batched_tokens=(engine_options or {})["max_num_batched_tokens"])
+        settings = msgspec.structs.replace(
+            settings, max_batched_tokens=(engine_options or {})["max_num_batched_tokens"]
+        )
     if settings.max_num_seqs is None and (engine_options or {}).get("max_num_seqs"):
-        settings = replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
+        settings = msgspec.structs.replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
     weights = None
     if card is not None:
         from kvsize.weights import find_weights
@@ -442,7 +440,7 @@ def _scenario(
     est = rules.estimate(spec, ctx=sized_context(c, serving), batch=b, kv_dtype=dtype, tp=tp, pp=pp)
     if est.ctx != c:
         note = f"lossy: --kv-budget-tokens {serving.kv_budget_tokens} keeps that many tokens per layer per request"
-        est = est.model_copy(update={"ctx": c, "notes": (*est.notes, note)})
+        est = msgspec.structs.replace(est, ctx=c, notes=(*est.notes, note))
     fit = None
     if card is not None and weights is not None:
         fit = plan_fit(
@@ -464,14 +462,14 @@ def _scenario(
             estimate=est,
         )
     if serving == NO_SERVING and (fit is None or fit.offload is None):
-        return Scenario(**est.model_dump(), gpu=fit)
+        return Scenario(**msgspec.structs.asdict(est), gpu=fit)
     from kvsize.serving_plan import serving_figures
 
     est, fit, share = serving_figures(
         rules, spec, est, fit, kv_dtype=dtype, tp=tp, pp=pp, hardware=hardware, settings=serving
     )
     return Scenario(
-        **est.model_dump(),
+        **msgspec.structs.asdict(est),
         gpu=fit,
         prefix_len=serving.prefix_len,
         shared_bytes=share.shared_bytes if share else None,
@@ -514,7 +512,7 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
         weights_given=weights_given,
         larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
     )
-    return s.model_copy(update={"gpu": s.gpu.model_copy(update={"suggestions": suggest(s, s.gpu, facts, rerun)})})
+    return msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=suggest(s, s.gpu, facts, rerun)))
 
 
 def _larger_cards(gpu: str | None) -> tuple[tuple[str, str, int], ...]:
@@ -536,8 +534,7 @@ def _larger_cards(gpu: str | None) -> tuple[tuple[str, str, int], ...]:
     )
 
 
-@dataclass(frozen=True)
-class _Card:
+class _Card(msgspec.Struct, frozen=True):
     name: str
     memory_bytes: int
     bandwidth_bytes_per_s: int | None = None

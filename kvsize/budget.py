@@ -11,11 +11,11 @@ budget against the published start-up logs in tests/data/logs (README: "Budget a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
+import msgspec
 
 from kvsize.engines.context import Device, UsageContext
+from kvsize.record import Record
 from kvsize.spec import ArchSpec
 
 GIB = 1024**3
@@ -86,8 +86,7 @@ def has_nvls(device: Device | None) -> bool:
     return not name or any(key in name for key in NVLS_CARDS)
 
 
-@dataclass(frozen=True, kw_only=True)
-class BudgetSettings:
+class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     """What a user can state about a deployment's memory; None means the engine's default."""
 
     gpu_util: float | None = None
@@ -106,10 +105,8 @@ class BudgetSettings:
 DEFAULT_SETTINGS = BudgetSettings()
 
 
-class KvBudget(BaseModel):
+class KvBudget(Record, frozen=True, kw_only=True):
     """The memory one GPU gives the KV cache, part by part."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     engine: str
     memory_bytes: int

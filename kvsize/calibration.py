@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
@@ -47,8 +48,7 @@ DEFAULT_TOLERANCE_PCT = 1.0
 COUNT_UNITS = ("tokens", "blocks", "cells", "B")
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(msgspec.Struct, frozen=True):
     """One number the log printed, next to kvsize's prediction."""
 
     name: str
@@ -80,13 +80,12 @@ class Figure:
         }
 
 
-@dataclass
-class LogCheck:
+class LogCheck(msgspec.Struct):
     engine: str
     engine_version: str | None
     model: str | None
-    figures: list[Figure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    figures: list[Figure] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
     def passed(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> bool:
         return all(f.within(tolerance_pct) for f in self.figures)
@@ -102,8 +101,7 @@ class LogCheck:
         }
 
 
-@dataclass(frozen=True)
-class Deployment:
+class Deployment(msgspec.Struct, frozen=True):
     """What `check_log` needs besides the log: the model's spec, the card, the weights and any overrides."""
 
     spec: ArchSpec | None = None
@@ -152,8 +150,7 @@ def _kv_dtype(name: object, spec: ArchSpec | None) -> KvDtype:
 # --- the scenario -----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(msgspec.Struct, frozen=True):
     tp: int
     pp: int
     max_model_len: int | None
@@ -206,7 +203,7 @@ def model_spec(log: EngineLog, spec: ArchSpec | None) -> ArchSpec | None:
     dtype = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(str(log.settings.get("dtype")))
     if spec is None or dtype is None or dtype == spec.model_dtype:
         return spec
-    return spec.model_copy(update={"model_dtype": dtype})
+    return msgspec.structs.replace(spec, model_dtype=dtype)
 
 
 def card_memory(log: EngineLog, dep: Deployment) -> int | None:
@@ -225,10 +222,12 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     from kvsize.engines.vllm import VllmEngine
 
     f = log.figures
-    dep = replace(dep, spec=model_spec(log, dep.spec))
+    dep = msgspec.structs.replace(dep, spec=model_spec(log, dep.spec))
     if dep.device is None and log.settings.get("gpu_name") and "total_memory_gib" in f:
         # No --gpu: the card the log names, with the memory it printed (vLLM's tiers key on both).
-        dep = replace(dep, device=Device(round(f["total_memory_gib"] * GIB), name=str(log.settings["gpu_name"])))
+        dep = msgspec.structs.replace(
+            dep, device=Device(round(f["total_memory_gib"] * GIB), name=str(log.settings["gpu_name"]))
+        )
     sc = vllm_scenario(log, dep)
     gpus = sc.tp * sc.pp
     version = vllm_rules_version(log.engine_version)
@@ -421,8 +420,7 @@ def check_log(log: EngineLog, dep: Deployment) -> LogCheck:
 # --- calibration files ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Calibration:
+class Calibration(msgspec.Struct, frozen=True):
     """Overheads one start-up measured, per GPU; None where the log did not say."""
 
     model: str | None = None

@@ -9,25 +9,79 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
+import msgspec
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
 from kvsize.deployment import (
-    Count,
+    READERS,
     DeploymentSettings,
-    Fraction,
-    RequiredCount,
-    RequiredTokens,
-    Tokens,
-    field_error,
+    Reader,
+    combination_problems,
+    read_count,
+    read_fraction,
+    read_tokens,
+    reader_message,
 )
 from kvsize.errors import ConfigError, KvsizeError
 from kvsize.strict_yaml import BadValueError, DuplicateKeyError, StrictSafeLoader
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
+
+
+def _read_with(read: Reader, accepts: Any) -> BeforeValidator:
+    """A pydantic validator running a `kvsize.deployment` reader; its error becomes the field's message."""
+
+    def validate(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return read(value)
+        except KvsizeError as exc:
+            raise ValueError(reader_message(exc)) from None
+
+    return BeforeValidator(validate, json_schema_input_type=accepts)
+
+
+Count = Annotated[int | None, _read_with(read_count, int | str | None)]
+RequiredCount = Annotated[int, _read_with(read_count, int | str)]
+RequiredTokens = Annotated[int, _read_with(read_tokens, int | str)]
+Tokens = Annotated[int | None, _read_with(read_tokens, int | str | None)]
+Fraction = Annotated[float | None, _read_with(read_fraction, float | str | None)]
+
+
+def _settings_fields() -> dict[str, Any]:
+    """The deployment settings' keys as pydantic fields: the record's types, defaults and descriptions, read by
+    the CLI's readers (kvsize.deployment.READERS)."""
+    fields: dict[str, Any] = {}
+    for info in msgspec.structs.fields(DeploymentSettings):
+        kind, meta = get_args(info.type)[:2]
+        read, accepts = READERS[info.name]
+        fields[info.name] = (
+            Annotated[kind, _read_with(read, accepts)],
+            Field(default=info.default, description=meta.description),
+        )
+    return fields
+
+
+if TYPE_CHECKING:  # type checkers see a plain model; its fields are read through `Deployment.settings()`
+    _Settings = BaseModel
+else:
+    _Settings = create_model(
+        "DeploymentSettings", __config__=ConfigDict(extra="forbid", frozen=True), **_settings_fields()
+    )
 
 
 class Requirement(BaseModel):
@@ -56,7 +110,7 @@ class Requirement(BaseModel):
     """At least this many requests of prompt_len + output_len resident on average (all replicas together)."""
 
 
-class Deployment(DeploymentSettings):
+class Deployment(_Settings):
     """One deployment: a model on a kind of GPU under an engine, and what it must sustain. The memory,
     parallelism and engine settings are those of the command line (`kvsize.deployment`), validated alike."""
 
@@ -72,6 +126,16 @@ class Deployment(DeploymentSettings):
     calibration: str | None = None
     """A file written by `kvsize log --save-calibration` (relative paths: from this file's folder)."""
     require: Requirement
+
+    @model_validator(mode="after")
+    def _settings_combine(self) -> Deployment:
+        for problem in combination_problems(self):
+            raise ValueError(problem)
+        return self
+
+    def settings(self) -> DeploymentSettings:
+        """The deployment's parallelism, memory and engine settings, as the CLI holds them."""
+        return DeploymentSettings(**{key: getattr(self, key) for key in READERS})  # already read: no re-reading
 
 
 class CapacityFile(BaseModel):
@@ -194,7 +258,8 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
         return capacity
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc, message = field_error(exc)
+        loc = [p for p in err["loc"] if isinstance(p, (int, str))]
+        message = str(err["msg"]).removeprefix("Value error, ")
         field = ".".join(str(p) for p in loc) or "(top)"
         line = _line_of(root, loc)
         if err["type"] == "extra_forbidden":
@@ -242,29 +307,33 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: str | No
     from kvsize.units import format_bytes
 
     req = d.require
+    settings = d.settings()
     ctx = req.ctx
-    group = d.tp * d.pp
+    group = settings.tp * settings.pp
     replicas = 1
     common: dict[str, Any] = {
         "name": d.name,
         "model": d.model,
-        "gpu": d.gpu or (format_bytes(d.gpu_mem) if d.gpu_mem else None),
+        "gpu": d.gpu or (format_bytes(settings.gpu_mem) if settings.gpu_mem else None),
         "engine": d.engine,
-        "tp": d.tp,
-        "pp": d.pp,
+        "tp": settings.tp,
+        "pp": settings.pp,
         "ctx": ctx,
         "batch": req.batch,
         "kv_dtype": d.kv_dtype,
     }
-    if d.gpus is not None:
-        if d.gpus % group:
+    if settings.gpus is not None:
+        if settings.gpus % group:
             return CheckResult(
-                passed=False, replicas=0, reason=f"gpus {d.gpus} is not a multiple of tp x pp = {group}", **common
+                passed=False,
+                replicas=0,
+                reason=f"gpus {settings.gpus} is not a multiple of tp x pp = {group}",
+                **common,
             )
-        replicas = d.gpus // group
-    if d.gpu is None and d.gpu_mem is None:
+        replicas = settings.gpus // group
+    if d.gpu is None and settings.gpu_mem is None:
         return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
-    options = d.estimate_options()
+    options = settings.estimate_options()
     calibration = d.calibration or default_calibration
     if calibration:
         from kvsize.calibration import apply_calibration, read_calibration
@@ -273,7 +342,7 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: str | No
             options, read_calibration(str(base / calibration) if d.calibration else calibration)
         )
     result = estimate_loaded(
-        _loaded(_resolve_model(d.model, base), d.revision),
+        _loaded(_resolve_model(d.model, base), settings.revision),
         ctx=[ctx],
         batch=[req.batch],
         kv_dtype=d.kv_dtype,
@@ -373,7 +442,7 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
         line = capacity.line_of(index)
         where = f"{path}: line {line}: deployment '{d.name}'" if line else f"{path}: deployment '{d.name}'"
         try:
-            _loaded(_resolve_model(d.model, base), d.revision)
+            _loaded(_resolve_model(d.model, base), d.settings().revision)
         except KvsizeError as exc:
             results.append(_unloadable(d, line, f"model '{d.model}' cannot be loaded: {exc}"))
             continue
@@ -389,15 +458,16 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
 
 def _unloadable(d: Deployment, line: int | None, reason: str) -> CheckResult:
     ctx = int(d.require.ctx)
+    settings = d.settings()
     return CheckResult(
         name=d.name,
         model=d.model,
         passed=False,
         reason=reason,
-        gpu=d.gpu or (str(d.gpu_mem) if d.gpu_mem else None),
+        gpu=d.gpu or (str(settings.gpu_mem) if settings.gpu_mem else None),
         engine=d.engine,
-        tp=d.tp,
-        pp=d.pp,
+        tp=settings.tp,
+        pp=settings.pp,
         replicas=0,
         ctx=ctx,
         batch=d.require.batch,

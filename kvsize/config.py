@@ -12,10 +12,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
+from kvsize.record import InvalidRecord
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
 
 # Values no real model reaches: they stop absurd configs before they turn into absurd numbers.
@@ -269,10 +268,8 @@ def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: in
     """
     try:
         return _parse(raw, source=source, encoder_tokens=encoder_tokens)
-    except ValidationError as exc:  # fields that parse one by one but describe no cache (a 0-wide head)
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{source}: the fields describe an impossible layer ({where}: {first['msg']})") from None
+    except InvalidRecord as exc:  # fields that parse one by one but describe no cache (a 0-wide head)
+        raise ConfigError(f"{source}: the fields describe an impossible layer ({exc})") from None
 
 
 def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
@@ -332,9 +329,8 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
             notes=tuple(dict.fromkeys(notes)),
             **_identity(raw, data, source),
         )
-    except ValidationError as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
-        first = exc.errors()[0]
-        raise ConfigError(f"{source}: {first['msg']}") from None
+    except InvalidRecord as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, encoder_tokens: int | None) -> ArchSpec:
@@ -390,12 +386,24 @@ def _positive_int(value: object) -> int | None:
 
 def _moe_top_k(data: Mapping[str, Any]) -> int | None:
     """Experts per token of a MoE config (num_experts_per_tok, moe_topk, top_k), None for dense models."""
-    experts = next((_positive_int(data.get(k)) for k in ("num_local_experts", "num_experts", "n_routed_experts",
-                                                         "moe_num_experts") if _positive_int(data.get(k))), None)
+    experts = next(
+        (
+            _positive_int(data.get(k))
+            for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+            if _positive_int(data.get(k))
+        ),
+        None,
+    )
     if experts is None or experts <= 1:
         return None
-    return next((_positive_int(data.get(k)) for k in ("num_experts_per_tok", "moe_topk", "top_k",
-                                                      "num_experts_per_token") if _positive_int(data.get(k))), None)
+    return next(
+        (
+            _positive_int(data.get(k))
+            for k in ("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token")
+            if _positive_int(data.get(k))
+        ),
+        None,
+    )
 
 
 def _moe_width(data: Mapping[str, Any]) -> int | None:

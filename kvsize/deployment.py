@@ -1,19 +1,21 @@
 """What a user states about a deployment (parallelism, memory, engine knobs), validated once.
 
-One pydantic model, `DeploymentSettings`, whose validators are the `kvsize.units` parsers: the CLI builds it
-from the option strings (`from_options`), a capacity file's deployment extends it, so a value refused on the
+One record, `DeploymentSettings`, and one table of readers, `READERS` (the `kvsize.units` parsers): the CLI
+builds the record from the option strings (`from_options`), and a capacity file's deployment validates the same
+keys with the same readers (`kvsize.capacity_file` builds its schema from this table), so a value refused on the
 command line (`--gpu-mem 0`, `--tp 10**30`, `--gpu-util nan`, `--revision ../x`) is refused in a file too, with
 the same message. Field names are the capacity file's keys; `--gpu-mem` is `gpu_mem`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from msgspec import Meta
 
 from kvsize.errors import KvsizeError, UsageError
+from kvsize.record import Record
 from kvsize.units import (
     MAX_GPUS,
     MAX_TOKENS,
@@ -25,101 +27,112 @@ from kvsize.units import (
     parse_tokens,
 )
 
-T = TypeVar("T")
+Reader = Callable[[Any], Any]
 
 
-def _field(parse: Callable[[Any], T], schema: Any) -> BeforeValidator:
-    """A pydantic validator running a units parser; its UsageError becomes a field error (message and hint)."""
-
-    def validate(value: Any) -> T | None:
-        if value is None:
-            return None
-        try:
-            return parse(value)
-        except KvsizeError as exc:
-            raise ValueError(f"{exc}. {exc.hint.rstrip('.')}" if exc.hint else str(exc)) from None
-
-    return BeforeValidator(validate, json_schema_input_type=schema)
+def _size_or_zero(value: Any) -> int:
+    return parse_size(value, allow_zero=True)
 
 
-Bytes = Annotated[int | None, _field(parse_size, int | str | None)]
-"""A memory size above 0: 24GiB, 80GB, 512MiB, or bytes (at most 1 EiB)."""
-BytesOrZero = Annotated[int | None, _field(lambda v: parse_size(v, allow_zero=True), int | str | None)]
-TensorParallel = Annotated[int, _field(lambda v: parse_count(v, "tensor-parallel size", maximum=MAX_GPUS), int | str)]
-"""1 to 65,536."""
-PipelineParallel = Annotated[
-    int, _field(lambda v: parse_count(v, "pipeline-parallel size", maximum=MAX_GPUS), int | str)
-]
-GpuCount = Annotated[int | None, _field(lambda v: parse_count(v, "GPU count", maximum=MAX_GPUS), int | str | None)]
-Count = Annotated[int | None, _field(lambda v: parse_count(v, "count"), int | str | None)]
-"""A whole number above 0 (at most 2^40)."""
-RequiredCount = Annotated[int, _field(lambda v: parse_count(v, "count"), int | str)]
-RequiredTokens = Annotated[int, _field(parse_tokens, int | str)]
-Tokens = Annotated[int | None, _field(parse_tokens, int | str | None)]
-"""Tokens: 8192, 8k, 128k, 1M (1 to 2^40)."""
-TokensOrZero = Annotated[
-    int | None, _field(lambda v: parse_count(v, "token count", maximum=MAX_TOKENS, allow_zero=True), int | str | None)
-]
-Fraction = Annotated[float | None, _field(lambda v: parse_fraction(v, "the value"), float | str | None)]
-"""A share in (0, 1]: 0.9 or 90%."""
-Bandwidth = Annotated[int | None, _field(parse_bandwidth, float | str | None)]
-"""GB/s in the file and on the command line; bytes per second once validated."""
-Revision = Annotated[str | None, _field(parse_revision, str | None)]
+def _count(what: str, maximum: int | None = None) -> Reader:
+    def read(value: Any) -> int:
+        return parse_count(value, what) if maximum is None else parse_count(value, what, maximum=maximum)
+
+    return read
 
 
-class DeploymentSettings(BaseModel):
+def _tokens_or_zero(value: Any) -> int:
+    return parse_count(value, "token count", maximum=MAX_TOKENS, allow_zero=True)
+
+
+def _fraction(value: Any) -> float:
+    return parse_fraction(value, "the value")
+
+
+# key -> (reader, what a capacity file may write there, for its JSON Schema)
+READERS: dict[str, tuple[Reader, Any]] = {
+    "tp": (_count("tensor-parallel size", MAX_GPUS), int | str),
+    "pp": (_count("pipeline-parallel size", MAX_GPUS), int | str),
+    "gpus": (_count("GPU count", MAX_GPUS), int | str | None),
+    "gpu_mem": (parse_size, int | str | None),
+    "gpu_util": (_fraction, float | str | None),
+    "kv_memory": (parse_size, int | str | None),
+    "reserve": (_size_or_zero, int | str | None),
+    "weights_mem": (parse_size, int | str | None),
+    "weights_mem_per_gpu": (parse_size, int | str | None),
+    "max_batched_tokens": (_count("count"), int | str | None),
+    "max_num_seqs": (_count("count"), int | str | None),
+    "block_size": (_count("count"), int | str | None),
+    "ubatch_size": (_count("count"), int | str | None),
+    "batch_size": (_count("count"), int | str | None),
+    "cpu_mem": (parse_size, int | str | None),
+    "link_bandwidth": (parse_bandwidth, float | str | None),
+    "encoder_len": (_tokens_or_zero, int | str | None),
+    "revision": (parse_revision, str | None),
+}
+
+# Shared readers for a capacity file's requirements (kvsize.capacity_file).
+read_count = _count("count")
+read_tokens = parse_tokens
+read_fraction = _fraction
+
+
+def _doc(text: str) -> Any:
+    return Meta(description=text)
+
+
+class DeploymentSettings(Record, frozen=True, kw_only=True):
     """Parallelism, memory and engine settings of one deployment, shared by the CLI and capacity files."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    tp: Annotated[int, _doc("Tensor-parallel GPUs per replica (1 to 65,536).")] = 1
+    pp: Annotated[int, _doc("Pipeline-parallel stages (1 to 65,536).")] = 1
+    gpus: Annotated[int | None, _doc("GPUs in all; replicas = gpus / (tp x pp) multiply the concurrency.")] = None
+    gpu_mem: Annotated[int | None, _doc("Memory of a custom card: 24GiB, 80GB, or bytes (at most 1 EiB).")] = None
+    gpu_util: Annotated[
+        float | None, _doc("Share of the card the engine may use (vLLM gpu_memory_utilization): 0.9 or 90%.")
+    ] = None
+    kv_memory: Annotated[int | None, _doc("KV memory per GPU as given (skips the budget model).")] = None
+    reserve: Annotated[
+        int | None, _doc("Memory kept out of the KV budget besides the weights (formula / hf engines).")
+    ] = None
+    weights_mem: Annotated[
+        int | None,
+        _doc("The whole model's weights, split over tp x pp, instead of looking them up (--weights-mem-total too)."),
+    ] = None
+    weights_mem_per_gpu: Annotated[
+        int | None, _doc('The weights on each GPU, as vLLM logs them ("Model loading took 7.51 GiB").')
+    ] = None
+    max_batched_tokens: Annotated[int | None, _doc("Tokens per scheduler step (vLLM max_num_batched_tokens).")] = None
+    max_num_seqs: Annotated[int | None, _doc("Most requests the engine runs at once (vLLM max_num_seqs).")] = None
+    block_size: Annotated[int | None, _doc("Tokens per KV block (paged engines).")] = None
+    ubatch_size: Annotated[int | None, _doc("llama.cpp physical batch (-ub, n_ubatch): sizes the SWA cells.")] = None
+    batch_size: Annotated[
+        int | None, _doc("llama.cpp logical batch (-b, n_batch); n_ubatch = min(n_batch, n_ubatch).")
+    ] = None
+    cpu_mem: Annotated[int | None, _doc("CPU DRAM (or disk) offload tier size.")] = None
+    link_bandwidth: Annotated[int | None, _doc("GPU <-> offload link in GB/s (bytes per second once validated).")] = (
+        None
+    )
+    encoder_len: Annotated[int | None, _doc("Tokens each cross-attention layer attends to.")] = None
+    revision: Annotated[str | None, _doc("Hub revision: a branch, tag or full commit hash.")] = None
 
-    tp: TensorParallel = 1
-    """Tensor-parallel GPUs per replica."""
-    pp: PipelineParallel = 1
-    """Pipeline-parallel stages."""
-    gpus: GpuCount = None
-    """GPUs in all; replicas = gpus / (tp x pp) multiply the concurrency."""
-    gpu_mem: Bytes = None
-    """Memory of a custom card: 24GiB, or bytes."""
-    gpu_util: Fraction = None
-    """Share of the card the engine may use (vLLM gpu_memory_utilization)."""
-    kv_memory: Bytes = None
-    """KV memory per GPU as given (skips the budget model)."""
-    reserve: BytesOrZero = None
-    """Memory kept out of the KV budget besides the weights (formula / hf engines)."""
-    weights_mem: Bytes = None
-    """The whole model's weights, split over tp x pp, instead of looking them up (--weights-mem-total too)."""
-    weights_mem_per_gpu: Bytes = None
-    """The weights on each GPU, as vLLM logs them ("Model loading took 7.51 GiB")."""
-    max_batched_tokens: Count = None
-    """Tokens per scheduler step (vLLM max_num_batched_tokens)."""
-    max_num_seqs: Count = None
-    """Most requests the engine runs at once (vLLM max_num_seqs)."""
-    block_size: Count = None
-    """Tokens per KV block (paged engines)."""
-    ubatch_size: Count = None
-    """llama.cpp physical batch (-ub, n_ubatch): sizes the sliding-window cells."""
-    batch_size: Count = None
-    """llama.cpp logical batch (-b, n_batch); n_ubatch = min(n_batch, n_ubatch)."""
-    cpu_mem: Bytes = None
-    """CPU DRAM (or disk) offload tier size."""
-    link_bandwidth: Bandwidth = None
-    """GPU <-> offload link in GB/s."""
-    encoder_len: TokensOrZero = None
-    """Tokens each cross-attention layer attends to."""
-    revision: Revision = None
-    """Hub revision: a branch, tag or full commit hash."""
+    def __post_init__(self) -> None:
+        for problem in combination_problems(self):
+            raise UsageError(problem)
 
-    @model_validator(mode="after")
-    def _one_weights_size(self) -> DeploymentSettings:
-        if self.weights_mem is not None and self.weights_mem_per_gpu is not None:
-            raise ValueError("weights_mem (whole model) and weights_mem_per_gpu both given; give one of them")
-        return self
-
-    @model_validator(mode="after")
-    def _offload_needs_a_tier(self) -> DeploymentSettings:
-        if self.link_bandwidth is not None and self.cpu_mem is None:
-            raise ValueError("link_bandwidth (--link-bandwidth) needs cpu_mem (--cpu-mem), the offload tier's size")
-        return self
+    @classmethod
+    def read(cls, values: Mapping[str, Any]) -> DeploymentSettings:
+        """Each given value (None: not given) through its reader. A bad value raises SettingError naming its key."""
+        read: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in READERS:
+                raise SettingError(key, f"unknown setting '{key}'")
+            if value is not None:
+                try:
+                    read[key] = READERS[key][0](value)
+                except KvsizeError as exc:
+                    raise SettingError(key, reader_message(exc)) from None
+        return cls(**read)
 
     def estimate_options(self, **engine_flags: bool | str | None) -> dict[str, Any]:
         """The keyword options of `kvsize.api.estimate_loaded` these settings stand for; `engine_flags` are
@@ -153,18 +166,33 @@ class DeploymentSettings(BaseModel):
         }
 
 
-def field_error(exc: ValidationError) -> tuple[list[int | str], str]:
-    """The first error's location and its message, without pydantic's 'Value error, ' prefix."""
-    err = exc.errors()[0]
-    loc = [p for p in err["loc"] if isinstance(p, (int, str))]
-    return loc, str(err["msg"]).removeprefix("Value error, ")
+class SettingError(UsageError):
+    """A deployment setting its reader refused; `key` is the capacity file's key (`gpu_mem`)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def reader_message(exc: KvsizeError) -> str:
+    """A reader's error as one sentence with its hint ("... must be above 0. Use 24GiB or bytes")."""
+    return f"{exc}. {exc.hint.rstrip('.')}" if exc.hint else str(exc)
+
+
+def combination_problems(settings: Any) -> list[str]:
+    """Settings that are fine one by one but not together (a capacity file's deployment is checked alike)."""
+    problems = []
+    if settings.weights_mem is not None and settings.weights_mem_per_gpu is not None:
+        problems.append("weights_mem (whole model) and weights_mem_per_gpu both given; give one of them")
+    if settings.link_bandwidth is not None and settings.cpu_mem is None:
+        problems.append("link_bandwidth (--link-bandwidth) needs cpu_mem (--cpu-mem), the offload tier's size")
+    return problems
 
 
 def from_options(**options: str | None) -> DeploymentSettings:
-    """The CLI's option strings (None: not given) validated by the capacity file's model; errors name the option
+    """The CLI's option strings (None: not given) read like a capacity file's keys; errors name the option
     (`gpu_mem` -> `--gpu-mem`)."""
     try:
-        return DeploymentSettings.model_validate({k: v for k, v in options.items() if v is not None})
-    except ValidationError as exc:
-        loc, message = field_error(exc)
-        raise UsageError(f"--{str(loc[0]).replace('_', '-')}: {message}" if loc else message) from None
+        return DeploymentSettings.read(options)
+    except SettingError as exc:
+        raise UsageError(f"--{exc.key.replace('_', '-')}: {exc}") from None

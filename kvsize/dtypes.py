@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
+import msgspec
 
-@dataclass(frozen=True)
-class Storage:
+
+class Storage(msgspec.Struct, frozen=True):
     """How a format packs elements: `block_bytes` bytes hold `block_elems` elements, scales included."""
 
     block_elems: int

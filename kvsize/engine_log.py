@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 GIB = 1024**3
 MIB = 1024**2
@@ -39,8 +40,7 @@ V0_LONG = 32_768  # vLLM V0 turned chunked prefill on by default above this max_
 ENGINES = ("vllm", "sglang", "llamacpp", "trtllm")
 
 
-@dataclass
-class LlamaCppCache:
+class LlamaCppCache(msgspec.Struct):
     """One `llama_kv_cache: size = ...` line: a KV cache (the whole one, or the SWA / non-SWA half)."""
 
     size_mib: float
@@ -55,21 +55,20 @@ class LlamaCppCache:
     """True: the SWA half of an iswa cache; False: its non-SWA half; None: a single cache."""
 
 
-@dataclass
-class EngineLog:
+class EngineLog(msgspec.Struct):
     """What one start-up log says."""
 
     engine: str
     engine_version: str | None = None
     model: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
     """The scenario: max_model_len, gpu_util, tp, pp, kv_cache_dtype, dtype, quantization, block_size,
     max_num_batched_tokens, max_num_seqs, mem_fraction_static, page_size, n_ctx, n_seq_max, ..."""
-    figures: dict[str, float] = field(default_factory=dict)
+    figures: dict[str, float] = msgspec.field(default_factory=dict)
     """Logged numbers, in the log's units (names end in _gib, _mib, _tokens, _blocks, _x)."""
-    hparams: dict[str, int] = field(default_factory=dict)
+    hparams: dict[str, int] = msgspec.field(default_factory=dict)
     """llama.cpp's printed hyper-parameters (n_layer, n_head_kv, n_embd_head_k, n_embd_head_v, n_swa)."""
-    caches: list[LlamaCppCache] = field(default_factory=list)
+    caches: list[LlamaCppCache] = msgspec.field(default_factory=list)
     lines: int = 0
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pydantic import BaseModel, ConfigDict
+import msgspec
 
 from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
 from kvsize.dtypes import KvDtype
@@ -12,6 +10,7 @@ from kvsize.engines.base import Engine
 from kvsize.engines.sglang import SglangEngine
 from kvsize.engines.trtllm import TrtllmEngine
 from kvsize.engines.vllm import VllmEngine
+from kvsize.record import Record
 from kvsize.serving import Throughput, Tier, WorkloadFigures
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
@@ -20,11 +19,7 @@ MAX_SEARCH_CONTEXT = 1 << 40
 PCIE5_X16_BYTES_PER_S = 64_000_000_000  # PCIe Gen5 x16: 32 GT/s x 16 lanes, 64 GB/s per direction
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SpeedBound(_Frozen):
+class SpeedBound(Record, frozen=True, kw_only=True):
     """Roofline upper bounds on speed: no engine runs faster (labelled as bounds, not predictions)."""
 
     decode_step_seconds_min: float
@@ -39,7 +34,7 @@ class SpeedBound(_Frozen):
     rule: str
 
 
-class OffloadTier(_Frozen):
+class OffloadTier(Record, frozen=True, kw_only=True):
     """A CPU DRAM or disk tier behind the GPU cache."""
 
     memory_bytes: int
@@ -60,7 +55,7 @@ class OffloadTier(_Frozen):
     """Shortest context beyond which restoring from the CPU tier beats recomputing (roofline; None: never)."""
 
 
-class Suggestion(_Frozen):
+class Suggestion(Record, frozen=True, kw_only=True):
     """One change that would make a scenario fit (or give it headroom), with the figures it would give."""
 
     change: str
@@ -75,10 +70,8 @@ class Suggestion(_Frozen):
     """What the change does, in words."""
 
 
-class GpuFit(BaseModel):
+class GpuFit(Record, frozen=True, kw_only=True):
     """One scenario on one GPU of the deployment."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     memory_bytes: int
@@ -125,8 +118,7 @@ class GpuFit(BaseModel):
     """Prefill roofline time one request saves by hitting the shared prefix (time to first token)."""
 
 
-@dataclass(frozen=True)
-class Hardware:
+class Hardware(msgspec.Struct, frozen=True):
     """What the speed and offload figures need to know of the card and its host."""
 
     bandwidth_bytes_per_s: int | None = None

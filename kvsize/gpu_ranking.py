@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from math import ceil
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
-
 from kvsize.errors import KvsizeError
+from kvsize.record import Record
 from kvsize.resolve import LoadedConfig
 
 if TYPE_CHECKING:
@@ -17,10 +16,8 @@ if TYPE_CHECKING:
 TP_CHOICES = (1, 2, 4, 8)  # one node's worth of tensor parallelism
 
 
-class GpuPlan(BaseModel):
+class GpuPlan(Record, frozen=True, kw_only=True):
     """The cheapest layout of one GPU kind that serves the load."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     gpu: str
     gpus: int | None

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from kvsize.config import MODEL_TYPE_DEFAULTS
 from kvsize.errors import ConfigError
@@ -22,8 +23,7 @@ from kvsize.errors import ConfigError
 __all__ = ["ParamEstimate", "estimate_parameters"]
 
 
-@dataclass(frozen=True)
-class ParamEstimate:
+class ParamEstimate(msgspec.Struct, frozen=True):
     """Parameters of one checkpoint, counted from its config."""
 
     total: int
@@ -335,8 +335,7 @@ def _embed_and_head(cfg: _Cfg, acc: _Acc, *, tie: bool, hidden: int, extra_rows:
 # ----------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Style:
+class _Style(msgspec.Struct, frozen=True):
     norm: int  # parameters per norm element: 1 RMSNorm, 2 LayerNorm (weight + bias)
     norms_per_layer: int
     gated: bool
@@ -426,8 +425,7 @@ def _gated_delta_net(cfg: _Cfg, hidden: int) -> int:
     )
 
 
-@dataclass(frozen=True)
-class _Moe:
+class _Moe(msgspec.Struct, frozen=True):
     experts: int
     top_k: int
     expert_inter: int

@@ -1,4 +1,4 @@
-"""GPU profiles: one YAML file per accelerator in `gpu_profiles/`, validated into frozen `GpuProfile` models.
+"""GPU profiles: one YAML file per accelerator in `gpu_profiles/`, validated into frozen `GpuProfile` records.
 
 `parse_profile`, `resolve_gpu` and `custom_gpu` are pure; `load_profiles` and `profiles_dir` touch the file
 system.
@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
+import math
 import re
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
+import msgspec
+from msgspec import Meta
 
 from kvsize.errors import ConfigError, UnknownGpuProfile, UsageError
+from kvsize.record import Record
 
 __all__ = [
     "GpuProfile",
@@ -30,14 +34,15 @@ __all__ = [
 ]
 
 _NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]*$"
-Name = Annotated[str, Field(pattern=_NAME_PATTERN)]
+Name = Annotated[str, Meta(pattern=_NAME_PATTERN)]
 """An id or alias: lower case, digits, dots and hyphens, as users type it on the command line."""
 
-# Numbers keep the type the YAML gives them (989 stays an int, 362.05 a float); bools are not numbers here.
-NonNegNumber = Annotated[StrictInt, Field(ge=0)] | Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
-PosNumber = Annotated[StrictInt, Field(gt=0)] | Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
-Text = Annotated[str, Field(min_length=1)]
-ByteCount = Annotated[StrictInt, Field(gt=0)]
+# Numbers keep the type the YAML gives them (989 stays an int, 362.05 a float); bools are not numbers here
+# (msgspec never takes a bool for a number), and infinities are refused in `__post_init__`.
+NonNegNumber = Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0)]
+PosNumber = Annotated[int, Meta(gt=0)] | Annotated[float, Meta(gt=0)]
+Text = Annotated[str, Meta(min_length=1)]
+ByteCount = Annotated[int, Meta(gt=0)]
 Segment = Literal["datacenter", "workstation", "desktop", "laptop", "edge"]
 SEGMENTS: tuple[Segment, ...] = ("datacenter", "workstation", "desktop", "laptop", "edge")
 
@@ -66,7 +71,14 @@ _CUSTOM_SOURCE = "user-supplied --gpu-mem"
 _LIST_HINT = "'kvsize gpus' lists all; --gpu-mem 24GiB sizes a custom card"
 
 
-class Interconnect(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):
+def _check_finite(record: object, *names: str) -> None:
+    for name in names:
+        value = getattr(record, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+
+
+class Interconnect(Record, frozen=True, kw_only=True):
     """How the device talks to its peers and to the host, as text plus one number."""
 
     scale_up: str | None
@@ -85,8 +97,11 @@ class Interconnect(BaseModel, extra="forbid", frozen=True, use_attribute_docstri
     host_link_source: str | None = None
     """Where the host-link figure comes from."""
 
+    def __post_init__(self) -> None:
+        _check_finite(self, "scale_up_gb_s_bidirectional", "host_link_gb_s_per_direction")
 
-class Price(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):
+
+class Price(Record, frozen=True, kw_only=True):
     """One dated on-demand price offer for a single device-hour."""
 
     offer: Text
@@ -98,8 +113,11 @@ class Price(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=Tru
     source: Text
     """Where the price comes from; `-- secondary` marks a transcription by a third party."""
 
+    def __post_init__(self) -> None:
+        _check_finite(self, "usd_per_hour")
 
-class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstrings=True):
+
+class GpuProfile(Record, frozen=True, kw_only=True):
     """One accelerator as kvsize sizes it: memory first, then the throughput figures for decode estimates."""
 
     id: Name
@@ -120,7 +138,7 @@ class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstring
     memory_bytes: ByteCount
     """Total device memory in bytes as the tool in `memory_reported_by` reports it; the advertised figure when
     `memory_bytes_is_advertised` is true."""
-    memory_bytes_is_advertised: StrictBool
+    memory_bytes_is_advertised: bool
     """True when no reported total was found and `memory_bytes` is the advertised figure (usable is lower)."""
     memory_reported_by: str | None
     """The tool or runtime behind `memory_bytes` (`nvidia-smi memory.total`), or why none was found."""
@@ -139,12 +157,12 @@ class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstring
     dense_tflops: dict[str, NonNegNumber | None]
     """Peak dense (no 2:4 sparsity) matrix throughput in TFLOP/s by precision (`bf16`, `fp16`, `fp8`, `fp4`;
     `int8_tops` in TOPS); null where unknown or unsupported. GeForce cards: FP32-accumulate rates."""
-    fp8_native: StrictBool | None
+    fp8_native: bool | None
     """Whether the hardware computes/converts FP8 natively (FP8 KV storage works everywhere); null if
     unknown."""
     fp8_formats: tuple[str, ...]
     """Native FP8 formats (`e4m3`, `e5m2`, `e4m3fnuz`, `mxfp8`)."""
-    fp4_native: StrictBool | None
+    fp4_native: bool | None
     """Whether the hardware has native FP4 (NVFP4/MXFP4) math; null if unknown."""
     fp4_formats: tuple[str, ...]
     """Native FP4 (and on MI355X FP6) formats (`nvfp4`, `mxfp4`)."""
@@ -161,15 +179,18 @@ class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstring
     """Fields (dotted for nested keys: `dense_tflops.fp8`) not confirmed by a primary or engine source."""
     notes: str | None
     """Free-text caveats from the reference table."""
-    sources: tuple[Text, ...] = Field(min_length=1)
+    sources: Annotated[tuple[Text, ...], Meta(min_length=1)]
     """Where the numbers come from: URLs, repository paths, or `user-supplied --gpu-mem`."""
 
     def __hash__(self) -> int:
-        # pydantic's frozen hash would fail on the `dense_tflops` dict; equal profiles share id and memory.
+        # A frozen record's hash would fail on the `dense_tflops` dict; equal profiles share id and memory.
         return hash((type(self), self.id, self.memory_bytes))
 
-    @model_validator(mode="after")
-    def _check_consistency(self) -> GpuProfile:
+    def __post_init__(self) -> None:
+        _check_finite(self, "tdp_w")
+        for key, value in self.dense_tflops.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"dense_tflops.{key} must be a finite number, got {value}")
         if self.id in self.aliases:
             raise ValueError(f"alias '{self.id}' repeats the id")
         dupes = sorted({a for a in self.aliases if self.aliases.count(a) > 1})
@@ -183,7 +204,6 @@ class GpuProfile(BaseModel, extra="forbid", frozen=True, use_attribute_docstring
                 f"memory_bytes_is_advertised is true but memory_bytes {self.memory_bytes} differs from"
                 f" memory_advertised_bytes {self.memory_advertised_bytes}"
             )
-        return self
 
 
 def profiles_dir() -> Path:
@@ -199,21 +219,34 @@ def profiles_dir() -> Path:
     return here.parent / "gpu_profiles"
 
 
-def _describe_error(exc: ValidationError) -> str:
-    """First validation error as `field 'a.b[0].c': message (got VALUE)`, plus a count of the rest."""
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    loc = ""
-    for part in first["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    text = f"field '{loc}': {first['msg']}" if loc else first["msg"]
-    if first["type"] not in {"missing", "extra_forbidden"} and not isinstance(first["input"], (dict, list)):
-        value = repr(first["input"])
-        text += f" (got {value if len(value) <= 60 else value[:57] + '...'})"
-    elif first["type"] == "extra_forbidden":
-        text = f"unknown field '{loc}' (check its spelling)"
-    if len(errors) > 1:
-        text += f"; and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''}"
+_ERROR_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+
+def _describe_error(exc: msgspec.ValidationError, data: Any) -> str:
+    """msgspec's error (`Expected `int` > 0 - at `$.memory_bytes``) as `field 'memory_bytes': expected `int` > 0
+    (got 0)`, the value looked up in the data along the path."""
+    found = _ERROR_AT.match(str(exc))
+    message, path = (found["msg"], found["path"] or "") if found else (str(exc), "")
+    value: Any = data
+    for key, index in _PATH_PART.findall(path):
+        if key and isinstance(value, Mapping):
+            value = value.get(key)
+        elif index.isdigit() and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            value = None
+    where = path.lstrip(".")
+    unknown = re.fullmatch(r"Object contains unknown field `(.*)`", message)
+    if unknown:
+        return f"unknown field '{f'{where}.' if where else ''}{unknown[1]}' (check its spelling)"
+    missing = re.fullmatch(r"Object missing required field `(.*)`", message)
+    if missing:
+        return f"field '{f'{where}.' if where else ''}{missing[1]}': required but missing"
+    text = f"field '{where}': {message[:1].lower()}{message[1:]}" if where else message
+    if where and value is not None and not isinstance(value, (dict, list)):
+        shown = repr(value)
+        text += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
     return text
 
 
@@ -222,18 +255,19 @@ def parse_profile(data: object, *, source: str) -> GpuProfile:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: a GPU profile must be a mapping of fields, got {type(data).__name__}")
     try:
-        return GpuProfile.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid GPU profile: {_describe_error(exc)}") from None
+        return msgspec.convert(dict(data), GpuProfile, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: invalid GPU profile: {_describe_error(exc, data)}") from None
 
 
-def _load_file(path: Path) -> GpuProfile:
-    # StrictSafeLoader: safe loading on libyaml's parser where PyYAML has it (parsing 40 profiles in pure Python
-    # costs ~70 ms of start-up), and a key given twice is an error.
+def _read_yaml(path: Path) -> object:
+    # StrictSafeLoader: safe loading on libyaml's parser where PyYAML has it, and a key given twice is an error.
+    import yaml
+
     from kvsize.strict_yaml import StrictSafeLoader
 
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictSafeLoader)  # noqa: S506 (a safe loader)
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=StrictSafeLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         mark = getattr(exc, "problem_mark", None)
@@ -241,6 +275,9 @@ def _load_file(path: Path) -> GpuProfile:
         raise ConfigError(f"{path}: not a valid GPU profile YAML{where}: {problem}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read GPU profile: {exc}") from None
+
+
+def _profile_from(data: object, path: Path) -> GpuProfile:
     profile = parse_profile(data, source=str(path))
     if profile.id != path.stem:
         raise ConfigError(f"{path}: profile id '{profile.id}' does not match the file name '{path.stem}'")
@@ -258,17 +295,58 @@ def _check_names(profiles: Mapping[str, GpuProfile]) -> None:
             owner[alias] = profile.id
 
 
-def _load_dir(directory: Path) -> dict[str, GpuProfile]:
+def _yaml_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         raise ConfigError(f"GPU profile directory '{directory}' does not exist")
-    profiles = {}
-    for path in sorted(directory.glob("*.yaml")):
-        profile = _load_file(path)
-        profiles[profile.id] = profile
-    if not profiles:
+    paths = sorted(directory.glob("*.yaml"))
+    if not paths:
         raise ConfigError(f"GPU profile directory '{directory}' holds no *.yaml profiles")
+    return paths
+
+
+def _load_dir(directory: Path) -> dict[str, GpuProfile]:
+    """Every profile of `directory`, validated, read through its index when the index is current."""
+    paths = _yaml_files(directory)
+    parsed = _read_index(directory, paths)
+    profiles = {}
+    for path in paths:
+        profile = _profile_from(parsed[path.name] if parsed is not None else _read_yaml(path), path)
+        profiles[profile.id] = profile
     _check_names(profiles)
     return profiles
+
+
+# --- the index: the profiles' YAML parsed ahead of time -----------------------------------------------------
+# Importing PyYAML costs a sizing run with --gpu more than everything else it does (issue 12's start-up goal),
+# so `gpu_profiles/index.json` holds the parsed data of every file with the CRC-32 of its bytes. It is a cache,
+# never a source: a file whose checksum differs (edited, added or removed since) makes the whole directory read
+# from YAML again. `python -m kvsize.profiles` rebuilds it; tests/test_profiles.py checks it is current.
+
+INDEX_NAME = "index.json"
+
+
+def _checksums(paths: list[Path]) -> dict[str, int]:
+    return {path.name: zlib.crc32(path.read_bytes()) for path in paths}
+
+
+def _read_index(directory: Path, paths: list[Path]) -> dict[str, object] | None:
+    """The parsed data of each file, by file name, when the index matches the files byte for byte."""
+    try:
+        index = json.loads((directory / INDEX_NAME).read_text(encoding="utf-8"))
+        if not isinstance(index, dict) or index.get("crc32") != _checksums(paths):
+            return None
+        data = index["profiles"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return data if isinstance(data, dict) and set(data) == {p.name for p in paths} else None
+
+
+def build_index(directory: Path) -> str:
+    """The index of `directory`'s profiles as JSON text (each one validated first)."""
+    paths = _yaml_files(directory)
+    data = {path.name: _read_yaml(path) for path in paths}
+    _check_names({(p := _profile_from(data[path.name], path)).id: p for path in paths})
+    return json.dumps({"crc32": _checksums(paths), "profiles": data}, indent=1, ensure_ascii=False) + "\n"
 
 
 @functools.lru_cache(maxsize=1)
@@ -302,38 +380,11 @@ def _suggest(key: str, names: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(found))[:5]
 
 
-_ID_LINE = re.compile(r"^id:\s*(\S+)\s*$", re.MULTILINE)
-_ALIASES_LINE = re.compile(r"^aliases:\s*\[([^\]]*)\]\s*$", re.MULTILINE)
-
-
-@functools.lru_cache(maxsize=1)
-def _name_index() -> dict[str, Path]:
-    """id and aliases -> file of the built-in profiles, read from their `id:` and `aliases: [...]` lines only."""
-    index: dict[str, Path] = {}
-    for path in sorted(profiles_dir().glob("*.yaml")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        found = _ID_LINE.search(text)
-        aliases = _ALIASES_LINE.search(text)
-        names = [found.group(1)] if found else []
-        names += [a.strip() for a in aliases.group(1).split(",")] if aliases else []
-        for alias in names:
-            index.setdefault(alias, path)
-    return index
-
-
 def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
     """The profile whose id or alias is `name`, ignoring case and treating spaces/underscores as hyphens.
 
-    Without `profiles`, a known name loads only its own file (fast start); anything else loads them all."""
+    Without `profiles`, the built-in ones."""
     if profiles is None:
-        path = _name_index().get(_normalize(name)) if _load_default.cache_info().currsize == 0 else None
-        if path is not None:
-            profile = _load_file(path)
-            if profile.id == path.stem and (_normalize(name) == profile.id or _normalize(name) in profile.aliases):
-                return profile
         profiles = load_profiles()
     names: dict[str, str] = {}
     for profile in profiles.values():
@@ -381,3 +432,11 @@ def custom_gpu(memory_bytes: int, *, name: str = "custom") -> GpuProfile:
         notes=None,
         sources=(_CUSTOM_SOURCE,),
     )
+
+
+if __name__ == "__main__":  # python -m kvsize.profiles [DIR]: rebuild DIR/index.json (default: the built-in profiles)
+    import sys
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else profiles_dir()
+    (target / INDEX_NAME).write_text(build_index(target), encoding="utf-8")
+    print(f"wrote {target / INDEX_NAME}")

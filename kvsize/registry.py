@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 REGISTRY_FILE = "registry.jsonl"
 _HEAD = re.compile(r'\{"hub_id": "([^"]+)", "family": "([^"]*)", ')
 
 
-@dataclass(frozen=True)
-class RegistryEntry:
+class RegistryEntry(msgspec.Struct, frozen=True):
     hub_id: str
     """The Hugging Face repo id, as the hub spells it."""
     family: str

@@ -7,13 +7,14 @@ into stacked tables that repeat their key columns (lower-priority columns move d
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvsize.record import to_json
 from kvsize.text import markup as escape  # rich markup escaped and control characters made visible
 from kvsize.units import format_bytes, format_tokens
 
@@ -46,7 +47,7 @@ _CUDA_CONTEXT_ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def estimate_json(result: Estimate) -> str:
-    return result.model_dump_json(indent=2)
+    return to_json(result)
 
 
 def plural(count: int, word: str) -> str:
@@ -56,8 +57,7 @@ def plural(count: int, word: str) -> str:
 # --- tables that never cut a cell ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     header: str
     justify: str = "right"
     key: bool = False
@@ -564,4 +564,3 @@ def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> No
             unserved.setdefault(p.reason, []).append(p.gpu)
     for reason, names in unserved.items():
         console.print(Text.from_markup(f"[red]cannot serve it[/] on {escape(', '.join(names))}: {escape(reason)}"))
-

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 from kvsize.errors import ConfigError, EnvironmentProblem, KvsizeError, ModelNotFound
 
@@ -16,8 +17,7 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are under 100 KiB; 
 ConfigFetcher = Callable[..., Path]
 
 
-@dataclass(frozen=True)
-class LoadedConfig:
+class LoadedConfig(msgspec.Struct, frozen=True):
     """A config.json and where it came from."""
 
     model: str

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import PER_TOKEN_KINDS, Engine, group_layers
 from kvsize.errors import UsageError
+from kvsize.record import Record
 from kvsize.spec import ArchSpec
 
 Label = Literal["exact", "bound", "lossy"]
@@ -36,14 +36,10 @@ SIMULATION_TRIALS = 64
 """Seeded trials averaged for the simulated patterns."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 # --- 1. shared prefixes ---------------------------------------------------------------------------------
 
 
-class PrefixShare(_Frozen):
+class PrefixShare(Record, frozen=True, kw_only=True):
     """What a prefix common to every request costs once instead of once per request."""
 
     prefix_len: int
@@ -143,8 +139,7 @@ def prefill_flops(
 # --- 2. workloads ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     prompt: int
     output: int
 
@@ -177,7 +172,7 @@ def percentile(values: Sequence[int], q: float) -> int:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-class WorkloadFigures(_Frozen):
+class WorkloadFigures(Record, frozen=True, kw_only=True):
     """A request mix over its life on one GPU (the most loaded rank)."""
 
     requests: int
@@ -264,7 +259,7 @@ def workload_figures(
     )
 
 
-class Throughput(_Frozen):
+class Throughput(Record, frozen=True, kw_only=True):
     """Little's law on the roofline: requests in flight / time each spends = requests per second."""
 
     concurrency: float
@@ -296,7 +291,7 @@ def littles_law(
 # --- 3. eviction ----------------------------------------------------------------------------------------
 
 
-class EvictionResult(_Frozen):
+class EvictionResult(Record, frozen=True, kw_only=True):
     """What evicting tokens from a paged cache returns: a block frees only when all its tokens are gone."""
 
     tokens: int
@@ -401,7 +396,7 @@ def evict(tokens: int, keep: int, block_size: int, pattern: Pattern = "uniform",
 # --- 4. offload tiers -----------------------------------------------------------------------------------
 
 
-class Tier(_Frozen):
+class Tier(Record, frozen=True, kw_only=True):
     tier: Literal["cpu", "disk"]
     bytes: int
     tokens: int
@@ -472,8 +467,7 @@ def break_even_context(
 # --- settings -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ServingSettings:
+class ServingSettings(msgspec.Struct, frozen=True):
     """The serving-time options of a sizing run (all off by default)."""
 
     prefix_len: int | None = None

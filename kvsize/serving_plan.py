@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
+import msgspec
+
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.formula import FormulaEngine
@@ -94,11 +96,10 @@ def serving_figures(
     per_gpu_request = est.kv_cache_bytes_per_gpu // batch
     shared_gpu = share.shared_bytes_per_gpu if share else 0
     if share is not None and share.shared_bytes:
-        est = est.model_copy(
-            update={
-                "kv_cache_bytes": shared_total(est.bytes_per_request, batch, share.shared_bytes),
-                "kv_cache_bytes_per_gpu": shared_total(per_gpu_request, batch, shared_gpu),
-            }
+        est = msgspec.structs.replace(
+            est,
+            kv_cache_bytes=shared_total(est.bytes_per_request, batch, share.shared_bytes),
+            kv_cache_bytes_per_gpu=shared_total(per_gpu_request, batch, shared_gpu),
         )
     if fit is None:
         return est, None, share
@@ -171,7 +172,7 @@ def serving_figures(
             )
     if fit.offload is not None:
         update["offload"] = _offload(fit.offload, est, hw, settings, prefill_seconds if can_prefill else None, ctx)
-    return est, fit.model_copy(update=update) if update else fit, share
+    return est, msgspec.structs.replace(fit, **update) if update else fit, share
 
 
 def _offload(
@@ -209,7 +210,7 @@ def _offload(
                 flops_per_s=flops,
             )
 
-        update["tiers"] = tuple(t.model_copy(update={"break_even_context": even(t.link_bytes_per_s)}) for t in found)
+        update["tiers"] = tuple(msgspec.structs.replace(t, break_even_context=even(t.link_bytes_per_s)) for t in found)
         update["recompute_seconds_per_request"] = prefill(ctx)
         update["break_even_context"] = even(cpu_speed)
-    return off.model_copy(update=update)
+    return msgspec.structs.replace(off, **update)

@@ -6,16 +6,11 @@ Engines differ in how many tokens a layer holds and how a token's bytes are laid
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from kvsize.dtypes import KvDtype
+from kvsize.record import Record
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LayerGroupCost(_Result):
+class LayerGroupCost(Record, frozen=True, kw_only=True):
     """The cost of a run of identical layers in one scenario."""
 
     kind: str
@@ -33,15 +28,15 @@ class LayerGroupCost(_Result):
     """All layers of the group, all requests, all tensor-parallel ranks."""
 
 
-class KvEstimate(_Result):
+class KvEstimate(Record, frozen=True, kw_only=True):
     """KV-cache size of one scenario under one engine's rules."""
 
     engine: str
     engine_version: str
     rule: str
     """The allocation rule applied, in words, with its source."""
-    ctx: int = Field(gt=0)
-    batch: int = Field(gt=0)
+    ctx: int
+    batch: int
     kv_dtype: KvDtype
     kv_dtype_storage: str
     """How the dtype is stored: bytes per element, or per block of elements with its scales."""

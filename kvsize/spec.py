@@ -7,11 +7,12 @@ It knows nothing of Hugging Face key names; those live in `config.py`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from math import prod
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+import msgspec
+
+from kvsize.record import InvalidRecord, Record, check_at_least
 
 
 class AttentionKind(str, Enum):
@@ -30,47 +31,44 @@ class StateKind(str, Enum):
     LIGHTNING = "lightning"  # MiniMax-Text-01 / M1 lightning (linear) attention: one K^T V matrix per head
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class AttentionSpec(_Frozen):
+class AttentionSpec(Record, frozen=True, kw_only=True):
     """The attention cache of one layer."""
 
     kind: AttentionKind
-    num_kv_heads: int = Field(ge=0)
+    num_kv_heads: int
     """KV heads stored (1 for MLA's single latent, 0 for a shared layer)."""
-    head_dim: int = Field(ge=0)
+    head_dim: int
     """Elements of K per head (MLA: kv_lora_rank + qk_rope_head_dim)."""
-    head_dim_v: int = Field(ge=0)
+    head_dim_v: int
     """Elements of V per head (0 for MLA, whose latent serves both)."""
-    window: int | None = Field(default=None, gt=0)
+    window: int | None = None
     """Tokens held by a sliding-window layer, or the chunk size of a chunked layer."""
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, ge=0)
-    qk_nope_head_dim: int | None = Field(default=None, ge=0)
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
     """MLA only: per-head K width without RoPE (engines that cache decompressed heads need it)."""
-    v_head_dim: int | None = Field(default=None, ge=0)
+    v_head_dim: int | None = None
     """MLA only: per-head V width after decompression."""
-    num_query_heads: int | None = Field(default=None, gt=0)
+    num_query_heads: int | None = None
     """MLA only: attention heads the latent is decompressed into."""
-    encoder_tokens: int | None = Field(default=None, ge=0)
+    encoder_tokens: int | None = None
     """Tokens a cross-attention layer attends to, per request (an image's or an encoder's)."""
-    shares_kv_with: int | None = Field(default=None, ge=0)
+    shares_kv_with: int | None = None
     """Index of the layer whose cache a SHARED layer reads."""
-    index_head_dim: int | None = Field(default=None, gt=0)
+    index_head_dim: int | None = None
     """MLA with a sparse-attention indexer (DeepSeek-V3.2 `index_head_dim`): the indexer keeps one key of
     this width per token beside the latent."""
 
-    @model_validator(mode="after")
-    def _check_kind_fields(self) -> AttentionSpec:
+    def __post_init__(self) -> None:
+        check_at_least(self, 0, "num_kv_heads", "head_dim", "head_dim_v", "qk_rope_head_dim", "qk_nope_head_dim")
+        check_at_least(self, 0, "v_head_dim", "encoder_tokens", "shares_kv_with")
+        check_at_least(self, 1, "window", "kv_lora_rank", "num_query_heads", "index_head_dim")
         if self.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and self.window is None:
-            raise ValueError(f"{self.kind.value} attention needs a window")
+            raise InvalidRecord(f"{self.kind.value} attention needs a window")
         if self.kind is AttentionKind.CROSS and self.encoder_tokens is None:
-            raise ValueError("cross attention needs encoder_tokens")
+            raise InvalidRecord("cross attention needs encoder_tokens")
         if self.kind is not AttentionKind.SHARED and self.num_kv_heads * (self.head_dim + self.head_dim_v) == 0:
-            raise ValueError(f"{self.kind.value} attention stores no elements")
-        return self
+            raise InvalidRecord(f"{self.kind.value} attention stores no elements")
 
     @property
     def elements_per_token(self) -> int:
@@ -78,26 +76,33 @@ class AttentionSpec(_Frozen):
         return self.num_kv_heads * (self.head_dim + self.head_dim_v)
 
 
-class StateSpec(_Frozen):
+class StateSpec(Record, frozen=True, kw_only=True):
     """A recurrent layer's fixed-size state: the same bytes per request at any context length."""
 
     kind: StateKind
-    conv_channels: int = Field(ge=1)
+    conv_channels: int
     """Channels of the short causal convolution whose last inputs are kept."""
-    conv_kernel: int = Field(ge=1)
+    conv_kernel: int
     """Convolution width; a cache keeps the last `conv_kernel - 1` inputs (some engines keep `conv_kernel`)."""
-    ssm_shape: tuple[PositiveInt, ...] = Field(min_length=1)
+    ssm_shape: tuple[int, ...]
     """Shape of the recurrent (SSM / delta-rule) state tensor per request."""
     dtype: str = "bf16"
     """Storage format of the state (a `KvDtype` value); engines may override it."""
-    n_groups: int | None = Field(default=None, gt=0)
+    n_groups: int | None = None
     """Mamba-2: groups of the B and C projections (their channels are in `conv_channels`); engines that
     shard by tensor parallelism replicate groups that do not divide (vLLM extra_groups_for_head_shards)."""
-    chunk_size: int | None = Field(default=None, gt=0)
+    chunk_size: int | None = None
     """Mamba-2 SSD chunk size the config names (`mamba_chunk_size`, `chunk_size`); None when it names none."""
     ssm_dtype: str | None = None
     """The SSM-state dtype the config names (`mamba_ssm_dtype`, `mamba_ssm_cache_dtype`), as a torch name;
     None when it names none. Engines decide whether they follow it."""
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "conv_channels", "conv_kernel", "n_groups", "chunk_size")
+        if not self.ssm_shape or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in self.ssm_shape
+        ):
+            raise InvalidRecord(f"StateSpec.ssm_shape must be one or more integers > 0, got {self.ssm_shape!r}")
 
     @property
     def conv_elements(self) -> int:
@@ -108,12 +113,11 @@ class StateSpec(_Frozen):
         return prod(self.ssm_shape)
 
 
-@dataclass(frozen=True, slots=True)
-class LayerSpec:
+class LayerSpec(msgspec.Struct, frozen=True):
     """One decoder layer: an attention cache, a recurrent state, both (Zamba2 hybrid blocks) or neither.
 
-    A plain frozen dataclass rather than a pydantic model: a config may have 100,000 layers, and the layers
-    of one kind share their (validated) `AttentionSpec` / `StateSpec` objects, so only the index is per layer.
+    A config may have 100,000 layers: the layers of one kind share their (checked) `AttentionSpec` /
+    `StateSpec` objects, so only the index is per layer.
     """
 
     index: int
@@ -123,8 +127,8 @@ class LayerSpec:
     """Encoder-decoder models: the decoder layer's cross-attention over the encoder's tokens."""
 
     def __post_init__(self) -> None:
-        if self.index < 0:
-            raise ValueError(f"a layer index is >= 0, got {self.index}")
+        if not isinstance(self.index, int) or self.index < 0:
+            raise InvalidRecord(f"a layer index is >= 0, got {self.index}")
 
     def renumbered(self, index: int) -> LayerSpec:
         """The same layer at another index (the caches are shared, not copied)."""
@@ -143,25 +147,25 @@ class LayerSpec:
         return "none"
 
 
-class ArchSpec(_Frozen):
+class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room for the cached layer groups
     """A model's decoder as kvsize sizes it."""
 
     model_type: str
-    layers: tuple[LayerSpec, ...] = Field(min_length=1)
-    num_attention_heads: int | None = Field(default=None, gt=0)
+    layers: tuple[LayerSpec, ...]
+    num_attention_heads: int | None = None
     """Query heads of the attention layers (to tell MHA, GQA and MQA apart)."""
-    max_context: int | None = Field(default=None, gt=0)
+    max_context: int | None = None
     """The model's maximum context (max_position_embeddings or its equivalent)."""
     model_dtype: str = "bf16"
     """The weights' dtype from the config (`torch_dtype`), used by `--kv-dtype auto`."""
-    hidden_size: int | None = Field(default=None, gt=0)
-    intermediate_size: int | None = Field(default=None, gt=0)
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
     """Dense MLP width (MoE models: the shared/dense width where the config gives one)."""
-    vocab_size: int | None = Field(default=None, gt=0)
-    experts_per_token: int | None = Field(default=None, gt=0)
+    vocab_size: int | None = None
+    experts_per_token: int | None = None
     """MoE models: experts each token is routed to (num_experts_per_tok / top_k), for the profile run's
     fused-MoE workspace."""
-    moe_intermediate_size: int | None = Field(default=None, gt=0)
+    moe_intermediate_size: int | None = None
     """MoE models: one expert's MLP width (moe_intermediate_size, or intermediate_size for Mixtral-style configs)."""
     notes: tuple[str, ...] = ()
     """Assumptions and interpretations made while parsing (shown in the table and the JSON)."""
@@ -173,10 +177,17 @@ class ArchSpec(_Frozen):
     """The config sets `is_hybrid_swa: true` (SGLang gives such models a separate sliding-window pool)."""
     is_multimodal: bool = False
     """The config carries a `vision_config` (a vision-language model)."""
-    vision_layers: int | None = Field(default=None, gt=0)
+    vision_layers: int | None = None
     """Layers of the vision tower (`vision_config.num_hidden_layers`), for multimodal memory reserves."""
-    vision_hidden_size: int | None = Field(default=None, gt=0)
+    vision_hidden_size: int | None = None
     """Width of the vision tower (`vision_config.hidden_size`)."""
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise InvalidRecord("ArchSpec.layers must hold at least one layer")
+        check_at_least(self, 1, "num_attention_heads", "max_context", "hidden_size", "intermediate_size")
+        check_at_least(self, 1, "vocab_size", "experts_per_token", "moe_intermediate_size")
+        check_at_least(self, 1, "vision_layers", "vision_hidden_size")
 
     @property
     def num_layers(self) -> int:
@@ -208,7 +219,7 @@ class ArchSpec(_Frozen):
     @property
     def _groups(self) -> tuple[tuple[LayerSpec, int], ...]:
         # Computed once per layers tuple: engines ask for it on every estimate (1,000 deployments in a check,
-        # a 40-step max-context search). Keyed on the tuple's identity, so a `model_copy` with new layers
+        # a 40-step max-context search). Keyed on the tuple's identity, so a `replace` with new layers
         # does not reuse the groups of the old ones.
         cached = self.__dict__.get("_groups_of")
         if cached is None or cached[0] is not self.layers:

@@ -18,14 +18,14 @@ import gc
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+import msgspec
 
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import EnvironmentProblem, KvsizeError, MissingExtra, UsageError
+from kvsize.record import Record
 from kvsize.resolve import LoadedConfig
 from kvsize.spec import ArchSpec
 from kvsize.units import format_bytes
@@ -47,11 +47,7 @@ Device = Literal["cuda", "cpu", "meta"]
 # ======================================================================================================
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LayerComparison(_Result):
+class LayerComparison(Record, frozen=True, kw_only=True):
     index: int
     kind: str
     predicted_bytes: int
@@ -61,8 +57,7 @@ class LayerComparison(_Result):
     """Bytes of the storage behind the layer's tensors (a sliding layer's keys are a view of the last concatenation)."""
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The outcome of one comparison: logical bytes must match exactly, the allocator within a tolerance."""
 
     match: bool
@@ -148,8 +143,7 @@ def compare(
     )
 
 
-@dataclass(frozen=True)
-class CacheMeasure:
+class CacheMeasure(msgspec.Struct, frozen=True):
     """What one cache object holds, per decoder layer."""
 
     layer_bytes: tuple[int, ...]
@@ -164,7 +158,7 @@ class CacheMeasure:
         return sum(self.layer_bytes)
 
 
-class FullModel(_Result):
+class FullModel(Record, frozen=True, kw_only=True):
     """With --layers N: the whole model's figures, the measured ones scaled from the N layers built."""
 
     layers_total: int
@@ -177,7 +171,7 @@ class FullModel(_Result):
     note: str
 
 
-class ScenarioResult(_Result):
+class ScenarioResult(Record, frozen=True, kw_only=True):
     ctx: int
     batch: int
     kv_dtype: str
@@ -204,7 +198,7 @@ class ScenarioResult(_Result):
     layers: tuple[LayerComparison, ...] = ()
 
 
-class VerifyResult(_Result):
+class VerifyResult(Record, frozen=True, kw_only=True):
     """The JSON contract of `kvsize verify --json`."""
 
     model: str
@@ -618,8 +612,7 @@ class SilentProgress:
         yield
 
 
-@dataclass
-class RunOutcome:
+class RunOutcome(msgspec.Struct):
     measure: CacheMeasure | None
     allocator_delta: int | None = None
     allocator_peak: int | None = None
@@ -747,8 +740,7 @@ def _cross_states(torch: Any, model: Any, device: Device, batch: int, tokens: in
 # ======================================================================================================
 
 
-@dataclass(frozen=True)
-class VerifyOptions:
+class VerifyOptions(msgspec.Struct, frozen=True):
     contexts: Sequence[int] = ()
     batches: Sequence[int] = (1,)
     kv_dtypes: Sequence[str] = ("auto",)
@@ -761,11 +753,10 @@ class VerifyOptions:
     max_cache_len: int | None = None
     trust_remote_code: bool = False
     encoder_len: int | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Planned:
+class _Planned(msgspec.Struct, frozen=True):
     """One scenario, with its predictions made before anything is built (so bad settings fail fast)."""
 
     kv_dtype: KvDtype
@@ -776,8 +767,7 @@ class _Planned:
     formula_bytes: int
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(msgspec.Struct, frozen=True):
     device: Device
     raw: Mapping[str, Any]
     spec: ArchSpec
@@ -891,8 +881,8 @@ def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | No
         layers_built=p.spec.num_layers,
         layers_total=p.full_spec.num_layers,
         engine_rule=p.engine.rule,
-        transformers_version=transformers.__version__,
-        torch_version=torch.__version__,
+        transformers_version=str(transformers.__version__),
+        torch_version=str(torch.__version__),  # a TorchVersion (a str subclass) otherwise
         tolerance=options.tolerance,
         notes=tuple(dict.fromkeys([*p.notes, *p.spec.notes, *p.engine.estimate_notes(p.spec)])),
         scenarios=tuple(results),

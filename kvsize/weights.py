@@ -7,10 +7,11 @@ import math
 import os
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from kvsize.errors import ConfigError, KvsizeError, UsageError
 from kvsize.resolve import LoadedConfig
@@ -40,8 +41,7 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # real indexes are at most a few MiB
 
 
-@dataclass(frozen=True)
-class WeightsSize:
+class WeightsSize(msgspec.Struct, frozen=True):
     bytes: int
     source: str
     """Where the figure comes from, in words."""
@@ -330,5 +330,7 @@ def find_weights(
             return weights_from_hub_counts(counts, loaded.hub_id)
         except KvsizeError as exc:  # no safetensors on the hub (pytorch_model.bin only), or no network
             counted = weights_from_config(loaded, model_dtype=model_dtype)
-            return replace(counted, source=f"{counted.source}; hub safetensors metadata unavailable: {exc}")
+            return msgspec.structs.replace(
+                counted, source=f"{counted.source}; hub safetensors metadata unavailable: {exc}"
+            )
     return weights_from_config(loaded, model_dtype=model_dtype)

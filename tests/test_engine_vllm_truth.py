@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -521,7 +522,7 @@ def test_served_dtype_for_auto() -> None:
     # config/model.py _resolve_auto_dtype: float32 -> the platform's first dtype: bfloat16 from sm_80,
     # float16 on Turing (T4, sm_75: CudaPlatform.supported_dtypes [float16, float32]); a bfloat16 checkpoint on
     # a T4 falls back to float16; gemma3 may not run in float16 (_FLOAT16_NOT_SUPPORTED_MODELS) -> float32.
-    llama32 = spec(LLAMA).model_copy(update={"model_dtype": "fp32"})
+    llama32 = msgspec.structs.replace(spec(LLAMA), model_dtype="fp32")
     assert vllm("0.33", "h100-sxm").auto_kv_dtype(llama32, KvDtype.FP32) is KvDtype.BF16
     assert vllm("0.33", "t4").auto_kv_dtype(llama32, KvDtype.FP32) is KvDtype.FP16
     assert vllm("0.33", "t4").auto_kv_dtype(spec(LLAMA), KvDtype.BF16) is KvDtype.FP16

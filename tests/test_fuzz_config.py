@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -235,8 +236,8 @@ def mutated_configs(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 
 def numeric_leaves(value: Any) -> Iterator[Any]:
-    """Every number in a model_dump() tree. Bools are left out: pydantic turns a bool given to an int field into
-    an int, so a bool in the dump is a field declared bool (is_encoder_decoder)."""
+    """Every number in a record's builtins tree. Bools are left out here: `check_spec` checks every field's type
+    (a bool in an int field included) by converting the tree back strictly."""
     if isinstance(value, dict):
         for item in value.values():
             yield from numeric_leaves(item)
@@ -250,7 +251,10 @@ def numeric_leaves(value: Any) -> Iterator[Any]:
 def check_spec(spec: ArchSpec) -> None:
     assert isinstance(spec, ArchSpec)
     assert spec.num_layers >= 1
-    for number in numeric_leaves(spec.model_dump()):
+    # Every field holds its declared type (no bool or float in an int field, no list for a tuple): the spec
+    # converts back from its builtins under msgspec's strict rules, checks included, to an equal spec.
+    assert msgspec.convert(msgspec.to_builtins(spec), ArchSpec, strict=True) == spec
+    for number in numeric_leaves(msgspec.to_builtins(spec)):
         assert type(number) is int, number  # no float
         assert number >= 0, number
     assert all(isinstance(note, str) for note in spec.notes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -181,9 +182,10 @@ def test_monotone_and_linear_below_windows(spec: ArchSpec, ctx: int, extra: int)
 @settings(max_examples=150, deadline=None)
 @given(arch_specs(), ctxs, batches)
 def test_fp8_is_half_of_bf16_and_fp32_double(spec: ArchSpec, ctx: int, batch: int) -> None:
-    kv_only = spec.model_copy(update={"layers": tuple(layer for layer in spec.layers if layer.state is None)})
-    if not kv_only.layers:
+    layers = tuple(layer for layer in spec.layers if layer.state is None)
+    if not layers:
         return
+    kv_only = msgspec.structs.replace(spec, layers=layers)
     bf16 = FORMULA.estimate(kv_only, ctx=ctx, batch=batch, kv_dtype=KvDtype.BF16).kv_cache_bytes
     assert FORMULA.estimate(kv_only, ctx=ctx, batch=batch, kv_dtype=KvDtype.FP8_E4M3).kv_cache_bytes * 2 == bf16
     assert FORMULA.estimate(kv_only, ctx=ctx, batch=batch, kv_dtype=KvDtype.FP32).kv_cache_bytes == 2 * bf16

@@ -16,6 +16,7 @@ import sys
 import termios
 from pathlib import Path
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -223,7 +224,7 @@ def test_reserve_parts_add_up() -> None:
         data = json.loads(runner.invoke(app, [LLAMA_8B, "--ctx", "8k", *gpu_args, "--json"]).stdout)
         from kvsize.fit import GpuFit
 
-        fit = GpuFit.model_validate(data["scenarios"][0]["gpu"])
+        fit = msgspec.convert(data["scenarios"][0]["gpu"], GpuFit)
         parts = reserve_parts(fit)
         assert sum(v for _, v in parts) == fit.reserve_bytes, gpu_args
         if fit.budget.engine in ("vllm", "sglang", "trtllm"):
@@ -304,8 +305,8 @@ def test_concurrency_never_shown_past_the_engine_cap() -> None:
     result = kvsize.estimate(LLAMA_8B, ctx=8192, gpu="h100")
     [scenario] = result.scenarios
     assert scenario.gpu is not None and scenario.gpu.max_concurrency > 2
-    capped = scenario.gpu.model_copy(update={"concurrency_cap": 2, "cap_binds": True})
-    result = result.model_copy(update={"scenarios": (scenario.model_copy(update={"gpu": capped}),)})
+    capped = msgspec.structs.replace(scenario.gpu, concurrency_cap=2, cap_binds=True)
+    result = msgspec.structs.replace(result, scenarios=(msgspec.structs.replace(scenario, gpu=capped),))
     assert served_concurrency(capped) == 2
     out = io.StringIO()
     render_estimate(Console(file=out, width=80, no_color=True), result)

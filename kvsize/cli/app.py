@@ -5,6 +5,7 @@ Command modules hold plain functions; this module registers them, so the import 
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -166,8 +167,20 @@ app.command("evict", cls=Command, epilog="Example: kvsize evict --tokens 16000 -
 )
 
 
+def app_for(argv: Sequence[str]) -> typer.Typer:
+    """The app with only the command `argv` runs registered. Typer builds every registered command's options
+    before it dispatches (some 10 ms for all of them), so a run builds its own alone; help (no arguments,
+    `--help`) keeps them all, to list them."""
+    if not argv or argv[0] in ("--help", "-h"):
+        return app
+    name = argv[0] if any(c.name == argv[0] for c in app.registered_commands) else SIZE_COMMAND
+    lean = copy.copy(app)
+    lean.registered_commands = [c for c in app.registered_commands if c.name == name]
+    return lean
+
+
 def main() -> None:
     """Console-script entry point. Output that cannot be written (a full disk, a closed stdout) is exit 3."""
     from kvsize.cli.streams import run_checked
 
-    run_checked(app)
+    run_checked(app_for(sys.argv[1:]))

@@ -84,4 +84,6 @@ def evict(
         )
         console.print(f"[dim]{r.method}; lossy: the evicted tokens are gone from attention[/]")
 
-    emit(render, lambda: result.model_dump_json(indent=2), json_output)
+    from kvsize.record import to_json
+
+    emit(render, lambda: to_json(result), json_output)

@@ -29,7 +29,9 @@ def gpus(json_output: JsonOpt = False, debug: DebugOpt = False) -> None:
     def as_json() -> str:
         import json
 
-        return json.dumps({"gpus": [p.model_dump(mode="json") for p in profiles]}, indent=2)
+        from kvsize.record import to_builtins
+
+        return json.dumps({"gpus": [to_builtins(p) for p in profiles]}, indent=2)
 
     emit(render, as_json, json_output)
 

@@ -139,6 +139,8 @@ def plan(
     def as_json() -> str:
         import json
 
+        from kvsize.record import to_builtins
+
         return json.dumps(
             {
                 "model": loaded.model,
@@ -146,7 +148,7 @@ def plan(
                 "concurrency": requests,
                 "engine": engine_name,
                 "kv_dtype": dtype.value,
-                "plans": [p.model_dump(mode="json") for p in plans],
+                "plans": [to_builtins(p) for p in plans],
             },
             indent=2,
         )

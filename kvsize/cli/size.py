@@ -231,6 +231,8 @@ def size(
             **options,
             with_advice=True,
         )
+        from kvsize.report import estimate_json
+
         if plot:
             from kvsize.config import parse_config
             from kvsize.plot import write_plot
@@ -238,7 +240,7 @@ def size(
             write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
     emit(
         lambda console: render_estimate(console, result, explain=explain),
-        lambda: result.model_dump_json(indent=2),
+        lambda: estimate_json(result),
         json_output,
     )
     if any(s.gpu is not None and not s.gpu.fits for s in result.scenarios):

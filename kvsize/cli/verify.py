@@ -180,9 +180,10 @@ def run_verify(
                 result = verify(loaded, options, progress)
             write_report(render_markdown(result))
     if json_output:
+        from kvsize.record import to_json
         from kvsize.text import json_safe
 
-        typer.echo(json_safe(result.model_dump_json(indent=2)))
+        typer.echo(json_safe(to_json(result)))
     else:
         _render(result)
     if not result.passed:

@@ -4,9 +4,10 @@ the scheduler settings the user gave. Engines read it through `Engine.context`; 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 if TYPE_CHECKING:
     from kvsize.profiles import GpuProfile
@@ -21,8 +22,7 @@ class UsageContext(str, Enum):
     LLM_CLASS = "llm_class"
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(msgspec.Struct, frozen=True):
     """An accelerator as the engines' platform layers report it (vLLM vllm/platforms: get_device_total_memory,
     get_device_name, get_device_capability)."""
 
@@ -81,8 +81,7 @@ def compute_capability(arch: str | None) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-@dataclass(frozen=True)
-class EngineContext:
+class EngineContext(msgspec.Struct, frozen=True):
     """The deployment an engine's rules are evaluated for. None everywhere means the engine's defaults on
     an unknown device (vLLM then uses its small-GPU scheduler tier, as it does when no device is found)."""
 

@@ -54,7 +54,7 @@ sequence (rounded up), and a layer's `tokens_held` counts the cells of the whole
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import PER_TOKEN_KINDS, Engine, UnsupportedArchitecture, cdiv, storage_text
@@ -125,8 +125,7 @@ def llamacpp_layer_split(num_layers: int, n_gpus: int) -> list[range]:
     return stages
 
 
-@dataclass(frozen=True)
-class CacheShape:
+class CacheShape(msgspec.Struct, frozen=True):
     """llama.cpp's context for `n_seq` sequences."""
 
     n_seq: int

@@ -57,7 +57,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from copy import copy
-from dataclasses import dataclass
+
+import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split, group_layers
@@ -354,8 +355,7 @@ MULTIMODAL_PREFILL_GRAPH_ARCHS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class SglangPool:
+class SglangPool(msgspec.Struct, frozen=True):
     """SGLang's start-up figures for one KV budget per GPU (the binding pipeline stage)."""
 
     max_total_num_tokens: int
@@ -605,12 +605,7 @@ class SglangEngine(Engine):
             slot, _, state = self.layer_request_bytes(spec, layer, ctx, kv_dtype, tp)
             per_token += count * tp * slot
             fixed += count * tp * (state + slot * encoder)
-        return est.model_copy(
-            update={
-                "kv_bytes_per_token": per_token,
-                "state_bytes_per_request": fixed,
-            }
-        )
+        return msgspec.structs.replace(est, kv_bytes_per_token=per_token, state_bytes_per_request=fixed)
 
     def stages(self, num_layers: int, pp: int) -> list[range]:
         return sglang_pp_stages(num_layers, pp)

@@ -48,7 +48,7 @@ the kvsize repository's research notes; file and function beside each rule, path
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split
@@ -125,8 +125,7 @@ def trtllm_pp_stages(num_layers: int, pp: int) -> list[range]:
     return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
 
 
-@dataclass(frozen=True)
-class TrtllmPool:
+class TrtllmPool(msgspec.Struct, frozen=True):
     """TensorRT-LLM's KV capacity for one budget per GPU (the binding pipeline stage)."""
 
     bytes_per_token: int

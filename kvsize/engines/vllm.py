@@ -28,9 +28,10 @@ come from the engine context (`Engine.context`): the rules below depend on the G
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from math import lcm
 from typing import Literal
+
+import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, pipeline_stages
@@ -102,8 +103,7 @@ FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py (0
 MambaMode = Literal["none", "align", "all"]
 
 
-@dataclass(frozen=True)
-class CacheSpec:
+class CacheSpec(msgspec.Struct, frozen=True):
     """One KV-cache spec of one layer on one rank (vLLM's KVCacheSpec): what a group pages."""
 
     kind: str  # "full", "sliding", "chunked", "mla", "cross", "mamba"
@@ -119,8 +119,7 @@ class CacheSpec:
         return (self.kind, self.window)
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(msgspec.Struct, frozen=True):
     """Identical layers: their cache specs, how many there are and one of them."""
 
     specs: tuple[CacheSpec, ...]
@@ -129,8 +128,7 @@ class Unit:
     skipped: bool  # listed by index in --kv-cache-dtype-skip-layers
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(msgspec.Struct, frozen=True):
     """A KV-cache group: its spec, its layers and the bytes of one block of it."""
 
     spec: CacheSpec
@@ -140,8 +138,7 @@ class Group:
     pages: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(msgspec.Struct, frozen=True):
     """How one pipeline stage's cache is paged."""
 
     block_size: int
@@ -150,8 +147,7 @@ class Layout:
     groups: int
 
 
-@dataclass(frozen=True)
-class Pool:
+class Pool(msgspec.Struct, frozen=True):
     """vLLM's start-up figures for a KV budget."""
 
     num_blocks: int
@@ -892,6 +888,7 @@ class VllmEngine(Engine):
         if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
             return 0
         return hit // block * block
+
 
 def _same_layer(a: LayerSpec, b: LayerSpec) -> bool:
     return a.attention == b.attention and a.state == b.state and a.cross == b.cross

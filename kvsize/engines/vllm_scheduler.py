@@ -16,7 +16,7 @@ Read from each release's source:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from kvsize.engines.context import Device, UsageContext
 
@@ -28,8 +28,7 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 128
 
 
-@dataclass(frozen=True)
-class SchedulerSettings:
+class SchedulerSettings(msgspec.Struct, frozen=True):
     """The scheduler vLLM runs with, defaults resolved."""
 
     version: str
