@@ -138,9 +138,11 @@ def log_command(
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Read an engine's start-up log (vLLM, SGLang, llama.cpp, TensorRT-LLM) and compare each figure it printed
-    with kvsize's prediction: KV memory, pool tokens/blocks, concurrency, weights, llama.cpp cache sizes.
-    Exit 0: every figure within --tolerance; 1: some are not; 2: not an engine log, or nothing to predict."""
+    """Compare each figure an engine's start-up log printed with kvsize's prediction, for vLLM, SGLang and others.
+
+    The figures: KV memory, pool tokens/blocks, concurrency, weights, llama.cpp cache sizes (vLLM, SGLang, llama.cpp,
+    TensorRT-LLM). Exit 0: every figure within --tolerance; 1: some are not; 2: not an engine log, or nothing to
+    predict."""
     with user_errors(debug):
         from kvsize.calibration import Deployment, calibration_from_log, check_log, read_calibration
         from kvsize.engine_log import parse_log

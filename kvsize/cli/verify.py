@@ -62,15 +62,14 @@ MAX_DECODE_STEPS = 65_536  # one forward pass each: more would run for hours and
 COLUMNS = ("ctx", "batch", "dtype", "predicted", "measured", "diff", "allocator delta", "peak", "full model", "result")
 MaxCacheLenOpt = Annotated[
     str | None,
-    typer.Option(
-        "--max-cache-len", help="StaticCache length (default: ctx).", show_default=False, metavar="TOKENS"
-    ),
+    typer.Option("--max-cache-len", help="StaticCache length (default: ctx).", show_default=False, metavar="TOKENS"),
 ]
 
 
 VERIFY_EPILOG = (
-    "Examples:  kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8   |   "
-    "kvsize verify deepseek-ai/DeepSeek-V3 --device meta --ctx 128k   |   "
+    "Examples:\n"
+    "kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8\n"
+    "kvsize verify deepseek-ai/DeepSeek-V3 --device meta --ctx 128k\n"
     "kvsize verify Qwen/Qwen3-8B --device cpu --layers 2 --ctx 512 --json"
 )
 
