@@ -442,3 +442,73 @@ def test_verify_allocator_columns_stack_at_80_columns() -> None:
         "512.00 GiB / 512.00 GiB",
     ):
         assert text in screen, text
+
+
+# --- "max ctx" never past the model's maximum context --------------------------------------------------------
+
+# tiny_configs.TINY: 4 layers x 8 KV heads x 128 x (K + V) x 2 B = 16,384 B per token, max_position_embeddings
+# 8,192. On an H100 SXM (85,520,809,984 B) with 16 GiB of weights and a 4 GiB reserve, the formula engine's KV
+# budget is 85,520,809,984 - 17,179,869,184 - 4,294,967,296 = 64,045,973,504 B: 64,045,973,504 // 16,384 =
+# 3,909,056 tokens for one request, 64,045,973,504 // (4 x 16,384) = 977,264 for each of 4. Both are far past
+# the model's 8,192, which is what max_context says; the memory's figure is max_context_by_memory.
+SMALL_CONTEXT_ON_A_BIG_CARD = ("--gpu", "h100", "--engine", "formula", "--weights-mem", "16GiB", "--reserve", "4GiB")
+
+
+def small_context_model(tmp_path: Path) -> Path:
+    from tiny_configs import TINY
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
+    return tmp_path
+
+
+def test_json_max_context_stops_at_the_models_maximum(tmp_path: Path) -> None:
+    model = str(small_context_model(tmp_path))
+    result = runner.invoke(app, [model, "--ctx", "8k", "--batch", "1,4", *SMALL_CONTEXT_ON_A_BIG_CARD, "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["architecture"]["max_context"] == 8192
+    one, four = (s["gpu"] for s in data["scenarios"])
+    assert one["kv_budget_bytes"] == four["kv_budget_bytes"] == 64_045_973_504
+    assert (one["max_context"], one["max_context_by_memory"]) == (8192, 3_909_056)
+    assert (four["max_context"], four["max_context_by_memory"]) == (8192, 977_264)
+    # The table says the same: max ctx 8,192 on both rows.
+    table = runner.invoke(app, [model, "--ctx", "8k", "--batch", "1,4", *SMALL_CONTEXT_ON_A_BIG_CARD])
+    assert re.search(r"8,192 │ +1 │ .*│ +yes │ +[\d,]+ │ +8,192 *$", table.stdout, re.MULTILINE)
+    assert re.search(r"8,192 │ +4 │ .*│ +yes │ +[\d,]+ │ +8,192 *$", table.stdout, re.MULTILINE)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp", "hf"])
+def test_no_engine_reports_a_context_past_the_models_maximum(tmp_path: Path, engine: str) -> None:
+    # 80 GB less 16 GiB of weights leaves every engine tens of GB of KV: well over 8,192 x 16,384 B = 128 MiB.
+    model = str(small_context_model(tmp_path))
+    args = [model, "--ctx", "8k", "--gpu", "h100", "--engine", engine, "--weights-mem", "16GiB", "--json"]
+    gpu = json.loads(runner.invoke(app, args).stdout)["scenarios"][0]["gpu"]
+    assert gpu["max_context"] == 8192 and gpu["max_context_by_memory"] > 8192
+    if gpu["kv_pool_tokens"] is not None:  # the engine's own pool, in tokens: a figure of its own, not capped
+        assert gpu["kv_pool_tokens"] > 8192
+
+
+def test_check_and_plan_json_keep_max_context_within_the_model(tmp_path: Path) -> None:
+    model = small_context_model(tmp_path)
+    path = tmp_path / "capacity.yaml"
+    deployment = (
+        "    model: {model}\n    gpu: h100\n    engine: formula\n    weights_mem: 16GiB\n    reserve: 4GiB\n"
+        "    require: {{ctx: 8k, max_context: {need}}}\n"
+    )
+    path.write_text(
+        "deployments:\n"
+        + "  - name: within\n"
+        + deployment.format(model=model, need="8k")
+        + "  - name: beyond\n"
+        + deployment.format(model=model, need="16k"),
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(path), "--json"])
+    assert result.exit_code == 1  # the second asks for more than the model's 8,192 tokens
+    within, beyond = json.loads(result.stdout)["deployments"]
+    assert within["pass"] is True and (within["max_context"], within["max_context_by_memory"]) == (8192, 3_909_056)
+    assert beyond["pass"] is False and beyond["max_context"] == 8192
+    assert "reach at most 8,192 tokens (the model's maximum context), below 16,384" in beyond["reason"]
+    # plan ranks cards by concurrency at --ctx: it carries no max_context at all, so none past the model's.
+    plan = json.loads(runner.invoke(app, ["plan", str(model), "--ctx", "8k", "--json"]).stdout)
+    assert plan["plans"] and not any("max_context" in p for p in plan["plans"])
