@@ -25,7 +25,7 @@ def option_names(command: object) -> list[str]:
         if getattr(param, "hidden", False):
             continue
         if param.param_type_name == "argument":
-            names.append(param.metavar or param.name.upper())
+            names.append(param.metavar or param.name)  # as typer shows it
         else:
             names += [*param.opts, *param.secondary_opts]
     return names

@@ -58,8 +58,9 @@ def evict(
 ) -> None:
     """Blocks freed when an eviction policy (StreamingLLM, H2O, SnapKV) keeps --keep of --tokens.
 
-    A block frees only when every token in it is gone. Uniform is exact (hypergeometric); clustered is a seeded
-    simulation."""
+    A block frees only when every token in it is gone.
+
+    Uniform is exact (hypergeometric); clustered is a seeded simulation."""
     with user_errors(debug):
         from kvsize.errors import UsageError
         from kvsize.serving import PATTERNS
