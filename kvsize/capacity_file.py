@@ -178,6 +178,9 @@ class CheckResult(BaseModel):
     steady_state_concurrency: float | None = None
     concurrency: float | None = None
     max_context: int | None = None
+    """The longest context each of `batch` requests can have, never past the model's maximum context."""
+    max_context_by_memory: int | None = None
+    """What the KV budget alone holds per request (may pass the model's maximum; null: no limit)."""
     line: int | None = None
     """The deployment's line in the capacity file."""
 
@@ -369,6 +372,7 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: str | No
         "kv_pool_tokens": fit.kv_pool_tokens,
         "concurrency": fit.concurrency,
         "max_context": fit.max_context,
+        "max_context_by_memory": fit.max_context_by_memory,
     }
     failures = _judge(
         req,
@@ -379,6 +383,7 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: str | No
         fit.kv_pool_tokens,
         fits=fit.fits,
         replicas=replicas,
+        max_context_by_memory=fit.max_context_by_memory,
     )
     steady = fit.steady_state_concurrency * replicas if fit.steady_state_concurrency is not None else None
     figures.update(shared_bytes=s.shared_bytes, steady_state_concurrency=steady)
@@ -401,6 +406,7 @@ def _judge(
     *,
     fits: bool,
     replicas: int,
+    max_context_by_memory: int | None = None,
 ) -> list[str]:
     failures = []
     if budget < 0:
@@ -421,7 +427,12 @@ def _judge(
             else "the KV budget is zero"
         )
     if req.max_context is not None and max_context is not None and max_context < req.max_context:
-        failures.append(f"{req.batch} requests reach at most {max_context:,} tokens, below {req.max_context:,}")
+        by_model = max_context_by_memory is None or max_context_by_memory > max_context
+        failures.append(
+            f"{req.batch} requests reach at most {max_context:,} tokens"
+            + (" (the model's maximum context)" if by_model else "")
+            + f", below {req.max_context:,}"
+        )
     if req.min_pool_tokens is not None and (pool_tokens or 0) < req.min_pool_tokens:
         failures.append(f"the KV pool holds {pool_tokens or 0:,} tokens, below {req.min_pool_tokens:,}")
     return failures

@@ -96,8 +96,12 @@ class GpuFit(Record, frozen=True, kw_only=True):
     cap_binds: bool = False
     """True when the cap, not the KV memory, limits max_concurrency."""
     max_context: int | None
-    """Longest context each of `batch` requests can have; None when windows cap every layer (no limit), or
+    """Longest context each of `batch` requests can have: what the KV budget holds, never past the model's
+    maximum context; None when nothing limits it (windows cap every layer and the config states no maximum), or
     when not asked for (`kvsize plan`)."""
+    max_context_by_memory: int | None = None
+    """The longest context the KV budget alone holds for each of `batch` requests, past the model's maximum
+    when the memory allows it; None when windows cap every layer (no limit), or when not asked for."""
     kv_pool_tokens: int | None = None
     """The engine's own pool figure: vLLM "GPU KV cache size: N tokens", SGLang max_total_num_tokens,
     TensorRT-LLM max_tokens; None for engines without a pool."""
@@ -208,6 +212,14 @@ def max_context(
     return low
 
 
+def within_model_context(by_memory: int | None, model_max: int | None) -> int | None:
+    """The longest context a request can have: what the memory holds (None: no limit), never past the model's
+    maximum context (None: the config states none)."""
+    if by_memory is None:
+        return model_max
+    return by_memory if model_max is None else min(by_memory, model_max)
+
+
 def pool_figures(
     engine: Engine, spec: ArchSpec, *, budget: int, ctx: int, kv_dtype: KvDtype, tp: int, pp: int
 ) -> tuple[int | None, float | None]:
@@ -289,6 +301,9 @@ def plan_fit(
     hw = hardware or Hardware()
     held = usable // per_request if per_request else 0
     cap = running_request_cap(engine, spec, ctx=ctx, tp=tp, pp=pp, settings=settings, pool_tokens=tokens)
+    by_memory = (
+        max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
+    )
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -303,9 +318,8 @@ def plan_fit(
         max_concurrency=min(held, cap) if cap is not None else held,
         concurrency_cap=cap,
         cap_binds=cap is not None and cap < held,
-        max_context=(
-            max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
-        ),
+        max_context=within_model_context(by_memory, spec.max_context) if with_max_context else None,
+        max_context_by_memory=by_memory,
         kv_pool_tokens=tokens,
         concurrency=concurrency,
         speed=speed_bound(

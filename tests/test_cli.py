@@ -153,7 +153,8 @@ def test_json_shape() -> None:
         assert type(scenario[key]) is int
     assert set(scenario["gpu"]) == {"name", "memory_bytes", "weights_bytes", "weights_source",
                                     "weights_estimated", "reserve_bytes", "reserve_rule", "kv_budget_bytes",
-                                    "fits", "max_concurrency", "max_context", "budget", "kv_pool_tokens",
+                                    "fits", "max_concurrency", "max_context", "max_context_by_memory", "budget",
+                                    "kv_pool_tokens",
                                     "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
                                     "suggestions", "steady_state_concurrency",
                                     "workload", "throughput", "prefill_saved_seconds"}
@@ -210,8 +211,9 @@ def test_seed_h100_fit_with_given_weights() -> None:
     # one request of 8192 tokens x 131072 B = 1073741824 B; 62618622689 // 1073741824 = 58.
     assert gpu["max_concurrency"] == 58
     assert gpu["fits"] is True
-    # longest single request: 62618622689 // 131072 = 477742 tokens.
-    assert gpu["max_context"] == 477742
+    # longest single request the budget holds: 62618622689 // 131072 = 477742 tokens; past the model's maximum
+    # (max_position_embeddings 131072), so max_context stops there and the memory's figure is its own field.
+    assert (gpu["max_context"], gpu["max_context_by_memory"]) == (131072, 477742)
 
 
 def test_custom_card_reserve_and_weights_overrides() -> None:

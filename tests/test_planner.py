@@ -57,9 +57,10 @@ def test_does_not_fit_when_weights_exceed_card() -> None:
 
 
 def test_windowed_model_has_no_context_limit() -> None:
-    # starcoder2-7b: every layer slides over 4,096 tokens, so per-request bytes stop growing.
+    # starcoder2-7b: every layer slides over 4,096 tokens, so per-request bytes stop growing: the memory sets no
+    # limit, and the longest context is the model's own maximum (max_position_embeddings 16384).
     fit = kvsize.estimate("bigcode/starcoder2-7b", ctx=4096, gpu="h100", weights_bytes=14 * 10**9).scenarios[0].gpu
-    assert fit is not None and fit.max_context is None
+    assert fit is not None and fit.max_context_by_memory is None and fit.max_context == 16384
 
 
 def test_custom_card_and_reserve() -> None:

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import pytest
@@ -28,9 +30,10 @@ LLAMA_8B = "meta-llama/Llama-3.1-8B"
 runner = CliRunner()
 
 
-def in_terminal(*args: str, colour: bool = True, columns: int = 80) -> tuple[int, str]:
+def in_terminal(*args: str, colour: bool = True, columns: int = 80, stderr: Any = None) -> tuple[int, str]:
     """Run `kvsize ARGS` with stdout and stderr on a pseudo-terminal of `columns` x 50 (what `stty cols 80`
-    sets); return the exit code and the screen text without escape codes."""
+    sets); return the exit code and the screen text without escape codes. `stderr`, when given, takes standard
+    error instead (a file, or subprocess.DEVNULL: a spinner's redrawn lines are not what stays on screen)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
@@ -38,7 +41,12 @@ def in_terminal(*args: str, colour: bool = True, columns: int = 80) -> tuple[int
     if not colour:
         env["NO_COLOR"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kvsize", *args], stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT
+        [sys.executable, "-m", "kvsize", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave if stderr is None else stderr,
+        env=env,
+        cwd=ROOT,
     )
     os.close(slave)
     chunks = []
@@ -97,8 +105,9 @@ def test_check_plan_gpus_models_at_80_columns(colour: bool) -> None:
         assert f"pass {name}: ok:" in screen
     assert "3 deployments: 3 pass, 0 fail" in screen
 
-    code, screen = in_terminal("plan", "meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--concurrency", "64",
-                               colour=colour)
+    code, screen = in_terminal(
+        "plan", "meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--concurrency", "64", colour=colour
+    )
     assert code == 0
     assert_uncut(screen)
     assert "64 requests of 32,768 tokens" in screen and "vllm" in screen and "bf16" in screen
@@ -121,13 +130,25 @@ def test_check_plan_gpus_models_at_80_columns(colour: bool) -> None:
 
 def test_piped_output_follows_columns() -> None:
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "kvsize", "check", "examples/capacity.yaml"], capture_output=True,
-                          text=True, env=env, cwd=ROOT, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvsize", "check", "examples/capacity.yaml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode == 0
     assert_uncut(done.stdout)
     env["COLUMNS"] = "200"
-    wide = subprocess.run([sys.executable, "-m", "kvsize", "check", "examples/capacity.yaml"], capture_output=True,
-                          text=True, env=env, cwd=ROOT, check=False).stdout
+    wide = subprocess.run(
+        [sys.executable, "-m", "kvsize", "check", "examples/capacity.yaml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    ).stdout
     assert max(len(line) for line in wide.splitlines()) > 80  # one wide table: the model column fits beside
 
 
@@ -143,8 +164,9 @@ def test_engine_all_side_by_side_with_one_bar_per_engine() -> None:
 def test_tp_bar_draws_one_gpu() -> None:
     # Llama-3.1-70B at tp 4: 80 layers x (8/4) heads x 256 x 2 B = 81,920 B per token per GPU; 32k tokens =
     # 2.5 GiB per GPU, well inside each GPU's budget: the bar shows no KV over budget.
-    code, screen = in_terminal("meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--gpu", "h100", "--tp", "4",
-                               colour=False)
+    code, screen = in_terminal(
+        "meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--gpu", "h100", "--tp", "4", colour=False
+    )
     assert code == 0
     assert_uncut(screen)
     assert "memory of one GPU (of tp 4 x pp 1)" in screen
@@ -167,8 +189,21 @@ def test_help_has_the_sizing_options_in_panels() -> None:
 
 # The formula engine on a 24 GiB card with 16 GiB of weights and a 2 GiB reserve: KV budget 6 GiB.
 # Llama-3.1-8B at bf16: 131,072 B per token, so 32k tokens = 4 GiB per request; 2 requests = 8 GiB > 6 GiB.
-SMALL_CARD = (LLAMA_8B, "--engine", "formula", "--gpu-mem", "24GiB", "--weights-mem", "16GiB", "--reserve", "2GiB",
-              "--ctx", "32k", "--batch", "2")
+SMALL_CARD = (
+    LLAMA_8B,
+    "--engine",
+    "formula",
+    "--gpu-mem",
+    "24GiB",
+    "--weights-mem",
+    "16GiB",
+    "--reserve",
+    "2GiB",
+    "--ctx",
+    "32k",
+    "--batch",
+    "2",
+)
 
 
 def test_does_not_fit_exits_1_with_advice() -> None:
@@ -208,8 +243,9 @@ def test_larger_card_of_the_same_vendor() -> None:
 
 
 def test_text_glitches() -> None:
-    text = runner.invoke(app, [LLAMA_8B, "--ctx", "8k", "--gpu", "h100", "--gpu-mem", "24GiB", "--cpu-mem",
-                               "16GiB"]).stdout
+    text = runner.invoke(
+        app, [LLAMA_8B, "--ctx", "8k", "--gpu", "h100", "--gpu-mem", "24GiB", "--cpu-mem", "16GiB"]
+    ).stdout
     assert "h100-sxm with 24.00 GiB" in text and "25769803776 B" not in text
     # 16 GiB / (8,192 x 131,072 B = 1 GiB per request) = 16 requests; and never "1 requests".
     assert "(16 requests of 8,192)" in text and " 1 requests" not in text
@@ -219,8 +255,13 @@ def test_text_glitches() -> None:
 def test_reserve_parts_add_up() -> None:
     from kvsize.report import reserve_parts
 
-    for gpu_args in (("--gpu", "h100"), ("--gpu", "h100", "--tp", "2"), ("--gpu", "l4", "--engine", "sglang"),
-                     ("--gpu", "h200", "--engine", "trtllm"), ("--gpu-mem", "24GiB", "--engine", "formula")):
+    for gpu_args in (
+        ("--gpu", "h100"),
+        ("--gpu", "h100", "--tp", "2"),
+        ("--gpu", "l4", "--engine", "sglang"),
+        ("--gpu", "h200", "--engine", "trtllm"),
+        ("--gpu-mem", "24GiB", "--engine", "formula"),
+    ):
         data = json.loads(runner.invoke(app, [LLAMA_8B, "--ctx", "8k", *gpu_args, "--json"]).stdout)
         from kvsize.fit import GpuFit
 
@@ -314,3 +355,161 @@ def test_concurrency_never_shown_past_the_engine_cap() -> None:
     assert_uncut(screen)
     assert re.search(r"│ +yes │ +2 cap │", screen)
     assert "concurrency cap binds: the engine runs at most 2 requests at once" in screen
+
+
+# --- verify ----------------------------------------------------------------------------------------------
+
+# A Llama whose cache is easy to work by hand and whose forward takes milliseconds on the CPU: 2 layers, 2 KV
+# heads of 64 / 4 = 16, so K + V take 2 x 2 x 16 x 2 B = 128 B per token per layer in bf16.
+SMALL_LLAMA = {
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "vocab_size": 256,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.mark.parametrize(
+    ("colour", "form"),
+    [
+        (True, ["verify", "{model}", "--device", "meta", "--ctx", "1k,2k", "--layers", "1"]),
+        (False, ["{model}", "--verify", "--device", "cpu", "--ctx", "64", "--batch", "1,2"]),
+    ],
+    ids=["verify-colour", "size-verify-NO_COLOR"],
+)
+def test_verify_at_80_columns(tmp_path: Path, colour: bool, form: list[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(SMALL_LLAMA), encoding="utf-8")
+    args = [arg.format(model=tmp_path) for arg in form]
+    code, screen = in_terminal(*args, colour=colour, stderr=subprocess.DEVNULL)
+    assert code == 0
+    assert_uncut(screen)
+    assert "PASS: logical bytes must match exactly" in screen
+    if "meta" in args:
+        # 1 layer built: 1 x 128 B x 1,024 tokens = 131,072 B; 2,048 tokens: 262,144 B. The full model's 2 layers:
+        # 262,144 B = 256.00 KiB and 524,288 B = 512.00 KiB, in a second table that repeats ctx .. result.
+        assert re.search(r"^ +1,024 │ +1 │ bf16 +│ match +│ +131,072 B │ +131,072 B │ +\+0 B", screen, re.MULTILINE)
+        assert re.search(r"^ +2,048 │ +1 │ bf16 +│ match +│ +262,144 B │ +262,144 B │ +\+0 B", screen, re.MULTILINE)
+        assert re.search(r"^ +1,024 │ +1 │ bf16 +│ match +│ +256.00 KiB / 256.00 KiB", screen, re.MULTILINE)
+        assert re.search(r"^ +2,048 │ +1 │ bf16 +│ match +│ +512.00 KiB / 512.00 KiB", screen, re.MULTILINE)
+    else:
+        # 2 layers x 128 B x 64 tokens = 16,384 B per request; 2 requests: 32,768 B. No allocator on the CPU,
+        # no full-model figure when every layer is built: those columns are left out.
+        assert re.search(r"^ +64 │ +1 │ bf16 +│ match +│ +16,384 B │ +16,384 B │ +\+0 B", screen, re.MULTILINE)
+        assert re.search(r"^ +64 │ +2 │ bf16 +│ match +│ +32,768 B │ +32,768 B │ +\+0 B", screen, re.MULTILINE)
+        assert "allocator delta" not in screen and "full model (" not in screen
+
+
+def test_verify_allocator_columns_stack_at_80_columns() -> None:
+    """On CUDA every column has a figure: at 80 columns the allocator and full-model columns move to a second
+    table that repeats ctx, batch, dtype and the verdict (report.py's stacking), none cut."""
+    import io
+
+    from rich.console import Console
+
+    from kvsize.cli.verify import _comparison_tables
+
+    scenario = SimpleNamespace(
+        ctx=131_072,
+        batch=8,
+        kv_dtype="bf16",
+        status="mismatch",
+        predicted_bytes=137_438_953_472,
+        measured_bytes=137_438_953_984,
+        difference_bytes=512,
+        allocator_delta_bytes=137_438_958_080,
+        allocator_difference_pct=0.0034,
+        allocator_peak_bytes=150_000_000_000,
+        full_model=SimpleNamespace(predicted_bytes=549_755_813_888, measured_bytes=549_755_815_936),
+    )
+    out = io.StringIO()
+    console = Console(file=out, width=80, no_color=True)
+    for table in _comparison_tables(SimpleNamespace(scenarios=[scenario]), 80):
+        console.print(table)
+    screen = out.getvalue()
+    assert_uncut(screen)
+    # 137,438,953,472 B = 128 GiB; the allocator's 137,438,958,080 B = 128.00 GiB; 549,755,813,888 B = 512 GiB.
+    assert len(re.findall(r"^ 131,072 │ +8 │ bf16 +│ MISMATCH │", screen, re.MULTILINE)) >= 2
+    for text in (
+        "137,438,953,472 B",
+        "137,438,953,984 B",
+        "+512 B",
+        "128.00 GiB (+0.00%)",
+        "139.70 GiB",
+        "512.00 GiB / 512.00 GiB",
+    ):
+        assert text in screen, text
+
+
+# --- "max ctx" never past the model's maximum context --------------------------------------------------------
+
+# tiny_configs.TINY: 4 layers x 8 KV heads x 128 x (K + V) x 2 B = 16,384 B per token, max_position_embeddings
+# 8,192. On an H100 SXM (85,520,809,984 B) with 16 GiB of weights and a 4 GiB reserve, the formula engine's KV
+# budget is 85,520,809,984 - 17,179,869,184 - 4,294,967,296 = 64,045,973,504 B: 64,045,973,504 // 16,384 =
+# 3,909,056 tokens for one request, 64,045,973,504 // (4 x 16,384) = 977,264 for each of 4. Both are far past
+# the model's 8,192, which is what max_context says; the memory's figure is max_context_by_memory.
+SMALL_CONTEXT_ON_A_BIG_CARD = ("--gpu", "h100", "--engine", "formula", "--weights-mem", "16GiB", "--reserve", "4GiB")
+
+
+def small_context_model(tmp_path: Path) -> Path:
+    from tiny_configs import TINY
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
+    return tmp_path
+
+
+def test_json_max_context_stops_at_the_models_maximum(tmp_path: Path) -> None:
+    model = str(small_context_model(tmp_path))
+    result = runner.invoke(app, [model, "--ctx", "8k", "--batch", "1,4", *SMALL_CONTEXT_ON_A_BIG_CARD, "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["architecture"]["max_context"] == 8192
+    one, four = (s["gpu"] for s in data["scenarios"])
+    assert one["kv_budget_bytes"] == four["kv_budget_bytes"] == 64_045_973_504
+    assert (one["max_context"], one["max_context_by_memory"]) == (8192, 3_909_056)
+    assert (four["max_context"], four["max_context_by_memory"]) == (8192, 977_264)
+    # The table says the same: max ctx 8,192 on both rows.
+    table = runner.invoke(app, [model, "--ctx", "8k", "--batch", "1,4", *SMALL_CONTEXT_ON_A_BIG_CARD])
+    assert re.search(r"8,192 │ +1 │ .*│ +yes │ +[\d,]+ │ +8,192 *$", table.stdout, re.MULTILINE)
+    assert re.search(r"8,192 │ +4 │ .*│ +yes │ +[\d,]+ │ +8,192 *$", table.stdout, re.MULTILINE)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp", "hf"])
+def test_no_engine_reports_a_context_past_the_models_maximum(tmp_path: Path, engine: str) -> None:
+    # 80 GB less 16 GiB of weights leaves every engine tens of GB of KV: well over 8,192 x 16,384 B = 128 MiB.
+    model = str(small_context_model(tmp_path))
+    args = [model, "--ctx", "8k", "--gpu", "h100", "--engine", engine, "--weights-mem", "16GiB", "--json"]
+    gpu = json.loads(runner.invoke(app, args).stdout)["scenarios"][0]["gpu"]
+    assert gpu["max_context"] == 8192 and gpu["max_context_by_memory"] > 8192
+    if gpu["kv_pool_tokens"] is not None:  # the engine's own pool, in tokens: a figure of its own, not capped
+        assert gpu["kv_pool_tokens"] > 8192
+
+
+def test_check_and_plan_json_keep_max_context_within_the_model(tmp_path: Path) -> None:
+    model = small_context_model(tmp_path)
+    path = tmp_path / "capacity.yaml"
+    deployment = (
+        "    model: {model}\n    gpu: h100\n    engine: formula\n    weights_mem: 16GiB\n    reserve: 4GiB\n"
+        "    require: {{ctx: 8k, max_context: {need}}}\n"
+    )
+    path.write_text(
+        "deployments:\n"
+        + "  - name: within\n"
+        + deployment.format(model=model, need="8k")
+        + "  - name: beyond\n"
+        + deployment.format(model=model, need="16k"),
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(path), "--json"])
+    assert result.exit_code == 1  # the second asks for more than the model's 8,192 tokens
+    within, beyond = json.loads(result.stdout)["deployments"]
+    assert within["pass"] is True and (within["max_context"], within["max_context_by_memory"]) == (8192, 3_909_056)
+    assert beyond["pass"] is False and beyond["max_context"] == 8192
+    assert "reach at most 8,192 tokens (the model's maximum context), below 16,384" in beyond["reason"]
+    # plan ranks cards by concurrency at --ctx: it carries no max_context at all, so none past the model's.
+    plan = json.loads(runner.invoke(app, ["plan", str(model), "--ctx", "8k", "--json"]).stdout)
+    assert plan["plans"] and not any("max_context" in p for p in plan["plans"])

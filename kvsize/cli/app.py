@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from kvsize.cli import check, evict, listing, plan, size, verify
 from kvsize.cli.log import LOG_EPILOG, log_command
@@ -54,7 +54,7 @@ class DefaultToSizeGroup(TyperGroup):
         if size is not None:
             with size.make_context("kvsize", ["--help"], parent=None, resilient_parsing=True) as sub:
                 size.format_help(sub, formatter)
-        super().format_help(ctx, formatter)
+        TyperGroup.format_help(_help_view(self, ctx), ctx, formatter)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _flag_without_type(super().get_help_option(ctx))
@@ -71,6 +71,31 @@ def _flag_without_type(option: Any) -> Any:
     if option is not None and option.metavar is None:
         option.metavar = ""
     return option
+
+
+def _help_view(command: Any, ctx: Any) -> Any:
+    """A copy of `command` for typer's help renderer whose options each show all their names in one column,
+    separated by ", " (`--tp, --tensor-parallel-size`; `--flash-attn, --no-flash-attn`; `--batch, -b`).
+
+    typer puts long names, short names and the `--no-` names in three columns and joins aliases with "," alone,
+    so an option's names are one unbreakable word: at 80 columns rich cuts `--tp,--tensor-parallel-size` to
+    `--tp,--tensor-paral…`. One column whose names break after ", " wraps instead, and leaves the help its room.
+    The copy is for display only: the command itself, and the options it parses, are left as they are."""
+    params = []
+    for param in command.get_params(ctx):
+        # A two-way flag whose default typer spells from its first name (`[default: flash-attn]`) keeps its
+        # columns: none does today, as every such flag defaults to None, "the engine's".
+        spells_default = param.secondary_opts and param.show_default and param.default is not None
+        if isinstance(param, TyperOption) and not spells_default:
+            shown = copy.copy(param)
+            names = [*param.opts, *param.secondary_opts]
+            shown.opts = [", ".join(sorted(names, key=lambda name: not name.startswith("--")))]
+            shown.secondary_opts = []
+            param = shown
+        params.append(param)
+    view = copy.copy(command)
+    view.get_params = lambda ctx: params
+    return view
 
 
 def _light_coercion(params: Sequence[Any]) -> None:
@@ -117,7 +142,7 @@ class Command(TyperCommand):
         for param in self.params:
             if isinstance(param, TyperArgument):  # the argument's name is its metavar: MODEL, not MODEL <str>
                 setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
-        super().format_help(ctx, formatter)
+        TyperCommand.format_help(_help_view(self, ctx), ctx, formatter)
 
 
 app = typer.Typer(
@@ -127,8 +152,11 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="How much GPU memory an LLM's KV cache takes, and whether a deployment fits.",
-    epilog="Examples:  kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100   |   "
-    "kvsize ./config.json --ctx 8k,32k --batch 1,8 --kv-dtype bf16,fp8 --json   |   kvsize gpus",
+    # One example per line (typer keeps single newlines in rich markup mode): a command is never broken in two.
+    epilog="Examples:\n"
+    "kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100\n"
+    "kvsize examples/configs/acme-chat-3b --ctx 8k,32k --kv-dtype bf16,fp8 --json\n"
+    "kvsize gpus",
 )
 
 
@@ -158,13 +186,11 @@ app.command("models", cls=Command)(listing.models)
 app.command("check", cls=Command, epilog="Example: kvsize check capacity.yaml --junit kvsize.xml")(check.check)
 app.command("schema", cls=Command)(check.schema)
 app.command(
-    "plan", cls=Command, epilog="Example: kvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64"
+    "plan", cls=Command, epilog="Example:\nkvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64"
 )(plan.plan)
 app.command("verify", cls=Command, epilog=verify.VERIFY_EPILOG)(verify.verify_command)
 app.command("log", cls=Command, epilog=LOG_EPILOG)(log_command)
-app.command("evict", cls=Command, epilog="Example: kvsize evict --tokens 16000 --keep 10% --block-size 16")(
-    evict.evict
-)
+app.command("evict", cls=Command, epilog="Example: kvsize evict --tokens 16000 --keep 10% --block-size 16")(evict.evict)
 
 
 def app_for(argv: Sequence[str]) -> typer.Typer:

@@ -56,8 +56,11 @@ def evict(
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Blocks freed when an eviction policy (StreamingLLM, H2O, SnapKV) keeps --keep of --tokens: a block frees
-    only when every token in it is gone. Uniform is exact (hypergeometric); clustered is a seeded simulation."""
+    """Blocks freed when an eviction policy (StreamingLLM, H2O, SnapKV) keeps --keep of --tokens.
+
+    A block frees only when every token in it is gone.
+
+    Uniform is exact (hypergeometric); clustered is a seeded simulation."""
     with user_errors(debug):
         from kvsize.errors import UsageError
         from kvsize.serving import PATTERNS

@@ -26,7 +26,7 @@ MAX_LOG_BYTES = 64 * 1024 * 1024
 LOG_EPILOG = "Example: vllm serve ... 2>&1 | tee vllm.log; kvsize log vllm.log --gpu h100"
 
 LogFileArg = Annotated[
-    str, typer.Argument(help="An engine's start-up log, or - for standard input.", show_default=False)
+    str, typer.Argument(help="An engine's start-up log, or - for standard input.", show_default=False, metavar="FILE")
 ]
 ConfigOpt = Annotated[
     str | None,
@@ -138,8 +138,10 @@ def log_command(
     json_output: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Read an engine's start-up log (vLLM, SGLang, llama.cpp, TensorRT-LLM) and compare each figure it printed
-    with kvsize's prediction: KV memory, pool tokens/blocks, concurrency, weights, llama.cpp cache sizes.
+    """Compare each figure in an engine's start-up log (vLLM, SGLang, llama.cpp, TensorRT-LLM) with kvsize's prediction.
+
+    The figures: KV memory, pool tokens/blocks, concurrency, weights, llama.cpp cache sizes.
+
     Exit 0: every figure within --tolerance; 1: some are not; 2: not an engine log, or nothing to predict."""
     with user_errors(debug):
         from kvsize.calibration import Deployment, calibration_from_log, check_log, read_calibration

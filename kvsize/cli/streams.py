@@ -1,6 +1,7 @@
 """The process's standard streams: glyphs that degrade on terminals that cannot show them, and output that
-really reached its destination (a full disk, a closed stdout or a reader that went away is exit 3, never a
-traceback and never exit 0 with nothing written)."""
+really reached its destination (a full disk or a closed stdout is exit 3, never a traceback and never exit 0 with
+nothing written). A reader that went away (`kvsize gpus | head -1`) stopped reading on purpose: no message, and
+exit 141, as a shell reports a program the SIGPIPE signal ended."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ ASCII_GLYPHS = {
     "°": "deg",
 }
 ERROR_HANDLER = "kvsize-degrade"
+# 128 + SIGPIPE (13): what `cat`, `grep` or `yes` exit with, as the shell sees it, when the reader of their pipe
+# has gone. Not 0 (the output was not all read) and none of kvsize's own codes (1 is "the answer is no").
+READER_GONE_EXIT = 141
 
 
 def _degrade(error: UnicodeError) -> tuple[str, int]:
@@ -140,12 +144,17 @@ def _stderr_line(text: str) -> None:
 
 
 def _output_failed(exc: BaseException | None) -> NoReturn:
-    reason = "standard output is closed"
-    if isinstance(exc, OSError):
-        reason = exc.strerror or type(exc).__name__
-    elif exc is not None:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-    _stderr_line(f"Error: cannot write the output ({reason}). Check where stdout goes (a full disk, a closed pipe).")
+    """Exit 3 with one `Error:` line, or, when the pipe's reader has gone (EPIPE), exit 141 without a word."""
+    reader_gone = isinstance(exc, BrokenPipeError)
+    if not reader_gone:
+        reason = "standard output is closed"
+        if isinstance(exc, OSError):
+            reason = exc.strerror or type(exc).__name__
+        elif exc is not None:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+        _stderr_line(
+            f"Error: cannot write the output ({reason}). Check where stdout goes (a full disk, a closed stdout)."
+        )
     # What is still buffered would fail again when Python flushes at exit (and turn the exit code into 120):
     # send it to /dev/null instead.
     try:
@@ -155,11 +164,12 @@ def _output_failed(exc: BaseException | None) -> NoReturn:
             os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
-    sys.exit(int(ExitCode.ENVIRONMENT))
+    sys.exit(READER_GONE_EXIT if reader_gone else int(ExitCode.ENVIRONMENT))
 
 
 def run_checked(app: Callable[[], Any]) -> NoReturn:
-    """Run the app, then flush stdout: any failure to write the output is one `Error:` line and exit 3."""
+    """Run the app, then flush stdout: a failure to write the output is one `Error:` line and exit 3 (a reader
+    that went away: exit 141, silently)."""
     if sys.stdout is None:  # started with stdout closed (`>&-`): nothing could ever be written
         _output_failed(None)
     watched = prepare_streams()

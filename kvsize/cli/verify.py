@@ -59,18 +59,16 @@ CacheImplOpt = Annotated[
     ),
 ]
 MAX_DECODE_STEPS = 65_536  # one forward pass each: more would run for hours and prove nothing new
-COLUMNS = ("ctx", "batch", "dtype", "predicted", "measured", "diff", "allocator delta", "peak", "full model", "result")
 MaxCacheLenOpt = Annotated[
     str | None,
-    typer.Option(
-        "--max-cache-len", help="StaticCache length (default: ctx).", show_default=False, metavar="TOKENS"
-    ),
+    typer.Option("--max-cache-len", help="StaticCache length (default: ctx).", show_default=False, metavar="TOKENS"),
 ]
 
 
 VERIFY_EPILOG = (
-    "Examples:  kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8   |   "
-    "kvsize verify deepseek-ai/DeepSeek-V3 --device meta --ctx 128k   |   "
+    "Examples:\n"
+    "kvsize verify meta-llama/Llama-3.1-8B --ctx 4k,32k --batch 1,8\n"
+    "kvsize verify deepseek-ai/DeepSeek-V3 --device meta --ctx 128k\n"
     "kvsize verify Qwen/Qwen3-8B --device cpu --layers 2 --ctx 512 --json"
 )
 
@@ -271,10 +269,7 @@ def _rich_progress() -> Iterator[_RichSteps]:
 
 
 def _render(result: Any) -> None:
-    from rich.table import Table
-
     from kvsize.text import markup as escape  # rich markup escaped, control characters made visible
-    from kvsize.units import format_bytes
 
     console = make_console()
     console.print(f"[bold]{escape(result.model)}[/]  [dim]({escape(result.source)})[/]")
@@ -283,31 +278,8 @@ def _render(result: Any) -> None:
         f"{result.layers_total} layers built, transformers {result.transformers_version}, torch {result.torch_version}"
     )
     console.print(f"[dim]hf: {escape(result.engine_rule)}[/]")
-    table = Table(title="Cache held vs kvsize --engine hf", title_justify="left", show_edge=False)
-    for column in COLUMNS:
-        table.add_column(column, justify="left" if column in ("dtype", "result") else "right", no_wrap=True)
-    for s in result.scenarios:
-        full = s.full_model
-        full_text = "-"
-        if full is not None:
-            measured = format_bytes(full.measured_bytes) if full.measured_bytes is not None else "n/a"
-            full_text = f"{format_bytes(full.predicted_bytes)} / {measured}"
-        alloc = "-"
-        if s.allocator_delta_bytes is not None:
-            alloc = f"{format_bytes(s.allocator_delta_bytes)} ({s.allocator_difference_pct:+.2f}%)"
-        table.add_row(
-            str(s.ctx),
-            str(s.batch),
-            escape(s.kv_dtype),
-            f"{s.predicted_bytes:,} B",
-            "-" if s.measured_bytes is None else f"{s.measured_bytes:,} B",
-            "-" if s.difference_bytes is None else f"{s.difference_bytes:+,} B",
-            alloc,
-            "-" if s.allocator_peak_bytes is None else format_bytes(s.allocator_peak_bytes),
-            full_text,
-            {"match": "[green]match[/]", "mismatch": "[red]MISMATCH[/]", "oom": "[yellow]OOM[/]"}[s.status],
-        )
-    console.print(table)
+    for table in _comparison_tables(result, max(console.width, 40)):
+        console.print(table)
     for s in result.scenarios:
         for line in (*s.reasons, *([s.finding] if s.finding else [])):
             console.print(f"[yellow]ctx {s.ctx} x batch {s.batch}:[/] {escape(line)}")
@@ -323,3 +295,55 @@ def _render(result: Any) -> None:
         else f" (no allocator figure on {escape(result.device)})"
     )
     console.print(f"{verdict}: logical bytes must match exactly{allocator}")
+
+
+def _comparison_tables(result: Any, width: int) -> list[Any]:
+    """The cache held against the prediction, one row per scenario: stacked tables that repeat ctx, batch, dtype and
+    the verdict when the console is narrow (report.py's layout rule: never cut a number or a verdict with "…").
+    The allocator and full-model columns appear only when some scenario has such a figure (CUDA; --layers)."""
+    from kvsize.report import Column, stacked_tables
+    from kvsize.text import markup as escape
+    from kvsize.units import format_bytes
+
+    verdicts = {"match": "[green]match[/]", "mismatch": "[red]MISMATCH[/]", "oom": "[yellow]OOM[/]"}
+    rows: list[list[str]] = []
+    for s in result.scenarios:
+        full = s.full_model
+        full_text = "-"
+        if full is not None:
+            measured = format_bytes(full.measured_bytes) if full.measured_bytes is not None else "n/a"
+            full_text = f"{format_bytes(full.predicted_bytes)} / {measured}"
+        alloc = "-"
+        if s.allocator_delta_bytes is not None:
+            alloc = f"{format_bytes(s.allocator_delta_bytes)} ({s.allocator_difference_pct:+.2f}%)"
+        rows.append(
+            [
+                f"{s.ctx:,}",
+                f"{s.batch:,}",
+                escape(s.kv_dtype),
+                verdicts[s.status],
+                f"{s.predicted_bytes:,} B",
+                "-" if s.measured_bytes is None else f"{s.measured_bytes:,} B",
+                "-" if s.difference_bytes is None else f"{s.difference_bytes:+,} B",
+                alloc,
+                "-" if s.allocator_peak_bytes is None else format_bytes(s.allocator_peak_bytes),
+                full_text,
+            ]
+        )
+    columns = [
+        Column("ctx", key=True),
+        Column("batch", key=True),
+        Column("dtype", "left", key=True),
+        Column("result", "left", key=True),
+        Column("predicted"),
+        Column("measured"),
+        Column("diff"),
+        Column("allocator delta", priority=1),
+        Column("peak", priority=1),
+        Column("full model (predicted / measured)", priority=2),
+    ]
+    optional = {"allocator delta", "peak", "full model (predicted / measured)"}
+    shown = [i for i, c in enumerate(columns) if c.header not in optional or any(r[i] != "-" for r in rows)]
+    return stacked_tables(
+        "Cache held vs kvsize --engine hf", [columns[i] for i in shown], [[r[i] for i in shown] for r in rows], width
+    )
