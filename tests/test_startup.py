@@ -22,7 +22,8 @@ with contextlib.redirect_stdout(out):
     else:
         code = 0
 heavy = [m for m in {HEAVY!r} if m in sys.modules]
-print(json.dumps({{"code": code, "heavy": heavy, "pydantic": "pydantic" in sys.modules, "yaml": "yaml" in sys.modules}}))
+loaded = {{name: name in sys.modules for name in ("pydantic", "yaml")}}
+print(json.dumps({{"code": code, "heavy": heavy, **loaded}}))
 """
 
 
