@@ -108,9 +108,14 @@ def plan(
             raise UsageError(f"kvsize plan takes one --kv-dtype, got '{kv_dtype}'", hint="For example --kv-dtype fp8.")
         if engine.strip().lower() == "all" or "," in engine:
             raise UsageError(f"kvsize plan takes one --engine, got '{engine}'", hint="For example --engine vllm.")
-        get_engine(engine.strip().lower())  # an unknown engine is bad input (exit 2), not a row of errors
+        rules = get_engine(engine.strip().lower())  # an unknown engine is bad input (exit 2), not a row of errors
         loaded = load_model_config(model, revision=revision)
-        [dtype], _ = resolve_kv_dtypes([kv_dtype], loaded.raw, parse_config(loaded.raw, source=loaded.location))
+        spec = parse_config(loaded.raw, source=loaded.location)
+        [dtype], _ = resolve_kv_dtypes([kv_dtype], loaded.raw, spec)
+        if kv_dtype.strip().lower() != "auto":
+            # A dtype the engine lacks (vLLM 0.33 has no q8_0) is bad input, exit 2: one Error line, not a table
+            # of rows that each say so. `auto` resolves per engine inside the ranking.
+            rules.check_dtype(spec, dtype)
         if gpus:
             chosen = [resolve_gpu(g.strip()).id for g in gpus.split(",") if g.strip()]
         else:
