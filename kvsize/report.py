@@ -39,6 +39,7 @@ BAR_PARTS: dict[str, tuple[str, str, str]] = {
     "free": ("░", "dim", "free"),
     "reserve": ("▒", "yellow", "reserve"),
     "over": ("×", "red", "KV over budget"),
+    "beyond": ("+", "red", "longer than drawn"),
 }
 
 # Engines whose budget starts from CUDA-visible memory, i.e. the card less the CUDA context
@@ -147,7 +148,7 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
         console.print(_gpu_panel(gpu_rows, width, explain=explain, multi_engine=multi_engine))
     from kvsize.report_serving import serving_lines
 
-    for line in serving_lines(result.scenarios):
+    for line in serving_lines(result.scenarios, explain=explain):
         console.print(line)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -240,7 +241,12 @@ def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[R
         elif with_gpu:
             row += ["-", "-", "-"] + (["-"] if with_pool else [])
         rows.append(row)
-    title = "KV cache" + (" (per GPU of the most loaded rank)" if multi_gpu and with_gpu else "")
+    title = "KV cache"
+    if multi_gpu:  # per token / request / total add up every rank; "per GPU" is the most loaded GPU's share
+        layouts = {(s.tp, s.pp) for s in scenarios}
+        tp, pp = next(iter(layouts)) if len(layouts) == 1 else (0, 0)
+        gpus = f"all {tp * pp} GPUs (tp {tp} x pp {pp})" if tp else "all GPUs of a replica"
+        title = f"KV cache, summed over {gpus}; per GPU: the most loaded one"
     tables = stacked_tables(title, columns, rows, width)
     return tables
 
@@ -251,6 +257,25 @@ def _scenario_legend(with_pool: bool) -> str:
         "(at most the model's maximum)"
     )
     return text + ("; pool tokens: the engine's whole KV pool, in tokens" if with_pool else "")
+
+
+def context_limit_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
+    """A ctx past the engine's maximum for the model (kvsize/fit.py context_limit): why it does not fit, and the
+    engine's switch, when the engine refuses it; a warning when the engine runs it anyway. One line per engine
+    and ctx."""
+    lines: list[RenderableType] = []
+    seen: set[tuple[str, int]] = set()
+    for s in scenarios:
+        limit = s.gpu.context_limit if s.gpu is not None else None
+        if limit is None or (s.engine, s.ctx) in seen:
+            continue
+        seen.add((s.engine, s.ctx))
+        if limit.refuses:
+            switch = f"; {limit.override} overrides it, at the risk of wrong outputs" if limit.override else ""
+            lines.append(Text.from_markup(f"[red]does not fit:[/] {escape(limit.reason)}{escape(switch)}"))
+        else:
+            lines.append(Text.from_markup(f"[yellow]warning:[/] {escape(limit.reason)}"))
+    return lines
 
 
 def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
@@ -290,6 +315,7 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     lines: list[RenderableType] = []
     with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
     lines.append(Text.from_markup(f"[dim]{escape(_scenario_legend(with_pool))}[/]"))
+    lines += context_limit_lines(scenarios)
     group = scenarios[0].tp * scenarios[0].pp
     per = f"per GPU (1 of {group})" if group > 1 else "per GPU"
     lines.append(
@@ -368,7 +394,14 @@ def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> Rend
         (f"{s.engine} " if multi_engine else "") + f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
         for s in shown
     ]
-    verdicts = ["fits" if s.gpu is not None and s.gpu.fits else "does not fit" for s in shown]
+    verdicts = [
+        "fits"
+        if s.gpu is not None and s.gpu.fits
+        else "past max ctx"  # the memory holds it; the engine refuses the context (context_limit_lines)
+        if s.gpu is not None and s.gpu.context_limit is not None and s.kv_cache_bytes_per_gpu <= s.gpu.kv_budget_bytes
+        else "does not fit"
+        for s in shown
+    ]
     label_w = max(Text(label).cell_len for label in labels)
     verdict_w = max(len(v) for v in verdicts)
     # The bar may run a fifth past the card (KV over budget) plus a '+'.
@@ -401,36 +434,54 @@ def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> Rend
     return Group(*items)
 
 
+def bar_cells(parts: Sequence[tuple[str, int]], width: int) -> list[tuple[str, int]]:
+    """Cells of `width` for each part, in proportion to its bytes; a part of any size gets at least one cell
+    (1.40 GiB of weights on a 141 GiB card is a third of a cell at width 50, and must still show), and the
+    cells add up to `width` exactly (the largest part gives way, else the one rounded up the most)."""
+    present = [(key, value) for key, value in parts if value > 0]
+    total = sum(value for _, value in present)
+    if not present or width <= 0:
+        return []
+    exact = {key: width * value / total for key, value in present}
+    cells = {key: max(1, round(exact[key])) for key, _ in present}
+    while sum(cells.values()) > width and any(c > 1 for c in cells.values()):
+        key = max((k for k in cells if cells[k] > 1), key=lambda k: (cells[k] - exact[k], cells[k]))
+        cells[key] -= 1
+    while sum(cells.values()) < width:
+        key = max(cells, key=lambda k: exact[k] - cells[k])
+        cells[key] += 1
+    return [(key, cells[key]) for key, _ in present]
+
+
 def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> tuple[Text, set[str]]:
     """One GPU: weights | KV | free | reserve, scaled to the card; KV beyond the budget runs past its edge.
+    Every part present shows, in one cell at least.
 
     Returns the bar and the parts it draws (for the legend)."""
     gpu = s.gpu
     assert gpu is not None
-    total = gpu.memory_bytes
     kv = s.kv_cache_bytes_per_gpu  # the most loaded GPU, the one the budget is for
-
-    def cells(n: int) -> int:
-        return max(0, round(width * n / total))
-
-    weights = min(cells(gpu.weights_bytes), width)
     budget = max(gpu.kv_budget_bytes, 0)
-    kv_in = min(cells(min(kv, budget)), width)
-    reserve = min(cells(gpu.reserve_bytes), max(width - weights, 0))  # a reserve larger than a tiny card: one bar
-    free = max(width - weights - kv_in - reserve, 0)
+    kv_in = min(kv, budget)
+    # weights + KV budget + reserve = the card (reserve = memory - weights - budget); weights past the card
+    # (a negative budget) widen the scale instead.
+    parts = [("weights", gpu.weights_bytes), ("kv", kv_in), ("free", budget - kv_in), ("reserve", gpu.reserve_bytes)]
     bar = Text()
     present: set[str] = set()
-    for key, count in (("weights", weights), ("kv", kv_in), ("free", free), ("reserve", reserve)):
-        if count:
-            char, style, _ = BAR_PARTS[key]
-            bar.append(char * count, style=style)
-            present.add(key)
+    for key, count in bar_cells(parts, width):
+        char, style, _ = BAR_PARTS[key]
+        bar.append(char * count, style=style)
+        present.add(key)
     over = kv - budget
     if over > 0:  # past the card's edge: a short run, and '+' when it is longer than a fifth of the card
-        run = max(cells(over), 1)
+        run = max(round(width * over / max(gpu.memory_bytes, 1)), 1)
         char, style, _ = BAR_PARTS["over"]
-        bar.append(char * min(run, width // 5) + ("+" if run > width // 5 else ""), style=style)
+        bar.append(char * min(run, width // 5), style=style)
         present.add("over")
+        if run > width // 5:
+            char, style, _ = BAR_PARTS["beyond"]
+            bar.append(char, style=style)
+            present.add("beyond")
     return bar, present
 
 
@@ -556,7 +607,9 @@ def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> No
         ]
         for p in served
     ]
-    for table in stacked_tables(title, columns, rows, _width(console)):
+    if not rows:  # no card serves it: the title and the reasons, not an empty table
+        console.print(Text(title))
+    for table in stacked_tables(title, columns, rows, _width(console)) if rows else []:
         console.print(table)
     unserved: dict[str, list[str]] = {}
     for p in plans:

@@ -86,7 +86,8 @@ def plan(
 ) -> None:
     """Rank data-centre GPUs by how many (tp x replicas) serve --concurrency requests of --ctx tokens, then by cost.
 
-    --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans."""
+    --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans.
+    Exit 1 when no GPU kind serves it (e.g. a --ctx past the model's maximum that the engine refuses)."""
     with user_errors(debug):
         from kvsize.api import resolve_kv_dtypes
         from kvsize.calibration import read_calibration
@@ -159,3 +160,7 @@ def plan(
         )
 
     emit(render, as_json, json_output)
+    if plans and all(p.gpus is None for p in plans):
+        from kvsize.errors import ExitCode
+
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))  # the answer is "no": no card serves it (printed above)
