@@ -378,7 +378,10 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: str | No
     # memory is judged on its own.
     limit = fit.context_limit if fit.context_limit is not None and fit.context_limit.refuses else None
     memory_fits = fit.kv_budget_bytes >= 0 and s.kv_cache_bytes_per_gpu <= fit.kv_budget_bytes
-    failures = [] if limit is None else [limit.reason + (f"; {limit.override} overrides it" if limit.override else "")]
+    failures = []
+    if limit is not None:
+        switch = f"; {limit.override} overrides it" if limit.override else ""
+        failures.append(f"{limit.reason} ({limit.source}){switch}")
     failures += _judge(
         req,
         fit.kv_budget_bytes,

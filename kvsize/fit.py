@@ -81,10 +81,18 @@ class ContextLimit(Record, frozen=True, kw_only=True):
     refuses: bool
     """True: the engine does not serve `ctx` (it raises at start-up, or lowers its limit below ctx), so the
     scenario does not fit; False: it only warns and runs."""
-    reason: str
-    """The engine's rule in words, with its source (file:function, version)."""
+    engine: str
+    """The engine and release: "vLLM 0.33"."""
+    action: str
+    """What the engine does, in words: "refuses a longer max_model_len at start-up"."""
+    source: str
+    """Where: file and function."""
     override: str | None = None
     """The engine's switch that allows the longer context (at the user's risk); None: none."""
+
+    @property
+    def reason(self) -> str:
+        return f"ctx {self.ctx:,} is past the model's maximum context {self.maximum:,}: {self.engine} {self.action}"
 
 
 # RoPE types whose `factor` the engines do not apply to max_position_embeddings, since the config's figure is
@@ -148,15 +156,15 @@ def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | No
     maximum = engine_max_context(engine, spec)
     if maximum is None or ctx <= maximum:
         return None
-    over = f"ctx {ctx:,} is past the model's maximum context {maximum:,}"
-    v = engine.version
+    label = f"{engine.title} {engine.version}"
     if engine.name == "vllm":
         return ContextLimit(
             ctx=ctx,
             maximum=maximum,
             refuses=True,
-            reason=f"{over}: vLLM {v} refuses a longer max_model_len at start-up "
-            "(vllm/config/model.py _get_and_verify_max_len)",
+            engine=label,
+            action="refuses a longer max_model_len at start-up",
+            source="vllm/config/model.py _get_and_verify_max_len",
             override="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         )
     if engine.name == "sglang":
@@ -164,8 +172,9 @@ def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | No
             ctx=ctx,
             maximum=maximum,
             refuses=True,
-            reason=f"{over}: SGLang {v} refuses a longer --context-length at start-up "
-            "(srt/configs/model_config.py ModelConfig._derive_context_length)",
+            engine=label,
+            action="refuses a longer --context-length at start-up",
+            source="python/sglang/srt/configs/model_config.py ModelConfig._derive_context_length",
             override="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
         )
     if engine.name == "trtllm":
@@ -173,17 +182,18 @@ def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | No
             ctx=ctx,
             maximum=maximum,
             refuses=True,
-            reason=f"{over}: TensorRT-LLM {v} lowers max_seq_len to {maximum:,}, so requests of {ctx:,} tokens "
-            "are not served (_torch/pyexecutor/model_engine.py PyTorchModelEngine._init_max_seq_len)",
+            engine=label,
+            action=f"lowers max_seq_len to {maximum:,}: requests of {ctx:,} tokens are not served",
+            source="tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine._init_max_seq_len",
             override="TLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
         )
     if engine.name == "llamacpp":
-        why = f"{over}: llama.cpp runs it with a warning, n_ctx_seq > n_ctx_train (src/llama-context.cpp)"
+        action, source = "runs it with a warning (n_ctx_seq > n_ctx_train)", "src/llama-context.cpp llama_context"
     elif engine.name == "hf":
-        why = f"{over}: transformers does not check it and runs it; outputs past the maximum are untrained"
+        action, source = "does not check it and runs it", "no check of the context against the config"
     else:
-        why = f"{over}: outputs past the maximum are untrained"
-    return ContextLimit(ctx=ctx, maximum=maximum, refuses=False, reason=why)
+        label, action, source = "the formula", "sizes it", "no engine"
+    return ContextLimit(ctx=ctx, maximum=maximum, refuses=False, engine=label, action=action, source=source)
 
 
 class GpuFit(Record, frozen=True, kw_only=True):

@@ -21,7 +21,7 @@ from kvsize.units import format_bytes, format_tokens
 if TYPE_CHECKING:  # types only: importing them builds pydantic models a given command does not need
     from kvsize.api import Estimate, Scenario
     from kvsize.capacity_file import CheckResult
-    from kvsize.fit import GpuFit
+    from kvsize.fit import ContextLimit, GpuFit
     from kvsize.gpu_ranking import GpuPlan
     from kvsize.profiles import GpuProfile
     from kvsize.registry import RegistryEntry
@@ -259,22 +259,35 @@ def _scenario_legend(with_pool: bool) -> str:
     return text + ("; pool tokens: the engine's whole KV pool, in tokens" if with_pool else "")
 
 
-def context_limit_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
-    """A ctx past the engine's maximum for the model (kvsize/fit.py context_limit): why it does not fit, and the
-    engine's switch, when the engine refuses it; a warning when the engine runs it anyway. One line per engine
-    and ctx."""
-    lines: list[RenderableType] = []
-    seen: set[tuple[str, int]] = set()
+def context_limit_lines(scenarios: Sequence[Scenario], *, explain: bool = False) -> list[RenderableType]:
+    """A ctx past the engine's maximum for the model (kvsize/fit.py context_limit): "does not fit:" with the
+    engine's rule and switch when the engine refuses it, "warning:" when it runs it anyway. Engines with the
+    same maximum and verdict share a line (--engine all); --explain adds each rule's source."""
+    groups: dict[tuple[int, int, bool], list[ContextLimit]] = {}
     for s in scenarios:
         limit = s.gpu.context_limit if s.gpu is not None else None
-        if limit is None or (s.engine, s.ctx) in seen:
+        if limit is None:
             continue
-        seen.add((s.engine, s.ctx))
-        if limit.refuses:
-            switch = f"; {limit.override} overrides it, at the risk of wrong outputs" if limit.override else ""
-            lines.append(Text.from_markup(f"[red]does not fit:[/] {escape(limit.reason)}{escape(switch)}"))
+        same = groups.setdefault((limit.ctx, limit.maximum, limit.refuses), [])
+        if all(other.engine != limit.engine for other in same):
+            same.append(limit)
+    lines: list[RenderableType] = []
+    for (ctx, maximum, refuses), limits in sorted(groups.items(), key=lambda item: not item[0][2]):
+        head = "[red]does not fit:[/]" if refuses else "[yellow]warning:[/]"
+        if len(limits) == 1:
+            text = limits[0].reason
         else:
-            lines.append(Text.from_markup(f"[yellow]warning:[/] {escape(limit.reason)}"))
+            what = "; ".join(f"{x.engine} {x.action}" for x in limits)
+            text = f"ctx {ctx:,} is past the model's maximum context {maximum:,}: {what}"
+        if explain:
+            text += " (" + "; ".join(x.source for x in limits) + ")"
+        switches = [x.override for x in limits if x.override]
+        if switches:
+            verb = "overrides" if len(switches) == 1 else "override"
+            text += f"; {', '.join(switches)} {verb} it, at the risk of wrong outputs"
+        elif not refuses:
+            text += "; outputs past the maximum are untrained"
+        lines.append(Text.from_markup(f"{head} {escape(text)}"))
     return lines
 
 
@@ -315,7 +328,7 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     lines: list[RenderableType] = []
     with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
     lines.append(Text.from_markup(f"[dim]{escape(_scenario_legend(with_pool))}[/]"))
-    lines += context_limit_lines(scenarios)
+    lines += context_limit_lines(scenarios, explain=explain)
     group = scenarios[0].tp * scenarios[0].pp
     per = f"per GPU (1 of {group})" if group > 1 else "per GPU"
     lines.append(

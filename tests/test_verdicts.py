@@ -125,7 +125,11 @@ def test_real_configs(config: str, maximum: int) -> None:
     refused = context_limit(get_engine("vllm"), spec, maximum + 1)
     assert refused is not None and refused.refuses and refused.maximum == maximum
     assert refused.override == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
-    assert "_get_and_verify_max_len" in refused.reason
+    assert refused.source == "vllm/config/model.py _get_and_verify_max_len"
+    assert refused.reason == (
+        f"ctx {maximum + 1:,} is past the model's maximum context {maximum:,}: vLLM 0.33 refuses a longer "
+        "max_model_len at start-up"
+    )
     warned = context_limit(get_engine("llamacpp"), spec, maximum + 1)
     assert warned is not None and not warned.refuses and warned.override is None
 
@@ -165,8 +169,11 @@ def test_llama_past_its_maximum_does_not_fit(colour: bool) -> None:
     assert_uncut(screen)
     flat = " ".join(screen.split())
     assert "does not fit: ctx 262,144 is past the model's maximum context 131,072: vLLM 0.33 refuses" in flat
+    assert "_get_and_verify_max_len" not in flat  # the source is rule text: --explain
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it" in flat
     assert "past max ctx" in screen  # the bar's verdict: the memory holds it, the engine refuses it
+    code, screen = in_terminal(LLAMA_8B, "--ctx", "256k", "--gpu", "h100", "--explain", colour=colour)
+    assert code == 1 and "(vllm/config/model.py _get_and_verify_max_len)" in " ".join(screen.split())
 
 
 def test_llama_at_its_maximum_fits() -> None:
@@ -180,8 +187,8 @@ def test_gpt2_past_1024_per_engine() -> None:
     for engine, code, needle in [
         ("vllm", 1, "does not fit: ctx 4,096 is past the model's maximum context 1,024: vLLM"),
         ("sglang", 1, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 overrides it"),
-        ("llamacpp", 0, "warning: ctx 4,096 is past the model's maximum context 1,024: llama.cpp runs it"),
-        ("hf", 0, "warning: ctx 4,096 is past the model's maximum context 1,024: transformers"),
+        ("llamacpp", 0, "warning: ctx 4,096 is past the model's maximum context 1,024: llama.cpp 2026-01 runs it"),
+        ("hf", 0, "warning: ctx 4,096 is past the model's maximum context 1,024: Hugging Face transformers"),
     ]:
         proc = run("openai-community/gpt2", "--ctx", "4k", "--gpu", "l4", "--engine", engine)
         assert proc.returncode == code, (engine, proc.stderr)
@@ -190,7 +197,20 @@ def test_gpt2_past_1024_per_engine() -> None:
     proc = run(LLAMA_8B, "--ctx", "256k", "--gpu", "h200", "--engine", "trtllm")
     assert proc.returncode == 1
     flat = " ".join(proc.stdout.split())
-    assert "TensorRT-LLM 1.2 lowers max_seq_len to 131,072" in flat and "TLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in flat
+    assert (
+        "TensorRT-LLM 1.2 lowers max_seq_len to 131,072: requests of 262,144 tokens are not served" in flat
+        and "TLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in flat
+    )
+
+
+def test_engine_all_groups_the_verdicts() -> None:
+    proc = run("openai-community/gpt2", "--ctx", "4k", "--gpu", "l4", "--engine", "all")
+    assert proc.returncode == 1  # vLLM and SGLang refuse 4,096 > 1,024
+    flat = " ".join(proc.stdout.split())
+    refused = flat.index("does not fit: ctx 4,096 is past the model's maximum context 1,024: vLLM 0.33 refuses")
+    assert "SGLang 0.5.23 refuses a longer --context-length at start-up" in flat
+    assert refused < flat.index("warning: ctx 4,096 is past the model's maximum context 1,024")
+    assert flat.count("is past the model's maximum context") == 2  # one line per verdict, not per engine
 
 
 def test_json_carries_the_limit() -> None:
@@ -201,6 +221,7 @@ def test_json_carries_the_limit() -> None:
     limit = gpu["context_limit"]
     assert (limit["ctx"], limit["maximum"], limit["refuses"]) == (4096, 1024, True)
     assert limit["override"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    assert (limit["engine"], limit["source"]) == ("vLLM 0.33", "vllm/config/model.py _get_and_verify_max_len")
 
 
 def test_check_fails_with_the_engines_rule(tmp_path: Path) -> None:
@@ -216,6 +237,7 @@ def test_check_fails_with_the_engines_rule(tmp_path: Path) -> None:
     for result in json.loads(proc.stdout)["deployments"]:
         assert result["pass"] is False
         assert result["reason"].startswith("ctx 262,144 is past the model's maximum context 131,072: vLLM 0.33")
+        assert "(vllm/config/model.py _get_and_verify_max_len); VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in result["reason"]
         assert "over the budget" not in result["reason"]  # the memory holds it: not the reason
 
 
