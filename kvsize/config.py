@@ -454,7 +454,7 @@ def _rope_scaling(data: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Rope
                 found.append(
                     RopeScaling(
                         rope_type=kind if isinstance(kind, str) else "default",
-                        factor=factor if factor is not None and 0 < factor < 1e6 else None,
+                        factor=factor.as_integer_ratio() if factor is not None and 0 < factor < 1e6 else None,
                         has_original_max="original_max_position_embeddings" in entry,
                     )
                 )

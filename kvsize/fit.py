@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from math import ceil
-
 import msgspec
 
 from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
@@ -120,29 +118,30 @@ def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
       the formula: the config's maximum (neither refuses; see context_limit)."""
     base = spec.max_context
     rope = spec.rope_scaling
+    one = (1, 1)
     if engine.name == "vllm":
         if base is None:
             return None
-        factor = 1.0
+        factor = one
         if "gemma3" not in spec.model_type:
             for entry in rope:
                 if entry.rope_type not in _VLLM_UNSCALED_ROPE:
-                    factor = entry.factor if entry.factor is not None else factor
-        return int(base * factor)
+                    factor = entry.factor or factor
+        return base * factor[0] // factor[1]  # int(derived_max_model_len * scaling_factor)
     if engine.name == "sglang":
         # get_context_length reads the one `rope_scaling` dict; a nested (per layer type) form states none.
         first = rope[0] if len(rope) == 1 else None
-        factor = 1.0
+        factor = one
         if first is not None and not first.has_original_max and first.rope_type != "llama3":
-            factor = first.factor if first.factor is not None else 1.0
-        return int(factor * (base if base is not None else SGLANG_DEFAULT_CONTEXT))
+            factor = first.factor or one
+        return (base if base is not None else SGLANG_DEFAULT_CONTEXT) * factor[0] // factor[1]  # int(...)
     if engine.name == "trtllm":
         first = rope[0] if len(rope) == 1 else None
-        factor = 1.0
+        factor = one
         if first is not None and first.rope_type not in _TRTLLM_UNSCALED_ROPE:
-            factor = first.factor if first.factor is not None else 1.0
+            factor = first.factor or one
         maximum = base if base is not None else TRTLLM_DEFAULT_CONTEXT
-        return ceil(maximum * factor) if factor != 1 else maximum
+        return -(-maximum * factor[0] // factor[1])  # math.ceil(inferred_max_seq_len * rope_factor)
     return base
 
 

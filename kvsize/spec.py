@@ -154,7 +154,9 @@ class RopeScaling(Record, frozen=True, kw_only=True):
 
     rope_type: str
     """`rope_type`, else the legacy `type`; "default" when the entry names neither."""
-    factor: float | None = None
+    factor: tuple[int, int] | None = None
+    """The config's `factor` as an exact ratio (numerator, denominator) of its binary float: 1.5 -> (3, 2);
+    a spec holds no floats."""
     has_original_max: bool = False
     """The entry states `original_max_position_embeddings` (SGLang then leaves the maximum unscaled)."""
 
