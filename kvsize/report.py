@@ -449,8 +449,8 @@ def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> Rend
 
 def bar_cells(parts: Sequence[tuple[str, int]], width: int) -> list[tuple[str, int]]:
     """Cells of `width` for each part, in proportion to its bytes; a part of any size gets at least one cell
-    (1.40 GiB of weights on a 141 GiB card is a third of a cell at width 50, and must still show), and the
-    cells add up to `width` exactly (the largest part gives way, else the one rounded up the most)."""
+    (1.40 GiB of weights on a 140.40 GiB card is under half a cell at width 50, and must still show), and the
+    cells add up to `width` exactly (the part rounded up the most gives way, or gains where one is short)."""
     present = [(key, value) for key, value in parts if value > 0]
     total = sum(value for _, value in present)
     if not present or width <= 0:
