@@ -7,6 +7,7 @@ custom code they point to are never imported or run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,7 @@ from typing import Any
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
 from kvsize.record import InvalidRecord
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, RopeScaling, StateKind, StateSpec
 
 # Values no real model reaches: they stop absurd configs before they turn into absurd numbers.
 MAX_LAYERS = 100_000
@@ -427,7 +428,38 @@ def _identity(raw: Mapping[str, Any], data: Mapping[str, Any], source: str) -> d
         v = _Fields(vision, source=source, where="vision_config.")
         fields["vision_layers"] = _scalar_int(v, "num_hidden_layers", "depth")
         fields["vision_hidden_size"] = _scalar_int(v, "hidden_size", "embed_dim")
+    fields["rope_scaling"] = _rope_scaling(data, raw)
     return fields
+
+
+def _rope_scaling(data: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[RopeScaling, ...]:
+    """RoPE scaling entries: `rope_scaling` (transformers 4) or `rope_parameters` (transformers 5, nested one
+    per layer type for Gemma 3 and the like), from the language model's config, else the wrapper's. Entries
+    that are not objects, and factors that are not positive numbers, are left out (the engines then read no
+    factor)."""
+    for container in (data, raw):
+        for key in ("rope_scaling", "rope_parameters"):
+            value = container.get(key)
+            if not isinstance(value, Mapping) or not value:
+                continue
+            entries = list(value.values()) if all(isinstance(v, Mapping) for v in value.values()) else [value]
+            found = []
+            for entry in entries:
+                kind = entry.get("rope_type", entry.get("type", "default"))
+                raw_factor = entry.get("factor")
+                factor = None
+                if isinstance(raw_factor, (int, float)) and not isinstance(raw_factor, bool):
+                    with contextlib.suppress(OverflowError):  # a 400-digit integer
+                        factor = float(raw_factor)
+                found.append(
+                    RopeScaling(
+                        rope_type=kind if isinstance(kind, str) else "default",
+                        factor=factor.as_integer_ratio() if factor is not None and 0 < factor < 1e6 else None,
+                        has_original_max="original_max_position_embeddings" in entry,
+                    )
+                )
+            return tuple(found)
+    return ()
 
 
 def _scalar_int(f: _Fields, *keys: str) -> int | None:

@@ -70,6 +70,131 @@ class Suggestion(Record, frozen=True, kw_only=True):
     """What the change does, in words."""
 
 
+class ContextLimit(Record, frozen=True, kw_only=True):
+    """A context longer than the engine's maximum for the model, and what the engine does about it."""
+
+    ctx: int
+    maximum: int
+    """The engine's own maximum context for the model (the config's, scaled by RoPE where the engine does)."""
+    refuses: bool
+    """True: the engine does not serve `ctx` (it raises at start-up, or lowers its limit below ctx), so the
+    scenario does not fit; False: it only warns and runs."""
+    engine: str
+    """The engine and release: "vLLM 0.33"."""
+    action: str
+    """What the engine does, in words: "refuses a longer max_model_len at start-up"."""
+    source: str
+    """Where: file and function."""
+    override: str | None = None
+    """The engine's switch that allows the longer context (at the user's risk); None: none."""
+
+    @property
+    def reason(self) -> str:
+        return f"ctx {self.ctx:,} is past the model's maximum context {self.maximum:,}: {self.engine} {self.action}"
+
+
+# RoPE types whose `factor` the engines do not apply to max_position_embeddings, since the config's figure is
+# already the scaled one (vllm/config/model.py _get_and_verify_max_len, 0.33.0; TensorRT-LLM
+# _torch/pyexecutor/model_engine.py PyTorchModelEngine._infer_max_seq_len_from_config).
+_VLLM_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
+_TRTLLM_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn"})
+SGLANG_DEFAULT_CONTEXT = 2048  # srt/utils/hf_transformers/common.py get_context_length: no key in the config
+TRTLLM_DEFAULT_CONTEXT = 2048  # _infer_max_seq_len_from_config: no max_position_embeddings
+
+
+def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
+    """The longest context the engine accepts for the model without an override; None: no limit it checks.
+
+    Each starts from the config's maximum context (kvsize reads the first of max_position_embeddings,
+    n_positions, ... as transformers' attribute maps do) and applies its own RoPE rule:
+    - vLLM 0.33 (vllm/config/model.py _get_and_verify_max_len): x `factor` of every RoPE entry whose type is
+      not su/longrope/llama3/yarn/deepseek_yarn/deepseek_llama_scaling (the last such entry's factor wins),
+      never for Gemma 3; no key in the config: no limit on a given max_model_len.
+    - SGLang 0.5.23 (srt/utils/hf_transformers/common.py get_context_length): int(factor x maximum) unless the
+      entry states original_max_position_embeddings or is llama3; no key: 2,048.
+    - TensorRT-LLM 1.2 (_torch/pyexecutor/model_engine.py _infer_max_seq_len_from_config): ceil(maximum x
+      factor) unless su/longrope/llama3/yarn; no max_position_embeddings: 2,048.
+    - llama.cpp: n_ctx_train (the GGUF's context_length, the config's maximum as converted); transformers and
+      the formula: the config's maximum (neither refuses; see context_limit)."""
+    base = spec.max_context
+    rope = spec.rope_scaling
+    one = (1, 1)
+    if engine.name == "vllm":
+        if base is None:
+            return None
+        factor = one
+        if "gemma3" not in spec.model_type:
+            for entry in rope:
+                if entry.rope_type not in _VLLM_UNSCALED_ROPE:
+                    factor = entry.factor or factor
+        return base * factor[0] // factor[1]  # int(derived_max_model_len * scaling_factor)
+    if engine.name == "sglang":
+        # get_context_length reads the one `rope_scaling` dict; a nested (per layer type) form states none.
+        first = rope[0] if len(rope) == 1 else None
+        factor = one
+        if first is not None and not first.has_original_max and first.rope_type != "llama3":
+            factor = first.factor or one
+        return (base if base is not None else SGLANG_DEFAULT_CONTEXT) * factor[0] // factor[1]  # int(...)
+    if engine.name == "trtllm":
+        first = rope[0] if len(rope) == 1 else None
+        factor = one
+        if first is not None and first.rope_type not in _TRTLLM_UNSCALED_ROPE:
+            factor = first.factor or one
+        maximum = base if base is not None else TRTLLM_DEFAULT_CONTEXT
+        return -(-maximum * factor[0] // factor[1])  # math.ceil(inferred_max_seq_len * rope_factor)
+    return base
+
+
+def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | None:
+    """What the engine does with `ctx` past its maximum for the model (engine_max_context); None within it.
+
+    vLLM and SGLang refuse to start (ValueError) unless an environment switch allows it; TensorRT-LLM starts but
+    lowers max_seq_len to its maximum, so requests of ctx tokens are not served: all three refuse the scenario.
+    llama.cpp only warns (src/llama-context.cpp llama_context: "n_ctx_seq > n_ctx_train -- possible training
+    context overflow"); transformers checks nothing: they run it."""
+    maximum = engine_max_context(engine, spec)
+    if maximum is None or ctx <= maximum:
+        return None
+    label = f"{engine.title} {engine.version}"
+    if engine.name == "vllm":
+        return ContextLimit(
+            ctx=ctx,
+            maximum=maximum,
+            refuses=True,
+            engine=label,
+            action="refuses a longer max_model_len at start-up",
+            source="vllm/config/model.py _get_and_verify_max_len",
+            override="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        )
+    if engine.name == "sglang":
+        return ContextLimit(
+            ctx=ctx,
+            maximum=maximum,
+            refuses=True,
+            engine=label,
+            action="refuses a longer --context-length at start-up",
+            source="python/sglang/srt/configs/model_config.py ModelConfig._derive_context_length",
+            override="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+        )
+    if engine.name == "trtllm":
+        return ContextLimit(
+            ctx=ctx,
+            maximum=maximum,
+            refuses=True,
+            engine=label,
+            action=f"lowers max_seq_len to {maximum:,}: requests of {ctx:,} tokens are not served",
+            source="tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine._init_max_seq_len",
+            override="TLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        )
+    if engine.name == "llamacpp":
+        action, source = "runs it with a warning (n_ctx_seq > n_ctx_train)", "src/llama-context.cpp llama_context"
+    elif engine.name == "hf":
+        action, source = "does not check it and runs it", "no check of the context against the config"
+    else:
+        label, action, source = "the formula", "sizes it", "no engine"
+    return ContextLimit(ctx=ctx, maximum=maximum, refuses=False, engine=label, action=action, source=source)
+
+
 class GpuFit(Record, frozen=True, kw_only=True):
     """One scenario on one GPU of the deployment."""
 
@@ -109,6 +234,9 @@ class GpuFit(Record, frozen=True, kw_only=True):
     """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
     speed: SpeedBound | None = None
     offload: OffloadTier | None = None
+    context_limit: ContextLimit | None = None
+    """Set when ctx is past the engine's maximum context for the model: refused (fits is False) or only a
+    warning (the engine runs it)."""
     suggestions: tuple[Suggestion, ...] = ()
     """Changes that would make the scenario fit or give it headroom (the sizing command only)."""
     # --- serving-time figures (kvsize/serving.py) ---
@@ -304,6 +432,7 @@ def plan_fit(
     by_memory = (
         max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
     )
+    limit = context_limit(engine, spec, ctx)  # past the engine's maximum: refused, or only a warning
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -314,7 +443,10 @@ def plan_fit(
         reserve_rule=budget.rule,
         budget=budget,
         kv_budget_bytes=budget.kv_budget_bytes,
-        fits=budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes,
+        fits=budget.kv_budget_bytes >= 0
+        and batch * per_request <= budget.kv_budget_bytes
+        and not (limit is not None and limit.refuses),
+        context_limit=limit,
         max_concurrency=min(held, cap) if cap is not None else held,
         concurrency_cap=cap,
         cap_binds=cap is not None and cap < held,

@@ -75,6 +75,12 @@ def plan_gpus(
                 continue
             fit = result.scenarios[0].gpu
             assert fit is not None
+            limit = fit.context_limit
+            if limit is not None and limit.refuses:  # the engine does not serve ctx for this model on any card
+                reason = f"{limit.reason} ({limit.source})" + (
+                    f"; {limit.override} overrides it" if limit.override else ""
+                )
+                break
             served = min(fit.max_concurrency, fit.concurrency_cap or fit.max_concurrency)  # the engine's cap binds
             if served < 1:
                 continue

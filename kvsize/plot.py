@@ -6,12 +6,10 @@ matplotlib is an optional extra (`pip install "kvsize[plot]"`), imported only he
 from __future__ import annotations
 
 import io
-import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvsize.errors import EnvironmentProblem, MissingExtra, UsageError
+from kvsize.errors import MissingExtra, UsageError
 
 if TYPE_CHECKING:
     from kvsize.api import Estimate
@@ -64,43 +62,18 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
     image = io.BytesIO()
     fig.savefig(image, format=target.suffix.lower().lstrip("."))
     plt.close(fig)
-    try:
-        target.write_bytes(image.getvalue())
-    except OSError as exc:  # a full disk, a quota, a file that vanished
-        raise EnvironmentProblem(
-            f"--plot: cannot write {target} ({exc.strerror or type(exc).__name__})",
-            hint="Check the disk (space, quota) and the path, or choose another path.",
-        ) from None
+    from kvsize.cli.streams import write_output
+
+    write_output(target, image.getvalue(), "--plot")  # a full disk, a quota, /proc: exit 3
     return target
 
 
 def plot_target(path: str) -> Path:
     """The file --plot will write, checked before any work: `~` expanded, a .png or .svg name, in an existing
     folder, and not a folder, pipe or device itself (writing a FIFO would block)."""
+    from kvsize.cli.streams import output_path
     from kvsize.resolve import printable
 
-    shown = printable(path)
-    try:
-        target = Path(path).expanduser()
-    except RuntimeError:  # '~unknown-user/...'
-        raise UsageError(f"--plot: cannot expand '{shown}'", hint="Give an absolute or relative path.") from None
-    if target.suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"--plot writes .png or .svg files, got '{shown}'")
-    try:
-        info = os.stat(target)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise UsageError(f"--plot: cannot use '{shown}' ({exc.strerror or type(exc).__name__})") from None
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise UsageError(f"--plot: '{shown}' is {what}", hint="Give the path of a .png or .svg file to write.")
-    folder = target.parent
-    if not folder.is_dir():
-        raise UsageError(
-            f"--plot: the folder '{printable(str(folder))}' does not exist",
-            hint="Create it first, or choose another path.",
-        )
-    if not os.access(folder, os.W_OK | os.X_OK) or (info is not None and not os.access(target, os.W_OK)):
-        raise UsageError(f"--plot: no permission to write '{shown}'", hint="Choose a writable path.")
-    return target
+    if Path(path).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot writes .png or .svg files, got '{printable(path)}'")
+    return output_path(path, "--plot")  # the rule every output file follows (kvsize/cli/streams.py)

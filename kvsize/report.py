@@ -20,7 +20,7 @@ from kvsize.units import format_bytes, format_tokens
 if TYPE_CHECKING:  # types only: importing them builds pydantic models a given command does not need
     from kvsize.api import Estimate, Scenario
     from kvsize.capacity_file import CheckResult
-    from kvsize.fit import GpuFit
+    from kvsize.fit import ContextLimit, GpuFit
     from kvsize.gpu_ranking import GpuPlan
     from kvsize.profiles import GpuProfile
     from kvsize.registry import RegistryEntry
@@ -38,6 +38,7 @@ BAR_PARTS: dict[str, tuple[str, str, str]] = {
     "free": ("░", "dim", "free"),
     "reserve": ("▒", "yellow", "reserve"),
     "over": ("×", "red", "KV over budget"),
+    "beyond": ("+", "red", "longer than drawn"),
 }
 
 # Engines whose budget starts from CUDA-visible memory, i.e. the card less the CUDA context
@@ -142,7 +143,7 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
         console.print(_gpu_panel(gpu_rows, width, explain=explain, multi_engine=multi_engine))
     from kvsize.report_serving import serving_lines
 
-    for line in serving_lines(result.scenarios):
+    for line in serving_lines(result.scenarios, explain=explain):
         console.print(line)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -235,7 +236,12 @@ def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[R
         elif with_gpu:
             row += ["-", "-", "-"] + (["-"] if with_pool else [])
         rows.append(row)
-    title = "KV cache" + (" (per GPU of the most loaded rank)" if multi_gpu and with_gpu else "")
+    title = "KV cache"
+    if multi_gpu:  # per token / request / total add up every rank; "per GPU" is the most loaded GPU's share
+        layouts = {(s.tp, s.pp) for s in scenarios}
+        tp, pp = next(iter(layouts)) if len(layouts) == 1 else (0, 0)
+        gpus = f"all {tp * pp} GPUs (tp {tp} x pp {pp})" if tp else "all GPUs of a replica"
+        title = f"KV cache, summed over {gpus}; per GPU: the most loaded one"
     tables = stacked_tables(title, columns, rows, width)
     return tables
 
@@ -246,6 +252,38 @@ def _scenario_legend(with_pool: bool) -> str:
         "(at most the model's maximum)"
     )
     return text + ("; pool tokens: the engine's whole KV pool, in tokens" if with_pool else "")
+
+
+def context_limit_lines(scenarios: Sequence[Scenario], *, explain: bool = False) -> list[RenderableType]:
+    """A ctx past the engine's maximum for the model (kvsize/fit.py context_limit): "does not fit:" with the
+    engine's rule and switch when the engine refuses it, "warning:" when it runs it anyway. Engines with the
+    same maximum and verdict share a line (--engine all); --explain adds each rule's source."""
+    groups: dict[tuple[int, int, bool], list[ContextLimit]] = {}
+    for s in scenarios:
+        limit = s.gpu.context_limit if s.gpu is not None else None
+        if limit is None:
+            continue
+        same = groups.setdefault((limit.ctx, limit.maximum, limit.refuses), [])
+        if all(other.engine != limit.engine for other in same):
+            same.append(limit)
+    lines: list[RenderableType] = []
+    for (ctx, maximum, refuses), limits in sorted(groups.items(), key=lambda item: not item[0][2]):
+        head = "[red]does not fit:[/]" if refuses else "[yellow]warning:[/]"
+        if len(limits) == 1:
+            text = limits[0].reason
+        else:
+            what = "; ".join(f"{x.engine} {x.action}" for x in limits)
+            text = f"ctx {ctx:,} is past the model's maximum context {maximum:,}: {what}"
+        if explain:
+            text += " (" + "; ".join(x.source for x in limits) + ")"
+        switches = [x.override for x in limits if x.override]
+        if switches:
+            verb = "overrides" if len(switches) == 1 else "override"
+            text += f"; {', '.join(switches)} {verb} it, at the risk of wrong outputs"
+        elif not refuses:
+            text += "; outputs past the maximum are untrained"
+        lines.append(Text.from_markup(f"{head} {escape(text)}"))
+    return lines
 
 
 def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
@@ -285,6 +323,7 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     lines: list[RenderableType] = []
     with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
     lines.append(Text.from_markup(f"[dim]{escape(_scenario_legend(with_pool))}[/]"))
+    lines += context_limit_lines(scenarios, explain=explain)
     group = scenarios[0].tp * scenarios[0].pp
     per = f"per GPU (1 of {group})" if group > 1 else "per GPU"
     lines.append(
@@ -363,7 +402,14 @@ def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> Rend
         (f"{s.engine} " if multi_engine else "") + f"{format_tokens(s.ctx)} x{s.batch} {s.kv_dtype.value}"
         for s in shown
     ]
-    verdicts = ["fits" if s.gpu is not None and s.gpu.fits else "does not fit" for s in shown]
+    verdicts = [
+        "fits"
+        if s.gpu is not None and s.gpu.fits
+        else "past max ctx"  # the memory holds it; the engine refuses the context (context_limit_lines)
+        if s.gpu is not None and s.gpu.context_limit is not None and s.kv_cache_bytes_per_gpu <= s.gpu.kv_budget_bytes
+        else "does not fit"
+        for s in shown
+    ]
     label_w = max(Text(label).cell_len for label in labels)
     verdict_w = max(len(v) for v in verdicts)
     # The bar may run a fifth past the card (KV over budget) plus a '+'.
@@ -396,36 +442,54 @@ def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> Rend
     return Group(*items)
 
 
+def bar_cells(parts: Sequence[tuple[str, int]], width: int) -> list[tuple[str, int]]:
+    """Cells of `width` for each part, in proportion to its bytes; a part of any size gets at least one cell
+    (1.40 GiB of weights on a 140.40 GiB card is under half a cell at width 50, and must still show), and the
+    cells add up to `width` exactly (the part rounded up the most gives way, or gains where one is short)."""
+    present = [(key, value) for key, value in parts if value > 0]
+    total = sum(value for _, value in present)
+    if not present or width <= 0:
+        return []
+    exact = {key: width * value / total for key, value in present}
+    cells = {key: max(1, round(exact[key])) for key, _ in present}
+    while sum(cells.values()) > width and any(c > 1 for c in cells.values()):
+        key = max((k for k in cells if cells[k] > 1), key=lambda k: (cells[k] - exact[k], cells[k]))
+        cells[key] -= 1
+    while sum(cells.values()) < width:
+        key = max(cells, key=lambda k: exact[k] - cells[k])
+        cells[key] += 1
+    return [(key, cells[key]) for key, _ in present]
+
+
 def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> tuple[Text, set[str]]:
     """One GPU: weights | KV | free | reserve, scaled to the card; KV beyond the budget runs past its edge.
+    Every part present shows, in one cell at least.
 
     Returns the bar and the parts it draws (for the legend)."""
     gpu = s.gpu
     assert gpu is not None
-    total = gpu.memory_bytes
     kv = s.kv_cache_bytes_per_gpu  # the most loaded GPU, the one the budget is for
-
-    def cells(n: int) -> int:
-        return max(0, round(width * n / total))
-
-    weights = min(cells(gpu.weights_bytes), width)
     budget = max(gpu.kv_budget_bytes, 0)
-    kv_in = min(cells(min(kv, budget)), width)
-    reserve = min(cells(gpu.reserve_bytes), max(width - weights, 0))  # a reserve larger than a tiny card: one bar
-    free = max(width - weights - kv_in - reserve, 0)
+    kv_in = min(kv, budget)
+    # weights + KV budget + reserve = the card (reserve = memory - weights - budget); weights past the card
+    # (a negative budget) widen the scale instead.
+    parts = [("weights", gpu.weights_bytes), ("kv", kv_in), ("free", budget - kv_in), ("reserve", gpu.reserve_bytes)]
     bar = Text()
     present: set[str] = set()
-    for key, count in (("weights", weights), ("kv", kv_in), ("free", free), ("reserve", reserve)):
-        if count:
-            char, style, _ = BAR_PARTS[key]
-            bar.append(char * count, style=style)
-            present.add(key)
+    for key, count in bar_cells(parts, width):
+        char, style, _ = BAR_PARTS[key]
+        bar.append(char * count, style=style)
+        present.add(key)
     over = kv - budget
     if over > 0:  # past the card's edge: a short run, and '+' when it is longer than a fifth of the card
-        run = max(cells(over), 1)
+        run = max(round(width * over / max(gpu.memory_bytes, 1)), 1)
         char, style, _ = BAR_PARTS["over"]
-        bar.append(char * min(run, width // 5) + ("+" if run > width // 5 else ""), style=style)
+        bar.append(char * min(run, width // 5), style=style)
         present.add("over")
+        if run > width // 5:
+            char, style, _ = BAR_PARTS["beyond"]
+            bar.append(char, style=style)
+            present.add("beyond")
     return bar, present
 
 
@@ -551,7 +615,9 @@ def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> No
         ]
         for p in served
     ]
-    for table in stacked_tables(title, columns, rows, _width(console)):
+    if not rows:  # no card serves it: the title and the reasons, not an empty table
+        console.print(Text(title))
+    for table in stacked_tables(title, columns, rows, _width(console)) if rows else []:
         console.print(table)
     unserved: dict[str, list[str]] = {}
     for p in plans:

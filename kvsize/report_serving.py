@@ -11,8 +11,9 @@ from kvsize.api import Scenario
 from kvsize.units import format_bytes
 
 
-def serving_lines(scenarios: Sequence[Scenario]) -> list[Text]:
-    """Serving-time figures (kvsize/serving.py) of the first scenario, one short line each, labelled."""
+def serving_lines(scenarios: Sequence[Scenario], *, explain: bool = False) -> list[Text]:
+    """Serving-time figures (kvsize/serving.py) of the first scenario, one short line each, labelled. The
+    prefix-caching rule is a paragraph: printed with --explain, else a one-line pointer, as the engines' rules."""
     if not scenarios:
         return []
     s = scenarios[0]
@@ -27,7 +28,11 @@ def serving_lines(scenarios: Sequence[Scenario]) -> list[Text]:
             )
         else:
             lines.append(f"prefix {p.prefix_len:,} tokens: not shared, every request stores it (exact)")
-        lines.append(f"[dim]{escape(p.rule)}[/]")
+        if explain:
+            lines.append(f"[dim]{escape(p.rule)}[/]")
+        else:  # the rule starts with its engine, version and topic: "vLLM 0.33 prefix caching: ..."
+            topic = p.rule.split(":", 1)[0] if ":" in p.rule[:60] else "prefix caching"
+            lines.append(f"[dim]rule: {escape(topic)} (--explain prints it)[/]")
         if s.gpu is not None and s.gpu.prefill_saved_seconds is not None:
             lines.append(f"prefix hit saves >= {s.gpu.prefill_saved_seconds:.3g} s of prefill per request (bound)")
     if s.kv_budget_tokens is not None:

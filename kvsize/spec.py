@@ -147,6 +147,20 @@ class LayerSpec(msgspec.Struct, frozen=True):
         return "none"
 
 
+class RopeScaling(Record, frozen=True, kw_only=True):
+    """One RoPE scaling entry of a config (`rope_scaling`, or `rope_parameters`, one per layer type when
+    nested): engines scale the model's maximum context by `factor` for some types (kvsize/fit.py
+    context_limit)."""
+
+    rope_type: str
+    """`rope_type`, else the legacy `type`; "default" when the entry names neither."""
+    factor: tuple[int, int] | None = None
+    """The config's `factor` as an exact ratio (numerator, denominator) of its binary float: 1.5 -> (3, 2);
+    a spec holds no floats."""
+    has_original_max: bool = False
+    """The entry states `original_max_position_embeddings` (SGLang then leaves the maximum unscaled)."""
+
+
 class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room for the cached layer groups
     """A model's decoder as kvsize sizes it."""
 
@@ -181,6 +195,8 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     """Layers of the vision tower (`vision_config.num_hidden_layers`), for multimodal memory reserves."""
     vision_hidden_size: int | None = None
     """Width of the vision tower (`vision_config.hidden_size`)."""
+    rope_scaling: tuple[RopeScaling, ...] = ()
+    """The config's RoPE scaling entries (none: unscaled), for the engines' maximum context."""
 
     def __post_init__(self) -> None:
         if not self.layers:

@@ -181,7 +181,7 @@ def test_junit_onto_a_full_disk_is_an_environment_error() -> None:
         [sys.executable, "-m", "kvsize", "check", str(example), "--junit", "/dev/full"],
         capture_output=True, text=True, timeout=120,
     )
-    assert full.returncode == 3 and full.stderr.startswith("Error: cannot write /dev/full")
+    assert full.returncode == 3 and full.stderr.startswith("Error: --junit: cannot write /dev/full")
     missing = subprocess.run(
         [sys.executable, "-m", "kvsize", "check", str(example), "--junit", "/nonexistent-dir/k.xml"],
         capture_output=True, text=True, timeout=120,

@@ -157,7 +157,7 @@ def test_json_shape() -> None:
                                     "kv_pool_tokens",
                                     "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
                                     "suggestions", "steady_state_concurrency",
-                                    "workload", "throughput", "prefill_saved_seconds"}
+                                    "workload", "throughput", "prefill_saved_seconds", "context_limit"}
     for key in ("memory_bytes", "weights_bytes", "reserve_bytes", "kv_budget_bytes", "max_concurrency",
                 "kv_pool_tokens"):
         assert type(scenario["gpu"][key]) is int

@@ -22,7 +22,7 @@ CapacityArg = Annotated[
     Path, typer.Argument(help="YAML file of deployments (see 'kvsize schema').", show_default=False, metavar="FILE")
 ]
 JunitOpt = Annotated[
-    Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False, metavar="FILE")
+    str | None, typer.Option("--junit", help="Also write a JUnit XML report here.", show_default=False, metavar="FILE")
 ]
 
 
@@ -38,20 +38,12 @@ def check(
     Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations on the deployment's line."""
     with user_errors(debug):
         from kvsize.capacity_file import check_file, github_annotations, junit_xml
+        from kvsize.cli.streams import output_path, write_output
 
+        junit_target = output_path(junit, "--junit") if junit is not None else None  # before any work
         results = check_file(path, calibration)
-        if junit is not None:
-            try:
-                junit.write_text(junit_xml(results), encoding="utf-8")
-            except OSError as exc:
-                import errno
-
-                from kvsize.errors import EnvironmentProblem, UsageError
-
-                message = f"cannot write {junit} ({exc.strerror or type(exc).__name__})"
-                if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EIO, errno.EDQUOT):  # the disk, not the path
-                    raise EnvironmentProblem(message) from None
-                raise UsageError(message, hint="Give --junit a writable file path.") from None
+        if junit_target is not None:
+            write_output(junit_target, junit_xml(results), "--junit")  # refused now: exit 3
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(results, file=str(path)):
             stderr_line(line)  # the runner reads workflow commands from both streams; stdout stays clean for --json

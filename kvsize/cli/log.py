@@ -90,14 +90,11 @@ def read_log(path: str) -> str:
 def write_calibration(path: str, calibration: Any) -> None:
     import yaml
 
-    from kvsize.errors import EnvironmentProblem
+    from kvsize.cli.streams import output_path, write_output
 
     text = "# kvsize calibration: overheads one engine start-up measured (kvsize log --save-calibration)\n"
     text += yaml.safe_dump(calibration.as_dict(), sort_keys=False)
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write calibration '{path}': {exc.strerror or exc}") from None
+    write_output(output_path(path, "--save-calibration"), text, "--save-calibration")  # refused: exit 3
 
 
 def _resolve_model(log: Any, config: str | None, notes: list[str]) -> Any:
@@ -152,6 +149,10 @@ def log_command(
 
         if tolerance < 0:
             raise UsageError(f"--tolerance must be >= 0, got {tolerance}")
+        if save_calibration:
+            from kvsize.cli.streams import output_path
+
+            output_path(save_calibration, "--save-calibration")  # before any work: exit 2 or 3 now
         text = read_log(file)
         log = parse_log(text)
         name = "standard input" if file == "-" else file

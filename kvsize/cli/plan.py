@@ -86,7 +86,8 @@ def plan(
 ) -> None:
     """Rank data-centre GPUs by how many (tp x replicas) serve --concurrency requests of --ctx tokens, then by cost.
 
-    --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans."""
+    --all-gpus adds workstation, desktop, laptop and edge devices; --json prints one object with the plans.
+    Exit 1 when no GPU kind serves it (e.g. a --ctx past the model's maximum that the engine refuses)."""
     with user_errors(debug):
         from kvsize.api import resolve_kv_dtypes
         from kvsize.calibration import read_calibration
@@ -108,9 +109,14 @@ def plan(
             raise UsageError(f"kvsize plan takes one --kv-dtype, got '{kv_dtype}'", hint="For example --kv-dtype fp8.")
         if engine.strip().lower() == "all" or "," in engine:
             raise UsageError(f"kvsize plan takes one --engine, got '{engine}'", hint="For example --engine vllm.")
-        get_engine(engine.strip().lower())  # an unknown engine is bad input (exit 2), not a row of errors
+        rules = get_engine(engine.strip().lower())  # an unknown engine is bad input (exit 2), not a row of errors
         loaded = load_model_config(model, revision=revision)
-        [dtype], _ = resolve_kv_dtypes([kv_dtype], loaded.raw, parse_config(loaded.raw, source=loaded.location))
+        spec = parse_config(loaded.raw, source=loaded.location)
+        [dtype], _ = resolve_kv_dtypes([kv_dtype], loaded.raw, spec)
+        if kv_dtype.strip().lower() != "auto":
+            # A dtype the engine lacks (vLLM 0.33 has no q8_0) is bad input, exit 2: one Error line, not a table
+            # of rows that each say so. `auto` resolves per engine inside the ranking.
+            rules.check_dtype(spec, dtype)
         if gpus:
             chosen = [resolve_gpu(g.strip()).id for g in gpus.split(",") if g.strip()]
         else:
@@ -154,3 +160,7 @@ def plan(
         )
 
     emit(render, as_json, json_output)
+    if plans and all(p.gpus is None for p in plans):
+        from kvsize.errors import ExitCode
+
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))  # the answer is "no": no card serves it (printed above)

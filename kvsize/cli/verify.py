@@ -193,35 +193,25 @@ def _report_file(report: str | None) -> Iterator[Any]:
     """--report: opened for writing before the run (a missing folder, a directory or a read-only place fails
     now, not after minutes of verification); yields the writer. A file created here is removed if the run fails."""
     import os
-    from pathlib import Path
 
     if report is None:
         yield lambda text: None
         return
-    path = Path(report).expanduser()
+    from kvsize.cli.streams import output_path, write_output
+
+    path = output_path(report, "--report")  # a path that cannot be a file: exit 2; refused by the system: exit 3
     existed = path.exists()
-
-    def refuse(exc: OSError) -> UsageError:
-        return UsageError(
-            f"cannot write the report {report} ({exc.strerror or type(exc).__name__})",
-            hint="Give a writable file path for --report.",
-        )
-
     try:
-        if not report.strip() or path.is_dir():
-            raise IsADirectoryError(21, "a folder, not a file" if report.strip() else "empty path")
         with path.open("a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise refuse(exc) from None
+        raise EnvironmentProblem(
+            f"--report: cannot write {report} ({exc.strerror or type(exc).__name__})",
+            hint="Choose a writable path.",
+        ) from None
 
     def write(text: str) -> None:
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:  # checked writable above: a full disk or a vanished folder is the environment
-            raise EnvironmentProblem(
-                f"cannot write the report {report} ({exc.strerror or type(exc).__name__})"
-            ) from None
+        write_output(path, text, "--report")
 
     try:
         yield write
