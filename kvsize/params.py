@@ -302,6 +302,8 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
         _count_mamba2(cfg, acc, tie=tie)
     elif model_type in ("mamba", "falcon_mamba"):
         _count_mamba1(cfg, acc, tie=tie)
+    elif model_type == "jamba" or cfg.has("expert_layer_period"):
+        _count_jamba(cfg, acc, tie=tie)
     else:
         _count_decoder(cfg, acc, model_type=model_type, tie=tie)
 
@@ -675,6 +677,70 @@ def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     acc.add("mamba", layers * mixer)
     acc.add("norms", (layers + 1) * hidden)
+
+
+def _count_jamba(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Jamba (transformers modeling_jamba.py JambaModel, JambaAttentionDecoderLayer, JambaMambaDecoderLayer).
+
+    Layer i is attention when i % attn_layer_period == attn_layer_offset, else a Mamba-1 mixer
+    (JambaConfig.layers_block_type). Its feed-forward is a JambaSparseMoeBlock when
+    `config.layers_num_experts[i] > 1`, i.e. num_experts > 1 and i % expert_layer_period == expert_layer_offset,
+    else a dense gated JambaMLP (JambaConfig.layers_num_experts). Both layer kinds carry input_layernorm and
+    pre_ff_layernorm (RMSNorm)."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    attn_period = cfg.int_("attn_layer_period", default=8)
+    attn_offset = cfg.int_("attn_layer_offset", default=4, minimum=0)
+    expert_period = cfg.int_("expert_layer_period", default=2)
+    expert_offset = cfg.int_("expert_layer_offset", default=1, minimum=0)
+    experts = cfg.int_("num_experts", "num_local_experts", default=16)
+    top_k = min(cfg.int_("num_experts_per_tok", default=2), experts)
+    inter = cfg.int_("intermediate_size", default=14336)
+    heads, kv_heads, head_dim = cfg.heads(), cfg.kv_heads(), cfg.head_dim()
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim  # q, k, v, o: no biases
+
+    # JambaMambaMixer: in_proj, depthwise conv1d, x_proj, dt_proj (biased), A_log, D, out_proj and the
+    # dt/b/c RMSNorms. mamba_dt_rank "auto" is ceil(hidden / 16) (JambaConfig.__post_init__).
+    inner = cfg.int_("mamba_expand", default=2) * hidden
+    state, kernel = cfg.int_("mamba_d_state", default=16), cfg.int_("mamba_d_conv", default=4)
+    dt_rank = math.ceil(hidden / 16) if cfg.raw("mamba_dt_rank") in (None, "auto") else cfg.int_("mamba_dt_rank")
+    proj_bias, conv_bias = cfg.bool_("mamba_proj_bias", False), cfg.bool_("mamba_conv_bias", True)
+    mixer = (
+        _linear(hidden, 2 * inner, proj_bias)
+        + inner * kernel
+        + (inner if conv_bias else 0)
+        + inner * (dt_rank + 2 * state)
+        + _linear(dt_rank, inner, True)
+        + inner * state  # A_log
+        + inner  # D
+        + _linear(inner, hidden, proj_bias)
+        + dt_rank
+        + 2 * state  # dt_layernorm, b_layernorm, c_layernorm
+    )
+    per_expert = _mlp(hidden, inter, gated=True, bias=False)
+
+    def is_attention(i: int) -> bool:
+        return i % attn_period == attn_offset
+
+    def is_moe(i: int) -> bool:
+        return experts > 1 and i % expert_period == expert_offset
+
+    def count_layer(i: int) -> None:
+        if is_attention(i):
+            acc.add("attention", attention)
+        else:
+            acc.add("mamba", mixer)
+        if is_moe(i):
+            acc.add("experts", experts * per_expert)
+            acc.add("other", experts * hidden)  # JambaTopKRouter.weight, no bias
+            acc.inactive += (experts - top_k) * per_expert
+            acc.moe = True
+        else:
+            acc.add("mlp", per_expert)  # JambaMLP: gate, up, down
+        acc.add("norms", 2 * hidden)
+
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    _count_layers(acc, [(is_attention(i), is_moe(i)) for i in range(layers)], count_layer)
+    acc.add("norms", hidden)  # final_layernorm
 
 
 # hybrid_override_pattern letters and the transformers 5 layers_block_type names they stand for
