@@ -418,23 +418,22 @@ def _judge(
     limits = (req.min_concurrency, req.max_kv_fraction, req.max_context, req.min_pool_tokens)
     if all(limit is None for limit in limits) and not fits and replicas == 1:
         failures.append(
-            f"{req.batch:,} request{'s' if req.batch != 1 else ''} of {req.ctx:,} tokens need "
+            f"{_plural(req.batch, 'request')} of {req.ctx:,} tokens need "
             f"{format_bytes(kv_per_gpu)} of KV per GPU, over the budget of {format_bytes(budget)}"
         )
     if req.min_concurrency is not None and concurrency < req.min_concurrency:
         failures.append(f"max concurrency at {req.ctx:,} tokens is {concurrency:,}, below {req.min_concurrency:,}")
     if req.max_kv_fraction is not None and kv_per_gpu > req.max_kv_fraction * budget:
         failures.append(
-            f"{req.batch:,} request{'s' if req.batch != 1 else ''} of {req.ctx:,} tokens take {kv_per_gpu / budget:.1%} "
-            "of the KV budget, "
-            f"over {req.max_kv_fraction:.0%}"
+            f"{_plural(req.batch, 'request')} of {req.ctx:,} tokens take {kv_per_gpu / budget:.1%} of the KV "
+            f"budget, over {req.max_kv_fraction:.0%}"
             if budget
             else "the KV budget is zero"
         )
     if req.max_context is not None and max_context is not None and max_context < req.max_context:
         by_model = max_context_by_memory is None or max_context_by_memory > max_context
         failures.append(
-            f"{req.batch:,} request{'s' if req.batch != 1 else ''} reach{'' if req.batch != 1 else 'es'} at most {max_context:,} tokens"
+            f"{_plural(req.batch, 'request')} reach{'es' if req.batch == 1 else ''} at most {max_context:,} tokens"
             + (" (the model's maximum context)" if by_model else "")
             + f", below {req.max_context:,}"
         )
@@ -472,6 +471,10 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             exc.line = line
             raise
     return results
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
 
 
 def _sentence(text: str) -> str:

@@ -181,7 +181,7 @@ def test_help_has_the_sizing_options_in_panels() -> None:
     for flag in ("--ctx", "--gpu", "--kv-dtype", "--cpu-mem", "--json", "--explain"):
         assert flag in screen
     assert "<bool>" not in screen and "<str>" not in screen
-    assert "kvsize[plot]" in screen  # not swallowed as rich markup
+    assert '".[plot]"' in screen  # not swallowed as rich markup
     assert "Commands" in screen
 
 
