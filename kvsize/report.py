@@ -171,7 +171,7 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
             dims = f"{g.head_dim}/{g.head_dim_v}"
         else:
             dims = "-"
-        window = str(g.window) if g.window else (f"{g.encoder_tokens} enc" if g.encoder_tokens else "-")
+        window = str(g.window) if g.window else (f"{g.encoder_tokens:,} enc" if g.encoder_tokens else "-")
         if g.shares_kv_with is not None:
             window = f"uses layer {g.shares_kv_with}"
         rows.append(
