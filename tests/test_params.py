@@ -312,6 +312,7 @@ _MLA: dict[str, Any] = {
     "qk_rope_head_dim": 8,
     "v_head_dim": 8,
 }
+_ERNIE: dict[str, Any] = {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 32}
 PERIODIC_MOE: list[tuple[str, dict[str, Any], int]] = [
     (
         "qwen2_moe step 2, mlp_only 1 5",
@@ -324,6 +325,9 @@ PERIODIC_MOE: list[tuple[str, dict[str, Any], int]] = [
     ("deepseek_v3 first_k_dense 2", {"model_type": "deepseek_v3", **_SMALL, **_MLA}, 447_360),
     ("deepseek_v2 first_k_dense 3", {"model_type": "deepseek_v2", **_SMALL, **_MLA}, 448_704),
     ("llama4_text interleave 3", {"model_type": "llama4_text", **_SMALL, "head_dim": 16}, 389_184),
+    ("ernie4_5_moe layers 2-6 every 2nd", {"model_type": "ernie4_5_moe", **_SMALL, **_ERNIE}, 278_344),
+    ("ernie4_5_moe end -1, untied, biased", {"model_type": "ernie4_5_moe", **_SMALL, **_ERNIE}, 393_728),
+    ("ernie4_5_moe no shared, every 3rd", {"model_type": "ernie4_5_moe", **_SMALL, **_ERNIE}, 266_056),
 ]
 _PERIODIC_EXTRA: dict[str, dict[str, Any]] = {
     "qwen2_moe step 2, mlp_only 1 5": {
@@ -349,6 +353,25 @@ _PERIODIC_EXTRA: dict[str, dict[str, Any]] = {
     "jamba one expert, dt_rank auto": {"attn_layer_period": 8, "attn_layer_offset": 4},
     "deepseek_v3 first_k_dense 2": {"n_shared_experts": 1, "first_k_dense_replace": 2, "q_lora_rank": 24},
     "deepseek_v2 first_k_dense 3": {"n_shared_experts": 2, "first_k_dense_replace": 3, "q_lora_rank": None},
+    "ernie4_5_moe layers 2-6 every 2nd": {
+        "moe_num_shared_experts": 1,
+        "moe_layer_start_index": 2,
+        "moe_layer_end_index": 6,
+        "moe_layer_interval": 2,
+    },
+    "ernie4_5_moe end -1, untied, biased": {
+        "moe_num_shared_experts": 2,
+        "moe_layer_start_index": 1,
+        "moe_layer_end_index": -1,
+        "moe_layer_interval": 1,
+        "tie_word_embeddings": False,
+        "use_bias": True,
+    },
+    "ernie4_5_moe no shared, every 3rd": {
+        "moe_num_shared_experts": 0,
+        "moe_layer_start_index": 0,
+        "moe_layer_interval": 3,
+    },
     "llama4_text interleave 3": {
         "intermediate_size_mlp": 80,
         "num_local_experts": 4,
@@ -365,6 +388,19 @@ def _periodic(name: str, base: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("name", "base", "expected"), PERIODIC_MOE, ids=[c[0] for c in PERIODIC_MOE])
 def test_periodic_moe_layers_match_transformers(name: str, base: dict[str, Any], expected: int) -> None:
     assert estimate_parameters(_periodic(name, base)).total == expected
+
+
+def test_periodic_moe_small_ernie_by_hand() -> None:
+    # hidden 64, intermediate 96, vocab 100 (tied: Ernie4_5_MoeConfig default), 8 layers, 4 heads / 2 kv x 16,
+    # no biases; MoE where (i + 1) % 2 == 0 and 2 <= i <= 6: layers 3, 5. Each MoE layer: 4 experts of
+    # 3 x 64 x 32, router 4 x 64, e_score_correction_bias 4, one shared expert 3 x 64 x 32.
+    attention = 2 * 64 * 64 + 2 * 64 * 32  # 12,288
+    dense = 3 * 64 * 96  # 18,432
+    moe = 4 * 3 * 64 * 32 + 4 * 64 + 4 + 3 * 64 * 32  # 30,980
+    total = 100 * 64 + 8 * attention + 6 * dense + 2 * moe + 8 * 2 * 64 + 64
+    assert total == 278_344
+    name, base, _ = PERIODIC_MOE[7]
+    assert estimate_parameters(_periodic(name, base)).total == total
 
 
 def test_periodic_moe_small_jamba_by_hand() -> None:
