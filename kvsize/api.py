@@ -327,7 +327,7 @@ def estimate_loaded(
     notes = [*spec.notes, *notes]
     if spec.max_context is not None:
         notes += [
-            f"ctx {c} is beyond the model's maximum context {spec.max_context}"
+            f"ctx {c:,} is beyond the model's maximum context {spec.max_context:,}"
             for c in contexts
             if c > spec.max_context
         ]

@@ -36,6 +36,7 @@ from kvsize.deployment import (
 )
 from kvsize.errors import ConfigError, KvsizeError
 from kvsize.strict_yaml import BadValueError, DuplicateKeyError, StrictSafeLoader
+from kvsize.units import format_bytes
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
@@ -248,7 +249,9 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
             hint = "Write a plain number or text (quote a value that must stay text)."
         else:
             hint = "Capacity files are plain YAML: no tags that build objects."
-        raise ConfigError(f"{source}:{where}: {problem}", hint=hint) from None
+        error = ConfigError(f"{source}:{where}: {problem}", hint=hint)
+        error.line = mark.line + 1 if mark else None
+        raise error from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, Mapping):
@@ -269,9 +272,11 @@ def parse_capacity(text: str, *, source: str) -> CapacityFile:
             message = f"unknown key '{loc[-1]}'"
         elif err["type"] == "missing":
             message = "missing"
-        raise ConfigError(
+        error = ConfigError(
             f"{source}: line {line}: field '{field}': {message}", hint="See 'kvsize schema' for the format."
-        ) from None
+        )
+        error.line = line
+        raise error from None
 
 
 def load_capacity(path: Path) -> CapacityFile:
@@ -307,7 +312,6 @@ def _loaded(model: str, revision: str | None) -> Any:
 def check_deployment(d: Deployment, *, base: Path, default_calibration: str | None = None) -> CheckResult:
     """Size one deployment and judge it against its requirement."""
     from kvsize.api import estimate_loaded
-    from kvsize.units import format_bytes
 
     req = d.require
     settings = d.settings()
@@ -418,26 +422,26 @@ def _judge(
 ) -> list[str]:
     failures = []
     if budget < 0:
-        return [f"the weights leave no KV memory (budget {budget:,} B)"]
+        return [f"the weights leave no KV memory (budget {format_bytes(budget)})"]
     limits = (req.min_concurrency, req.max_kv_fraction, req.max_context, req.min_pool_tokens)
     if all(limit is None for limit in limits) and not fits and replicas == 1:
         failures.append(
-            f"{req.batch} requests of {req.ctx} tokens need {kv_per_gpu:,} B of KV per GPU, "
-            f"over the budget of {budget:,} B"
+            f"{_plural(req.batch, 'request')} of {req.ctx:,} tokens need "
+            f"{format_bytes(kv_per_gpu)} of KV per GPU, over the budget of {format_bytes(budget)}"
         )
     if req.min_concurrency is not None and concurrency < req.min_concurrency:
-        failures.append(f"max concurrency at {req.ctx} tokens is {concurrency}, below {req.min_concurrency}")
+        failures.append(f"max concurrency at {req.ctx:,} tokens is {concurrency:,}, below {req.min_concurrency:,}")
     if req.max_kv_fraction is not None and kv_per_gpu > req.max_kv_fraction * budget:
         failures.append(
-            f"{req.batch} requests of {req.ctx} take {kv_per_gpu / budget:.1%} of the KV budget, "
-            f"over {req.max_kv_fraction:.0%}"
+            f"{_plural(req.batch, 'request')} of {req.ctx:,} tokens take {kv_per_gpu / budget:.1%} of the KV "
+            f"budget, over {req.max_kv_fraction:.0%}"
             if budget
             else "the KV budget is zero"
         )
     if req.max_context is not None and max_context is not None and max_context < req.max_context:
         by_model = max_context_by_memory is None or max_context_by_memory > max_context
         failures.append(
-            f"{req.batch} requests reach at most {max_context:,} tokens"
+            f"{_plural(req.batch, 'request')} reach{'es' if req.batch == 1 else ''} at most {max_context:,} tokens"
             + (" (the model's maximum context)" if by_model else "")
             + f", below {req.max_context:,}"
         )
@@ -447,7 +451,7 @@ def _judge(
 
 
 def _summary(req: Requirement, concurrency: int) -> str:
-    return f"ok: {concurrency} request{'s' if concurrency != 1 else ''} of {req.ctx} tokens fit"
+    return f"ok: {concurrency:,} request{'s' if concurrency != 1 else ''} of {req.ctx:,} tokens fit"
 
 
 def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
@@ -462,8 +466,9 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
         where = f"{path}: line {line}: deployment '{d.name}'" if line else f"{path}: deployment '{d.name}'"
         try:
             _loaded(_resolve_model(d.model, base), d.settings().revision)
-        except KvsizeError as exc:
-            results.append(_unloadable(d, line, f"model '{d.model}' cannot be loaded: {exc}"))
+        except KvsizeError as exc:  # its hint says how to fix it: "Did you mean: ..." for a loose name
+            hint = f" {exc.hint}" if exc.hint else ""
+            results.append(_unloadable(d, line, f"model '{d.model}' cannot be loaded: {_sentence(str(exc))}{hint}"))
             continue
         try:
             results.append(
@@ -471,8 +476,17 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             )
         except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays
             exc.args = (f"{where}: {exc}",)
+            exc.line = line
             raise
     return results
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "?", "!", ")")) else f"{text}."
 
 
 def _unloadable(d: Deployment, line: int | None, reason: str) -> CheckResult:
@@ -519,6 +533,18 @@ def junit_xml(results: Sequence[CheckResult], *, suite: str = "kvsize capacity")
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
+
+
+def github_error_annotation(exc: KvsizeError, *, file: str) -> str:
+    """The workflow command for a capacity file that cannot be checked at all (exit 2): one ::error on the
+    line the error names, when it names one, with the same text as the `Error:` line."""
+    from kvsize.text import workflow_message, workflow_property
+
+    message = " ".join(f"{_sentence(str(exc))} {exc.hint or ''}".split())
+    return (
+        f"::error file={workflow_property(file)}{f',line={exc.line}' if exc.line else ''}"
+        f",title={workflow_property('kvsize capacity: bad input')}::{workflow_message(message)}"
+    )
 
 
 def github_annotations(results: Sequence[CheckResult], *, file: str) -> list[str]:

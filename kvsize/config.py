@@ -355,7 +355,7 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
         if encoder_tokens is None:
             raise ConfigError(f"{source}: no encoder length in the config", hint="Pass --encoder-len.")
         notes.append(
-            f"cross-attention holds the encoder's maximum input of {encoder_tokens} tokens per request "
+            f"cross-attention holds the encoder's maximum input of {encoder_tokens:,} tokens per request "
             "(--encoder-len to change)"
         )
     self_attn = AttentionSpec(kind=AttentionKind.FULL, num_kv_heads=heads, head_dim=head_dim, head_dim_v=head_dim)
@@ -885,7 +885,7 @@ def _image_tokens(f: _Fields, notes: list[str]) -> int:
     tokens = tiles * (side * side + 1)
     notes.append(
         f"cross-attention layers hold one image: {tiles} tiles x ({side}x{side} patches + 1) = "
-        f"{tokens} tokens per request"
+        f"{tokens:,} tokens per request"
     )
     return tokens
 

@@ -18,6 +18,8 @@ class KvsizeError(Exception):
     """Expected failure: the CLI prints the message and hint on one line each, with no traceback."""
 
     exit_code: ExitCode = ExitCode.BAD_INPUT
+    line: int | None = None
+    """The line of the input file the error is about, when known (capacity files: GitHub annotations)."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         # One line whatever the text quoted from a config or a file holds (line breaks, tabs).

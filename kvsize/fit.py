@@ -14,6 +14,7 @@ from kvsize.record import Record
 from kvsize.serving import Throughput, Tier, WorkloadFigures
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
+from kvsize.units import format_bytes
 
 MAX_SEARCH_CONTEXT = 1 << 40
 PCIE5_X16_BYTES_PER_S = 64_000_000_000  # PCIe Gen5 x16: 32 GT/s x 16 lanes, 64 GB/s per direction
@@ -410,7 +411,7 @@ def plan_fit(
     gpus = tp * pp
     weights_per_gpu = -(-weights_bytes // gpus)
     if gpus > 1:
-        weights_source = f"{weights_source}; 1/{gpus} of {weights_bytes:,} B per GPU"
+        weights_source = f"{weights_source}; 1/{gpus} of {format_bytes(weights_bytes)} per GPU"
     budget = kv_budget(
         engine.name,
         engine.version,

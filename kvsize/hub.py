@@ -23,12 +23,15 @@ MAX_HUB_CONFIG_BYTES = 4 * 1024 * 1024  # as kvsize.resolve.MAX_CONFIG_BYTES: re
 DEFAULT_TIMEOUT_S = 5.0
 """Seconds per network operation unless HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT say otherwise:
 huggingface_hub's own default (10 s per request, and several requests in a row) made an unreachable hub
-take ~24 s to report."""
+take ~24 s to report. A config fetch makes one request first, a HEAD (get_hf_file_metadata, whose
+retry_on_errors defaults to False: no retries); when it fails the local cache answers, so an unresponsive hub
+costs one HF_HUB_ETAG_TIMEOUT."""
 
 _unreachable: dict[str, float] = {}
 """Endpoints that failed at the transport level in this process, with when: calls within UNREACHABLE_FOR_S fail
 at once instead of waiting for another timeout (`plan` asks once per GPU)."""
 UNREACHABLE_FOR_S = 60.0
+_TELEMETRY_VARIABLES = ("HF_HUB_DISABLE_TELEMETRY", "DISABLE_TELEMETRY", "DO_NOT_TRACK")
 
 
 def _mark_unreachable() -> None:
@@ -44,12 +47,20 @@ def load_hub_client() -> None:
     """Import huggingface_hub, whose import reads the HF_* environment: a malformed HF_ENDPOINT (`http://[::1`)
     fails there, before any request, and is an environment error, not a traceback."""
     try:
-        import huggingface_hub.constants  # noqa: F401  # where the HF_* variables are read
+        import huggingface_hub.constants  # where the HF_* variables are read
     except Exception as exc:
         raise EnvironmentProblem(
             f"huggingface_hub cannot start ({type(exc).__name__}: {' '.join(str(exc).split())})",
             hint="Check HF_ENDPOINT and the other HF_* environment variables.",
         ) from None
+    if not any(os.environ.get(variable) for variable in _TELEMETRY_VARIABLES):
+        # huggingface_hub 2.4 builds its user agent (utils/_headers.py _http_user_agent -> utils/_detect_agent.py
+        # _fetch_registry) by first GETting {HF_ENDPOINT}/api/agent-harnesses with its own fixed 3 s timeout
+        # (_REGISTRY_FETCH_TIMEOUT), before kvsize's request, whenever its day-old cached copy is missing: an
+        # unresponsive hub then costs 3 s more than HF_HUB_ETAG_TIMEOUT says. Its own opt-out
+        # (HF_HUB_DISABLE_TELEMETRY) skips that lookup; a user who set any of its telemetry variables keeps
+        # their choice.
+        huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY = True
 
 
 def check_repo_id(repo_id: str) -> None:

@@ -46,7 +46,19 @@ _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 _DEFAULTS = MODEL_TYPE_DEFAULTS
 # PretrainedConfig's own default; the families above and most newer ones override it to False.
 _TIE_DEFAULT_TRUE = frozenset(
-    {"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "starcoder2", "zamba2", "t5", "bart", "whisper"}
+    {
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "gpt2",
+        "starcoder2",
+        "zamba2",
+        "t5",
+        "bart",
+        "whisper",
+        "ernie4_5_moe",  # Ernie4_5_MoeConfig tie_word_embeddings = True
+    }
 )
 
 # Families whose transformers modules differ from the Llama template in ways no config field says.
@@ -302,6 +314,8 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
         _count_mamba2(cfg, acc, tie=tie)
     elif model_type in ("mamba", "falcon_mamba"):
         _count_mamba1(cfg, acc, tie=tie)
+    elif model_type == "jamba" or cfg.has("expert_layer_period"):
+        _count_jamba(cfg, acc, tie=tie)
     else:
         _count_decoder(cfg, acc, model_type=model_type, tie=tie)
 
@@ -434,19 +448,22 @@ class _Moe(msgspec.Struct, frozen=True):
     expert_bias: bool
     router_bias: bool
     score_bias: bool
+    shared_bias: bool
 
 
 def _moe_spec(cfg: _Cfg, model_type: str) -> _Moe | None:
     experts = cfg.opt_int("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
     if not experts:
         return None
-    top_k = cfg.int_("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k")
+    top_k = cfg.int_("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k", "moe_k")
     expert_inter = cfg.int_("moe_intermediate_size", "intermediate_size")
     shared_inter = 0
     if cfg.has("n_shared_experts"):  # DeepSeek: the shared experts form one wider MLP
         shared_inter = cfg.int_("n_shared_experts", minimum=0) * expert_inter
     elif cfg.has("shared_expert_intermediate_size"):  # Qwen2-MoE, Qwen3-Next
         shared_inter = cfg.int_("shared_expert_intermediate_size", minimum=0)
+    elif cfg.has("moe_num_shared_experts"):  # ERNIE 4.5: one MLP of moe_intermediate_size x shared experts
+        shared_inter = cfg.int_("moe_num_shared_experts", minimum=0) * expert_inter
     elif model_type == "llama4_text":  # Llama 4: one shared expert as wide as a routed one
         shared_inter = expert_inter
     return _Moe(
@@ -457,7 +474,11 @@ def _moe_spec(cfg: _Cfg, model_type: str) -> _Moe | None:
         shared_gate=cfg.has("shared_expert_intermediate_size") and shared_inter > 0,
         expert_bias=model_type == "gpt_oss",
         router_bias=model_type == "gpt_oss",
-        score_bias=cfg.raw("topk_method") == "noaux_tc",  # DeepSeek-V3 e_score_correction_bias
+        # DeepSeek-V3 e_score_correction_bias; ERNIE 4.5 Ernie4_5_MoeStatics.e_score_correction_bias, an
+        # nn.Parameter (1 x experts) in every MoE layer (modeling_ernie4_5_moe.py)
+        score_bias=cfg.raw("topk_method") == "noaux_tc" or model_type == "ernie4_5_moe",
+        # ERNIE 4.5 shared experts are an Ernie4_5_MoeMLP, biased when use_bias is true; the others have none
+        shared_bias=model_type == "ernie4_5_moe" and cfg.bool_("use_bias", False),
     )
 
 
@@ -473,6 +494,14 @@ def _moe_layers(cfg: _Cfg, layers: int, model_type: str) -> set[int]:
     if cfg.has("interleave_moe_layer_step"):  # Llama 4: every step-th layer, counting from step - 1
         step = cfg.int_("interleave_moe_layer_step")
         return set(range(step - 1, layers, step))
+    if cfg.has("moe_layer_start_index") or cfg.has("moe_layer_interval"):
+        # ERNIE 4.5 (modeling_ernie4_5_moe.py Ernie4_5_MoeDecoderLayer): (i + 1) % moe_layer_interval == 0 and
+        # moe_layer_start_index <= i <= moe_layer_end_index (-1: the last layer, Ernie4_5_MoeConfig.__post_init__)
+        start = cfg.int_("moe_layer_start_index", default=1, minimum=0)
+        interval = cfg.int_("moe_layer_interval", default=1)
+        end = cfg.raw("moe_layer_end_index")
+        last = layers - 1 if end in (None, -1) else cfg.int_("moe_layer_end_index", minimum=0)
+        return {i for i in range(layers) if (i + 1) % interval == 0 and start <= i <= last}
     if cfg.has("decoder_sparse_step") or cfg.has("mlp_only_layers"):  # Qwen2/3-MoE
         step = cfg.int_("decoder_sparse_step", default=1)
         dense_only = set(cfg.int_list("mlp_only_layers") or [])
@@ -488,7 +517,7 @@ def _moe_block(cfg: _Cfg, acc: _Acc, moe: _Moe, hidden: int, style: _Style) -> N
     acc.inactive += (moe.experts - moe.top_k) * per_expert
     acc.add("other", _linear(hidden, moe.experts, moe.router_bias) + (moe.experts if moe.score_bias else 0))
     if moe.shared_inter:
-        acc.add("mlp", _mlp(hidden, moe.shared_inter, gated=True, bias=False))
+        acc.add("mlp", _mlp(hidden, moe.shared_inter, gated=True, bias=moe.shared_bias))
         if moe.shared_gate:
             acc.add("mlp", hidden)  # shared_expert_gate: Linear(hidden, 1)
     acc.moe = True
@@ -499,8 +528,10 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
     hidden, layers = cfg.hidden(), cfg.layers()
     extra_rows = 8 if model_type == "mllama_text_model" else 0  # MllamaTextModel: vocab_size + 8 embeddings
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden, extra_rows=extra_rows)
-    if model_type in _LM_HEAD_BIAS_TYPES and not tie:
-        acc.add("lm_head", cfg.vocab())
+    if not tie and (
+        model_type in _LM_HEAD_BIAS_TYPES or (model_type == "ernie4_5_moe" and cfg.bool_("use_bias", False))
+    ):
+        acc.add("lm_head", cfg.vocab())  # ERNIE 4.5: lm_head = nn.Linear(..., bias=config.use_bias)
     if model_type in _LEARNED_POSITION_TYPES:
         acc.add("embeddings", cfg.int_("n_positions", "max_position_embeddings") * hidden)
 
@@ -675,6 +706,70 @@ def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     acc.add("mamba", layers * mixer)
     acc.add("norms", (layers + 1) * hidden)
+
+
+def _count_jamba(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Jamba (transformers modeling_jamba.py JambaModel, JambaAttentionDecoderLayer, JambaMambaDecoderLayer).
+
+    Layer i is attention when i % attn_layer_period == attn_layer_offset, else a Mamba-1 mixer
+    (JambaConfig.layers_block_type). Its feed-forward is a JambaSparseMoeBlock when
+    `config.layers_num_experts[i] > 1`, i.e. num_experts > 1 and i % expert_layer_period == expert_layer_offset,
+    else a dense gated JambaMLP (JambaConfig.layers_num_experts). Both layer kinds carry input_layernorm and
+    pre_ff_layernorm (RMSNorm)."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    attn_period = cfg.int_("attn_layer_period", default=8)
+    attn_offset = cfg.int_("attn_layer_offset", default=4, minimum=0)
+    expert_period = cfg.int_("expert_layer_period", default=2)
+    expert_offset = cfg.int_("expert_layer_offset", default=1, minimum=0)
+    experts = cfg.int_("num_experts", "num_local_experts", default=16)
+    top_k = min(cfg.int_("num_experts_per_tok", default=2), experts)
+    inter = cfg.int_("intermediate_size", default=14336)
+    heads, kv_heads, head_dim = cfg.heads(), cfg.kv_heads(), cfg.head_dim()
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim  # q, k, v, o: no biases
+
+    # JambaMambaMixer: in_proj, depthwise conv1d, x_proj, dt_proj (biased), A_log, D, out_proj and the
+    # dt/b/c RMSNorms. mamba_dt_rank "auto" is ceil(hidden / 16) (JambaConfig.__post_init__).
+    inner = cfg.int_("mamba_expand", default=2) * hidden
+    state, kernel = cfg.int_("mamba_d_state", default=16), cfg.int_("mamba_d_conv", default=4)
+    dt_rank = math.ceil(hidden / 16) if cfg.raw("mamba_dt_rank") in (None, "auto") else cfg.int_("mamba_dt_rank")
+    proj_bias, conv_bias = cfg.bool_("mamba_proj_bias", False), cfg.bool_("mamba_conv_bias", True)
+    mixer = (
+        _linear(hidden, 2 * inner, proj_bias)
+        + inner * kernel
+        + (inner if conv_bias else 0)
+        + inner * (dt_rank + 2 * state)
+        + _linear(dt_rank, inner, True)
+        + inner * state  # A_log
+        + inner  # D
+        + _linear(inner, hidden, proj_bias)
+        + dt_rank
+        + 2 * state  # dt_layernorm, b_layernorm, c_layernorm
+    )
+    per_expert = _mlp(hidden, inter, gated=True, bias=False)
+
+    def is_attention(i: int) -> bool:
+        return i % attn_period == attn_offset
+
+    def is_moe(i: int) -> bool:
+        return experts > 1 and i % expert_period == expert_offset
+
+    def count_layer(i: int) -> None:
+        if is_attention(i):
+            acc.add("attention", attention)
+        else:
+            acc.add("mamba", mixer)
+        if is_moe(i):
+            acc.add("experts", experts * per_expert)
+            acc.add("other", experts * hidden)  # JambaTopKRouter.weight, no bias
+            acc.inactive += (experts - top_k) * per_expert
+            acc.moe = True
+        else:
+            acc.add("mlp", per_expert)  # JambaMLP: gate, up, down
+        acc.add("norms", 2 * hidden)
+
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+    _count_layers(acc, [(is_attention(i), is_moe(i)) for i in range(layers)], count_layer)
+    acc.add("norms", hidden)  # final_layernorm
 
 
 # hybrid_override_pattern letters and the transformers 5 layers_block_type names they stand for

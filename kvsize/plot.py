@@ -1,6 +1,7 @@
 """--plot: KV memory and maximum concurrency against context length, with the card's KV budget drawn.
 
-matplotlib is an optional extra (`pip install "kvsize[plot]"`), imported only here.
+matplotlib is an optional extra (`pip install -e ".[plot]"` in the kvsize clone: kvsize is not on PyPI),
+imported only here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from kvsize.spec import ArchSpec
 
 GIB = 1024**3
+PLOT_INSTALL_HINT = 'Install the extra in the kvsize clone\'s folder (kvsize is not on PyPI): pip install -e ".[plot]"'
 POINTS = 48
 
 
@@ -29,7 +31,7 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise MissingExtra("--plot needs matplotlib", hint='Install it with: pip install "kvsize[plot]"') from None
+        raise MissingExtra("--plot needs matplotlib", hint=PLOT_INSTALL_HINT) from None
     from kvsize.engines import get_engine
 
     first = result.scenarios[0]

@@ -167,7 +167,7 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
             dims = f"{g.head_dim}/{g.head_dim_v}"
         else:
             dims = "-"
-        window = str(g.window) if g.window else (f"{g.encoder_tokens} enc" if g.encoder_tokens else "-")
+        window = str(g.window) if g.window else (f"{g.encoder_tokens:,} enc" if g.encoder_tokens else "-")
         if g.shares_kv_with is not None:
             window = f"uses layer {g.shares_kv_with}"
         rows.append(
@@ -310,11 +310,29 @@ def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
         label = f"outside the {b.utilization:g} fraction of free memory"
     elif b.rule.startswith("given"):
         label = "not given to the KV cache"
-    else:
-        label = "kept back"
+    elif b.engine == "given reserve":
+        label = "given reserve (--reserve)"
+    else:  # formula, hf, llamacpp: budget.py keeps back 8% of the card, as vLLM's default 0.92 share
+        label = "8% of the card kept back"
     if rest:
         parts.append((label, rest))
     return parts
+
+
+def _pool_lines(scenarios: Sequence[Scenario]) -> list[str]:
+    """The engine's pool in tokens and its concurrency for each ctx of the grid: one line per pool (per KV
+    dtype), naming the dtype when the grid has several."""
+    by_pool: dict[tuple[str, int], dict[int, float]] = {}
+    for s in scenarios:
+        g = s.gpu
+        if g is not None and g.kv_pool_tokens is not None and g.concurrency is not None:
+            by_pool.setdefault((s.kv_dtype.value, g.kv_pool_tokens), {}).setdefault(s.ctx, g.concurrency)
+    lines = []
+    for (dtype, pool), per_ctx in by_pool.items():
+        label = f"tokens of KV, {dtype}" if len(by_pool) > 1 else "tokens of KV"
+        ctxs = [f"{ctx:,} tokens per request: {concurrency:.2f}x" for ctx, concurrency in per_ctx.items()]
+        lines.append(f"engine pool ({label}): {pool:,}; concurrency for " + "; for ".join(ctxs))
+    return lines
 
 
 def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, multi_engine: bool) -> Group:
@@ -348,13 +366,8 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     estimate_label = "" if "estimate" in first.weights_source else " (an estimate)" if first.weights_estimated else ""
     lines.append(Text(f"  weights: {first.weights_source}{estimate_label}"))
     s0 = scenarios[0]
-    if first.kv_pool_tokens is not None and first.concurrency is not None and not multi_engine:
-        lines.append(
-            Text(
-                f"engine pool (tokens of KV): {first.kv_pool_tokens:,}; concurrency for {s0.ctx:,} tokens per "
-                f"request: {first.concurrency:.2f}x"
-            )
-        )
+    if not multi_engine:
+        lines += [Text(line) for line in _pool_lines(scenarios)]
     for s in scenarios:
         g = s.gpu
         if g is not None and g.concurrency_cap is not None and g.cap_binds:

@@ -237,9 +237,9 @@ def format_bytes(n: int) -> str:
 
 
 def format_tokens(n: int) -> str:
-    """131072 -> '128k', 1048576 -> '1M', 5000 -> '5000'."""
+    """131072 -> '128k', 1048576 -> '1M', 5000 -> '5,000'."""
     if n % (1024**2) == 0:
         return f"{n // 1024**2}M"
     if n % 1024 == 0:
         return f"{n // 1024}k"
-    return str(n)
+    return f"{n:,}"

@@ -35,7 +35,7 @@ DEFAULT_DECODE_STEPS = 4
 DEFAULT_CONTEXTS = {"cuda": (4096,), "cpu": (256,), "meta": (4096,)}
 CPU_PARAMETER_LIMIT = 1_500_000_000
 """Above this, building every layer on the CPU is refused unless --layers is given (random init takes minutes)."""
-INSTALL_HINT = 'Install the extra: pip install "kvsize[verify]"'
+INSTALL_HINT = 'Install the extra in the kvsize clone\'s folder (kvsize is not on PyPI): pip install -e ".[verify]"'
 _LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
 
@@ -114,7 +114,11 @@ def compare(
         )
     wrong = [r for r in rows if r.difference_bytes != 0]
     for r in wrong[:5]:
-        reasons.append(f"layer {r.index} ({r.kind}): measured {r.measured_bytes} B, predicted {r.predicted_bytes} B")
+        reasons.append(
+            f"layer {r.index} ({r.kind}): measured {r.measured_bytes:,} B, predicted {r.predicted_bytes:,} B"
+            if r.measured_bytes is not None
+            else f"layer {r.index} ({r.kind}): not measured, predicted {r.predicted_bytes:,} B"
+        )
     if len(wrong) > 5:
         reasons.append(f"... and {len(wrong) - 5} more layers differ")
     total_p, total_m = sum(predicted), sum(measured)
@@ -709,7 +713,9 @@ def run_scenario(
     except Exception as exc:
         if cuda and isinstance(exc, torch.cuda.OutOfMemoryError):
             free, total = torch.cuda.mem_get_info()
-            return RunOutcome(None, oom=f"CUDA out of memory ({free:,} B free of {total:,} B when it failed)")
+            return RunOutcome(
+                None, oom=f"CUDA out of memory ({format_bytes(free)} free of {format_bytes(total)} when it failed)"
+            )
         if not cuda and isinstance(exc, (MemoryError, RuntimeError)):  # torch's CPU allocator, size overflow
             return RunOutcome(None, oom=f"the {device} run failed ({type(exc).__name__}: {' '.join(str(exc).split())})")
         raise
@@ -971,7 +977,7 @@ def _build_or_report(
         if device == "cuda" and isinstance(exc, torch.cuda.OutOfMemoryError):
             free, total = torch.cuda.mem_get_info()
             raise EnvironmentProblem(
-                f"CUDA out of memory while building the model ({free:,} B free of {total:,} B)",
+                f"CUDA out of memory while building the model ({format_bytes(free)} free of {format_bytes(total)})",
                 hint="Build fewer layers with --layers N, or check shapes only with --device meta.",
             ) from None
         if isinstance(exc, KvsizeError):

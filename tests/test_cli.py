@@ -309,7 +309,7 @@ def test_batch_and_dtype_lists_collapse_duplicates() -> None:
 
 def test_ctx_beyond_the_model_maximum_gets_a_note() -> None:
     data = run_json(LLAMA_8B, "--ctx", "1M")
-    assert any("1048576" in note and "131072" in note for note in data["notes"])
+    assert any("1,048,576" in note and "131,072" in note for note in data["notes"])
 
 
 def test_kv_dtype_auto_follows_the_config_and_says_so(tmp_path: Path) -> None:

@@ -592,13 +592,13 @@ def test_ctx_beyond_the_maximum_is_a_note_with_the_figure(tmp_path: Path) -> Non
     [scenario] = data["scenarios"]
     # 16384 tokens x 16384 B per token (4 layers x 8 heads x 256 x 2 B) = 268435456 B, given despite the limit.
     assert (scenario["ctx"], scenario["kv_cache_bytes"]) == (16384, 268435456)
-    assert any("16384" in note and "8192" in note for note in data["notes"])
+    assert any("16,384" in note and "8,192" in note for note in data["notes"])
 
     table = invoke(str(path), "--ctx", "16k", "--kv-dtype", "bf16", "--engine", "formula")
     assert table.exit_code == 0
     assert table.stderr == ""
     assert "256.00 MiB" in table.stdout
-    assert any("16384" in line and "8192" in line for line in table.stdout.splitlines())
+    assert any("16,384" in line and "8,192" in line for line in table.stdout.splitlines())
 
 
 # --- a few of the above through a real process -----------------------------------------------------------

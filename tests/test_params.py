@@ -155,6 +155,8 @@ ROUNDED: list[tuple[str, float, float | None]] = [
     ("mistralai--Mixtral-8x7B-v0.1", 46.7e9, 12.9e9),
     # source: Qwen3-30B-A3B model card: 30.5B total, 3.3B activated
     ("Qwen--Qwen3-30B-A3B", 30.5e9, 3.3e9),
+    # source: AI21 Jamba 1.5 announcement / model card: Jamba 1.5 Mini "12B active parameters, 52B total"
+    ("ai21labs--AI21-Jamba-1.5-Mini", 52e9, 12e9),
 ]
 
 
@@ -224,6 +226,7 @@ TRANSFORMERS_ORACLE: list[tuple[str, int]] = [
     ("nvidia/Qwen3.5-122B-A10B-NVFP4", 122_562_817_776),
     ("Qwen/Qwen3.5-397B-A17B", 396_802_360_816),
     ("nvidia/Qwen3.5-397B-A17B-NVFP4", 396_802_360_816),
+    ("ai21labs/AI21-Jamba-1.5-Mini", 51_570_323_328),  # by hand in test_jamba_1_5_mini_by_hand
 ]
 
 
@@ -251,6 +254,175 @@ def test_transformers_meta_device_oracle(hub_id: str, expected: int) -> None:
     oracle = sum(p.numel() for p in model.parameters())
     assert oracle == expected
     assert estimate(hub_id).total == oracle
+
+
+def test_jamba_1_5_mini_by_hand() -> None:
+    # transformers modeling_jamba.py: layer i is attention when i % attn_layer_period (8) == attn_layer_offset (4)
+    # (layers 4, 12, 20, 28), else JambaMambaMixer; its feed-forward is JambaSparseMoeBlock when
+    # config.layers_num_experts[i] > 1, i.e. i % expert_layer_period (2) == expert_layer_offset (1): the 16 odd
+    # layers, not all 32 (the old count, 92,075,724,800). Config: hidden 4096, intermediate 14336, vocab 65536,
+    # 32 heads / 8 kv heads x 128, 16 experts top-2, mamba expand 2 (inner 8192), d_state 16, d_conv 4,
+    # dt_rank 256, conv bias, no proj bias, untied head.
+    embed_and_head = 2 * 65536 * 4096  # 536,870,912
+    attention = 2 * 4096 * 4096 + 2 * 4096 * 1024  # q, o + k, v = 41,943,040
+    mixer = (
+        4096 * 16384  # in_proj 67,108,864
+        + 8192 * 4
+        + 8192  # conv1d + bias 40,960
+        + 8192 * (256 + 32)  # x_proj 2,359,296
+        + 256 * 8192
+        + 8192  # dt_proj 2,105,344
+        + 8192 * 16
+        + 8192  # A_log, D 139,264
+        + 8192 * 4096  # out_proj 33,554,432
+        + 256
+        + 16
+        + 16  # dt/b/c layernorms
+    )
+    assert mixer == 105_308_448
+    mlp = 3 * 4096 * 14336  # 176,160,768
+    moe = 16 * mlp + 16 * 4096  # experts + router 2,818,637,824
+    norms = 32 * 2 * 4096 + 4096  # 266,240
+    total = embed_and_head + 4 * attention + 28 * mixer + 16 * mlp + 16 * moe + norms
+    assert total == 51_570_323_328  # published: "52B total parameters, 12B active"
+    result = estimate("ai21labs--AI21-Jamba-1.5-Mini")
+    assert result.total == total
+    assert result.active == total - 16 * (16 - 2) * mlp == 12_110_311_296
+
+
+# Periodic MoE layers, small configs. Oracle: transformers 5.24 on the meta device (as above), whose decoder
+# layers choose experts by: Qwen2/3-MoE, Qwen3-Next `layer_idx not in mlp_only_layers and (layer_idx + 1) %
+# decoder_sparse_step == 0`; DeepSeek-V2/V3 `layer_idx >= first_k_dense_replace`; Llama 4 `layer_idx in
+# config.moe_layers` (default range(step - 1, layers, step)); Jamba `layers_num_experts[layer_idx] > 1`.
+_SMALL: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "num_hidden_layers": 8,
+}
+_MLA: dict[str, Any] = {
+    "num_key_value_heads": 4,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 8,
+}
+_ERNIE: dict[str, Any] = {"moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 32}
+PERIODIC_MOE: list[tuple[str, dict[str, Any], int]] = [
+    (
+        "qwen2_moe step 2, mlp_only 1 5",
+        {"model_type": "qwen2_moe", **_SMALL, "num_experts": 4, "num_experts_per_tok": 2},
+        292_032,
+    ),
+    ("qwen3_moe step 3, mlp_only 2", {"model_type": "qwen3_moe", **_SMALL, "head_dim": 16, "num_experts": 4}, 266_304),
+    ("jamba attention 4/1, experts 4/3", {"model_type": "jamba", **_SMALL, "num_experts": 4}, 499_248),
+    ("jamba one expert, dt_rank auto", {"model_type": "jamba", **_SMALL, "num_experts": 1}, 402_364),
+    ("deepseek_v3 first_k_dense 2", {"model_type": "deepseek_v3", **_SMALL, **_MLA}, 447_360),
+    ("deepseek_v2 first_k_dense 3", {"model_type": "deepseek_v2", **_SMALL, **_MLA}, 448_704),
+    ("llama4_text interleave 3", {"model_type": "llama4_text", **_SMALL, "head_dim": 16}, 389_184),
+    ("ernie4_5_moe layers 2-6 every 2nd", {"model_type": "ernie4_5_moe", **_SMALL, **_ERNIE}, 278_344),
+    ("ernie4_5_moe end -1, untied, biased", {"model_type": "ernie4_5_moe", **_SMALL, **_ERNIE}, 393_728),
+    ("ernie4_5_moe no shared, every 3rd", {"model_type": "ernie4_5_moe", **_SMALL, **_ERNIE}, 266_056),
+]
+_PERIODIC_EXTRA: dict[str, dict[str, Any]] = {
+    "qwen2_moe step 2, mlp_only 1 5": {
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 48,
+        "decoder_sparse_step": 2,
+        "mlp_only_layers": [1, 5],
+    },
+    "qwen3_moe step 3, mlp_only 2": {
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "decoder_sparse_step": 3,
+        "mlp_only_layers": [2],
+    },
+    "jamba attention 4/1, experts 4/3": {
+        "num_experts_per_tok": 2,
+        "attn_layer_period": 4,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 4,
+        "expert_layer_offset": 3,
+        "mamba_dt_rank": 8,
+    },
+    "jamba one expert, dt_rank auto": {"attn_layer_period": 8, "attn_layer_offset": 4},
+    "deepseek_v3 first_k_dense 2": {"n_shared_experts": 1, "first_k_dense_replace": 2, "q_lora_rank": 24},
+    "deepseek_v2 first_k_dense 3": {"n_shared_experts": 2, "first_k_dense_replace": 3, "q_lora_rank": None},
+    "ernie4_5_moe layers 2-6 every 2nd": {
+        "moe_num_shared_experts": 1,
+        "moe_layer_start_index": 2,
+        "moe_layer_end_index": 6,
+        "moe_layer_interval": 2,
+    },
+    "ernie4_5_moe end -1, untied, biased": {
+        "moe_num_shared_experts": 2,
+        "moe_layer_start_index": 1,
+        "moe_layer_end_index": -1,
+        "moe_layer_interval": 1,
+        "tie_word_embeddings": False,
+        "use_bias": True,
+    },
+    "ernie4_5_moe no shared, every 3rd": {
+        "moe_num_shared_experts": 0,
+        "moe_layer_start_index": 0,
+        "moe_layer_interval": 3,
+    },
+    "llama4_text interleave 3": {
+        "intermediate_size_mlp": 80,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 3,
+    },
+}
+
+
+def _periodic(name: str, base: dict[str, Any]) -> dict[str, Any]:
+    return {**base, **_PERIODIC_EXTRA[name]}
+
+
+@pytest.mark.parametrize(("name", "base", "expected"), PERIODIC_MOE, ids=[c[0] for c in PERIODIC_MOE])
+def test_periodic_moe_layers_match_transformers(name: str, base: dict[str, Any], expected: int) -> None:
+    assert estimate_parameters(_periodic(name, base)).total == expected
+
+
+def test_periodic_moe_small_ernie_by_hand() -> None:
+    # hidden 64, intermediate 96, vocab 100 (tied: Ernie4_5_MoeConfig default), 8 layers, 4 heads / 2 kv x 16,
+    # no biases; MoE where (i + 1) % 2 == 0 and 2 <= i <= 6: layers 3, 5. Each MoE layer: 4 experts of
+    # 3 x 64 x 32, router 4 x 64, e_score_correction_bias 4, one shared expert 3 x 64 x 32.
+    attention = 2 * 64 * 64 + 2 * 64 * 32  # 12,288
+    dense = 3 * 64 * 96  # 18,432
+    moe = 4 * 3 * 64 * 32 + 4 * 64 + 4 + 3 * 64 * 32  # 30,980
+    total = 100 * 64 + 8 * attention + 6 * dense + 2 * moe + 8 * 2 * 64 + 64
+    assert total == 278_344
+    name, base, _ = PERIODIC_MOE[7]
+    assert estimate_parameters(_periodic(name, base)).total == total
+
+
+def test_periodic_moe_small_jamba_by_hand() -> None:
+    # hidden 64, intermediate 96, vocab 100, 8 layers, 4 heads / 2 kv heads x 16, 4 experts; attention at
+    # i % 4 == 1 (layers 1, 5), experts at i % 4 == 3 (layers 3, 7); mamba inner 128, state 16, conv 4, dt_rank 8.
+    attention = 2 * 64 * 64 + 2 * 64 * 32  # 12,288
+    mixer = 64 * 256 + 128 * 4 + 128 + 128 * (8 + 32) + 8 * 128 + 128 + 128 * 16 + 128 + 128 * 64 + 8 + 32
+    mlp = 3 * 64 * 96  # 18,432
+    moe = 4 * mlp + 4 * 64
+    total = 2 * 100 * 64 + 2 * attention + 6 * mixer + 6 * mlp + 2 * moe + 8 * 2 * 64 + 64
+    assert total == 499_248
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "base", "expected"), PERIODIC_MOE, ids=[c[0] for c in PERIODIC_MOE])
+def test_periodic_moe_transformers_oracle(name: str, base: dict[str, Any], expected: int) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(**_periodic(name, base))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    assert sum(p.numel() for p in model.parameters()) == expected
 
 
 def test_t5_small_by_hand() -> None:

@@ -181,7 +181,7 @@ def test_help_has_the_sizing_options_in_panels() -> None:
     for flag in ("--ctx", "--gpu", "--kv-dtype", "--cpu-mem", "--json", "--explain"):
         assert flag in screen
     assert "<bool>" not in screen and "<str>" not in screen
-    assert "kvsize[plot]" in screen  # not swallowed as rich markup
+    assert '".[plot]"' in screen  # not swallowed as rich markup
     assert "Commands" in screen
 
 
@@ -509,7 +509,7 @@ def test_check_and_plan_json_keep_max_context_within_the_model(tmp_path: Path) -
     within, beyond = json.loads(result.stdout)["deployments"]
     assert within["pass"] is True and (within["max_context"], within["max_context_by_memory"]) == (8192, 3_909_056)
     assert beyond["pass"] is False and beyond["max_context"] == 8192
-    assert "reach at most 8,192 tokens (the model's maximum context), below 16,384" in beyond["reason"]
+    assert "1 request reaches at most 8,192 tokens (the model's maximum context), below 16,384" in beyond["reason"]
     # plan ranks cards by concurrency at --ctx: it carries no max_context at all, so none past the model's.
     plan = json.loads(runner.invoke(app, ["plan", str(model), "--ctx", "8k", "--json"]).stdout)
     assert plan["plans"] and not any("max_context" in p for p in plan["plans"])

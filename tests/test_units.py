@@ -56,4 +56,4 @@ def test_format() -> None:
     assert format_bytes(1536) == "1.50 KiB"
     assert format_tokens(131072) == "128k"
     assert format_tokens(1048576) == "1M"
-    assert format_tokens(5000) == "5000"
+    assert format_tokens(5000) == "5,000"

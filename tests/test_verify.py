@@ -231,7 +231,7 @@ def test_missing_extra_exits_3_with_the_install_hint() -> None:
     )
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
     assert done.returncode == 3
-    assert 'pip install "kvsize[verify]"' in done.stderr and "Traceback" not in done.stderr
+    assert 'pip install -e ".[verify]"' in done.stderr and "Traceback" not in done.stderr
 
 
 # --- the pure half: compare, truncate, extrapolate, measure ---------------------------------------------

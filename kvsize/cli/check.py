@@ -37,11 +37,17 @@ def check(
 
     Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations on the deployment's line."""
     with user_errors(debug):
-        from kvsize.capacity_file import check_file, github_annotations, junit_xml
+        from kvsize.capacity_file import check_file, github_annotations, github_error_annotation, junit_xml
         from kvsize.cli.streams import output_path, write_output
+        from kvsize.errors import KvsizeError
 
         junit_target = output_path(junit, "--junit") if junit is not None else None  # before any work
-        results = check_file(path, calibration)
+        try:
+            results = check_file(path, calibration)
+        except KvsizeError as exc:  # exit 2 (or 3): the runner still shows it on the file, and the line if known
+            if os.environ.get("GITHUB_ACTIONS") == "true":
+                stderr_line(github_error_annotation(exc, file=str(path)))
+            raise
         if junit_target is not None:
             write_output(junit_target, junit_xml(results), "--junit")  # refused now: exit 3
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -370,7 +370,8 @@ PlotOpt = Annotated[
     str | None,
     typer.Option(
         "--plot",
-        help="Write a chart of KV memory and concurrency against context: file.png or .svg (needs kvsize\\[plot]).",
+        help="Write a chart of KV memory and concurrency against context: file.png or .svg (needs matplotlib: "
+        'pip install -e ".\\[plot]").',
         show_default=False,
         metavar="FILE",
         rich_help_panel="Output",

@@ -150,7 +150,13 @@ def size(
                         if engine_given and engine_name != "hf"
                         else ""
                     )
-                    + (f"; {', '.join(unused)} do not apply to it" if unused else "")
+                    + (
+                        f"; {', '.join(unused)} "
+                        + ("does" if len(unused) == 1 and "/" not in unused[0] else "do")
+                        + " not apply to it"
+                        if unused
+                        else ""
+                    )
                     + "."
                 )
 
