@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import product
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 from typing_extensions import Unpack
@@ -37,6 +37,9 @@ from kvsize.units import (
     parse_tokens,
 )
 from kvsize.weights import WeightsSize
+
+if TYPE_CHECKING:
+    from kvsize.advice import Rerun
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
 ALL_ENGINES = "all"
@@ -395,8 +398,23 @@ def estimate_loaded(
             "engine_options": engine_options,
             "budget": budget,
             "weights_dtype": weights_dtype,
+            # Every other option the user gave, so that each suggestion's figures are what pasting its flags
+            # onto the same command line gives (the scenario's ctx, batch, dtype, engine and tp come per scenario).
+            "offload": offload,
+            "prefix_len": prefix_len,
+            "enable_prefix_caching": enable_prefix_caching,
+            "prompt_len": prompt_len,
+            "output_len": output_len,
+            "workload": workload,
+            "kv_budget_tokens": kv_budget_tokens,
+            "allocation": allocation,
+            "disk": disk,
         }
+        if len(engines) > 1:
+            rerun_options["engine_version"] = None  # several engines: each at its default release, as above
         scenarios = [_advised(loaded, spec, s, rerun_options) for s in scenarios]
+        if len(engines) > 1:
+            scenarios = _judged_across_engines(loaded, spec, scenarios, rerun_options)
     return Estimate(
         model=loaded.model,
         source=loaded.source_label,
@@ -481,15 +499,11 @@ def _scenario(
     )
 
 
-def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[str, Any]) -> Scenario:
-    """The scenario with `gpu.suggestions` filled in when it needs advice."""
-    from kvsize.advice import AdviceFacts, needs_advice, suggest
-
-    if s.gpu is None or not needs_advice(s, s.gpu):
-        return s
+def _rerun(loaded: LoadedConfig, s: Scenario, options: dict[str, Any]) -> Rerun:
+    """Size `s` again with some options changed and every other option as given: what pasting the change's
+    flags onto the same command line gives (None: the engine cannot serve it, or the flags are bad input)."""
     base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": s.kv_dtype.value, "engine": s.engine, "tp": s.tp}
-
-    weights_given = bool(base.pop("weights_given"))
+    base.pop("weights_given")
 
     def rerun(changes: Mapping[str, Any]) -> tuple[Scenario, GpuFit] | None:
         merged = {**base, **changes}
@@ -505,14 +519,62 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
             return None
         return (again, again.gpu) if again.gpu is not None else None
 
+    return rerun
+
+
+def _shortest_context(options: Mapping[str, Any]) -> int:
+    """The shortest ctx the serving options accept: prompt + output, the longest workload row, the prefix."""
+    shortest = 1
+    if options.get("prompt_len") and options.get("output_len"):
+        shortest = options["prompt_len"] + options["output_len"]
+    for prompt, output in options.get("workload") or ():
+        shortest = max(shortest, int(prompt) + int(output))
+    return max(shortest, options.get("prefix_len") or 0)
+
+
+def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[str, Any]) -> Scenario:
+    """The scenario with `gpu.suggestions` filled in when it needs advice."""
+    from kvsize.advice import AdviceFacts, needs_advice, suggest
+
+    if s.gpu is None or not needs_advice(s, s.gpu):
+        return s
     facts = AdviceFacts(
         num_attention_heads=spec.num_attention_heads,
         kv_heads=tuple({layer.attention.num_kv_heads for layer in spec.layers if layer.attention}),
         model_dtype=spec.model_dtype,
-        weights_given=weights_given,
+        weights_given=bool(options["weights_given"]),
         larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
+        min_context=_shortest_context(options),
     )
-    return msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=suggest(s, s.gpu, facts, rerun)))
+    found = suggest(s, s.gpu, facts, _rerun(loaded, s, options))
+    return msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=found))
+
+
+def _judged_across_engines(
+    loaded: LoadedConfig, spec: ArchSpec, scenarios: list[Scenario], options: dict[str, Any]
+) -> list[Scenario]:
+    """--engine all: one pasted flag changes every engine, so every engine's scenario that needs advice is
+    judged on every change suggested for another engine of the same ctx and batch (helpful or not)."""
+    from kvsize.advice import judged_everywhere, needs_advice
+
+    def advised(s: Scenario) -> bool:
+        return s.gpu is not None and needs_advice(s, s.gpu)
+
+    judged = []
+    for s in scenarios:
+        if not advised(s):
+            judged.append(s)
+            continue
+        assert s.gpu is not None
+        others = [
+            sug
+            for o in scenarios
+            if o is not s and advised(o) and (o.ctx, o.batch) == (s.ctx, s.batch) and o.gpu is not None
+            for sug in o.gpu.suggestions
+        ]
+        found = judged_everywhere(s.gpu.suggestions, others, _rerun(loaded, s, options))
+        judged.append(msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=found)))
+    return judged
 
 
 def _larger_cards(gpu: str | None) -> tuple[tuple[str, str, int], ...]:
