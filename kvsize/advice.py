@@ -108,8 +108,15 @@ def judged_everywhere(
         mine = sized(other.change, other.why, rerun)
         if mine is not None:
             found.append(mine)
-    order = {flag: n for n, flag in enumerate(FLAGS.values())}
-    return tuple(sorted(found, key=lambda s: order[s.change.split(" ", 1)[0]]))
+    return tuple(sorted(found, key=_change_order))
+
+
+def _change_order(suggestion: Suggestion) -> tuple[int, int, str]:
+    """The order of FLAGS; of two contexts the longer (the smaller change) first, of two tp the smaller."""
+    flag, value = suggestion.change.split(" ", 1)
+    rank = list(FLAGS.values()).index(flag)
+    number = int(value) if value.isdigit() else 0
+    return rank, -number if flag == FLAGS["ctx"] else number, value
 
 
 def next_tp(tp: int, facts: AdviceFacts) -> int | None:

@@ -230,6 +230,7 @@ class EstimateOptions(TypedDict, total=False):
     gpu_mem: int | None
     reserve_bytes: int | None
     weights_bytes: int | None
+    weights_bytes_per_gpu: int | None
     encoder_len: int | None
     engine_options: Mapping[str, Any] | None
     budget: BudgetSettings | None
@@ -281,6 +282,7 @@ def estimate_loaded(
     gpu_mem: int | None = None,
     reserve_bytes: int | None = None,
     weights_bytes: int | None = None,
+    weights_bytes_per_gpu: int | None = None,
     encoder_len: int | None = None,
     engine_options: Mapping[str, Any] | None = None,
     budget: BudgetSettings | None = None,
@@ -302,6 +304,8 @@ def estimate_loaded(
     _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget, engine_options, offload)
     spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
+    if weights_bytes_per_gpu is not None:  # the weights on each GPU of the tp x pp group (wins over the whole)
+        weights_bytes = parse_size(weights_bytes_per_gpu, what="weights_bytes_per_gpu") * tp * pp
     names = [engine] if isinstance(engine, str) else list(engine)
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
         names = list(ENGINES)
@@ -392,7 +396,8 @@ def estimate_loaded(
             "reserve_bytes": reserve_bytes,
             # The weights found once (a lookup can count parameters): reruns reuse them unless the weights'
             # precision is the change.
-            "weights_bytes": weights.bytes if weights is not None else weights_bytes,
+            "weights_bytes": weights.bytes if weights is not None and weights_bytes_per_gpu is None else None,
+            "weights_bytes_per_gpu": weights_bytes_per_gpu,  # per GPU whatever tp a suggestion pastes
             "weights_given": weights_bytes is not None,
             "encoder_len": encoder_len,
             "engine_options": engine_options,
@@ -409,6 +414,7 @@ def estimate_loaded(
             "kv_budget_tokens": kv_budget_tokens,
             "allocation": allocation,
             "disk": disk,
+            "kv_dtype_names": names_asked,
         }
         if len(engines) > 1:
             rerun_options["engine_version"] = None  # several engines: each at its default release, as above
@@ -502,8 +508,13 @@ def _scenario(
 def _rerun(loaded: LoadedConfig, s: Scenario, options: dict[str, Any]) -> Rerun:
     """Size `s` again with some options changed and every other option as given: what pasting the change's
     flags onto the same command line gives (None: the engine cannot serve it, or the flags are bad input)."""
-    base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": s.kv_dtype.value, "engine": s.engine, "tp": s.tp}
+    # A dtype that `auto` chose stays `auto`: on another card or engine auto may choose another (fp16 on a V100).
+    names = options["kv_dtype_names"]
+    named = {parse_kv_dtype(n) for n in names if n.strip().lower() != AUTO}
+    kv_dtype = s.kv_dtype.value if s.kv_dtype in named or AUTO not in (n.strip().lower() for n in names) else AUTO
+    base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": kv_dtype, "engine": s.engine, "tp": s.tp}
     base.pop("weights_given")
+    base.pop("kv_dtype_names")
 
     def rerun(changes: Mapping[str, Any]) -> tuple[Scenario, GpuFit] | None:
         merged = {**base, **changes}
