@@ -381,10 +381,8 @@ def _cap_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
             f"than the {held_by_memory(g):,} the KV budget holds at {s.ctx:,} tokens"
         )
         if s.batch > cap:
-            text += (
-                f"; of the batch of {s.batch:,}, {cap:,} run and {s.batch - cap:,} wait in the queue (not "
-                "preempted)"
-            )
+            waiting = s.batch - cap
+            text += f"; of the batch of {s.batch:,}, {cap:,} run and {waiting:,} wait in the queue (not preempted)"
         return [Text(text)]
     return []
 

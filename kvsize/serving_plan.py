@@ -160,8 +160,15 @@ def serving_figures(
         update["cap_binds"] = isinstance(cap, int) and cap < held
         if fit.max_context_by_memory is not None:  # the longest context, the prefix stored once as above
             by_memory = shared_max_context(
-                engine, spec, fit.max_context_by_memory, batch=batch, budget=usable, kv_dtype=kv_dtype, tp=tp,
-                pp=pp, settings=settings,
+                engine,
+                spec,
+                fit.max_context_by_memory,
+                batch=batch,
+                budget=usable,
+                kv_dtype=kv_dtype,
+                tp=tp,
+                pp=pp,
+                settings=settings,
             )
             update["max_context_by_memory"] = by_memory
             update["max_context"] = within_model_context(by_memory, spec.max_context)

@@ -11,6 +11,8 @@ Llama-3.1-8B (config): 32 layers, 8 KV heads of 128, bf16. vLLM 0.33 pages of 16
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,9 @@ from typer.testing import CliRunner
 from kvsize.cli import app
 from tests.test_terminal import assert_uncut, in_terminal
 
+ROOT = Path(__file__).resolve().parent.parent
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
+WORKLOAD = ROOT / "examples" / "chat_workload.csv"
 MIB = 2**20
 runner = CliRunner()
 
@@ -52,18 +56,19 @@ PASTE_CASES = {
     "prompt-output": [LLAMA_8B, "--batch", "300", "--gpu", "h100", "--prompt-len", "1500", "--output-len", "500"],
     "gpu-util": [LLAMA_8B, "--ctx", "32k", "--batch", "8", "--gpu", "h100", "--gpu-util", "0.5"],
     "tp-4": ["meta-llama/Llama-3.1-70B-Instruct", "--ctx", "32k", "--batch", "16", "--gpu", "h100", "--tp", "4"],
-    "tp-2-prefix-prompt": [
-        "Qwen/Qwen3-8B", "--ctx", "16k", "--batch", "64", "--gpu", "l40s", "--tp", "2", "--prefix-len", "4k",
-        "--prompt-len", "12k", "--output-len", "4k",
-    ],  # fmt: skip
+    "tp-2-prefix-prompt": shlex.split(
+        "Qwen/Qwen3-8B --ctx 16k --batch 64 --gpu l40s --tp 2 --prefix-len 4k --prompt-len 12k --output-len 4k"
+    ),
+    # a workload file: ctx = the longest row, 6,000 + 1,200; no --ctx below it
+    "workload": [LLAMA_8B, *shlex.split("--gpu l40s --batch 64 --prefix-len 300 --workload"), str(WORKLOAD)],
     # weights given per GPU stay per GPU when --tp is pasted
     "weights-per-gpu": [LLAMA_8B, "--ctx", "32k", "--batch", "8", "--gpu", "l40s", "--weights-mem-per-gpu", "15GiB"],
     # audit 4: one pasted flag changes every engine
     "engine-all": [LLAMA_8B, "--ctx", "32k", "--gpu", "l4", "--engine", "all"],
     "grid-two-engines": [
-        LLAMA_8B, "--ctx", "16k,32k", "--batch", "4,8", "--gpu", "l40s", "--engine", "vllm,sglang",
-        "--prefix-len", "1k", "--kv-dtype", "bf16",
-    ],  # fmt: skip
+        LLAMA_8B,
+        *shlex.split("--ctx 16k,32k --batch 4,8 --gpu l40s --engine vllm,sglang --prefix-len 1k --kv-dtype bf16"),
+    ],
     # audit 5: the cap binds below the batch
     "cap": [LLAMA_8B, "--ctx", "128k", "--batch", "4", "--gpu", "h100", "--max-num-seqs", "2"],
 }
@@ -71,7 +76,19 @@ PASTE_CASES = {
 
 @pytest.mark.parametrize("case", list(PASTE_CASES))
 def test_every_suggestion_is_true_when_pasted(case: str) -> None:
-    args = PASTE_CASES[case]
+    assert_true_when_pasted(PASTE_CASES[case], case)
+
+
+def test_suggestions_are_true_when_pasted_with_a_calibration(tmp_path: Path) -> None:
+    # Measured overheads and weights from a published vLLM log (tests/test_log_command.py) replace the model's.
+    cal = tmp_path / "h100-llama.yaml"
+    log = ROOT / "tests" / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log"
+    assert runner.invoke(app, ["log", str(log), "--gpu", "h100", "--save-calibration", str(cal)]).exit_code == 0
+    args = [LLAMA_8B, "--gpu", "h100", "--ctx", "32k", "--batch", "16", "--engine-version", "0.19"]
+    assert_true_when_pasted([*args, "--calibration", str(cal)], "calibration")
+
+
+def assert_true_when_pasted(args: list[str], case: str) -> None:
     _, data = sized(*args)
     advised = [s for s in data["scenarios"] if s["gpu"]["suggestions"]]
     assert advised, "each case needs advice"
