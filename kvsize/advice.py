@@ -78,8 +78,10 @@ def change_options(change: str) -> dict[str, Any]:
 def sized(change: str, why: str, rerun: Rerun) -> Suggestion | None:
     """The figures pasting `change` gives (None: the engine cannot serve it, or the flags are bad input)."""
     outcome = rerun(change_options(change))
-    if outcome is None:
-        return None
+    return None if outcome is None else _suggestion(change, why, outcome)
+
+
+def _suggestion(change: str, why: str, outcome: tuple[KvEstimate, GpuFit]) -> Suggestion:
     est, fit = outcome
     return Suggestion(
         change=change,
@@ -151,10 +153,8 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
         outcome = again(options)
         if outcome is None or not helps(outcome[1], gpu):
             return None
-        suggestion = sized(change, why, lambda _: outcome)
-        if suggestion is not None:
-            found.append(suggestion)
-        return suggestion
+        found.append(_suggestion(change, why, outcome))
+        return found[-1]
 
     if scenario.kv_dtype.value in WIDE_DTYPES:
         attempt("--kv-dtype fp8", {"kv_dtype": "fp8"}, "fp8 KV cache: 1 byte per element")

@@ -209,3 +209,21 @@ def test_engine_all_advises_every_engine_that_does_not_fit() -> None:
     for change in changes["vllm"]:
         block = advice[advice.index(change) :].split("\n  --", 1)[0]
         assert "vllm:" in block and "sglang:" in block, block
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "google/gemma-3-27b-it --gpu h200 --batch 16 --prefix-len 8k",  # sliding layers keep part of the prefix
+        "Qwen/Qwen3-8B --gpu h100 --batch 32 --prefix-len 2k --engine sglang",  # pages of one token
+        "Qwen/Qwen3-8B --gpu h100 --batch 32 --prefix-len 2k --engine trtllm",
+        "meta-llama/Llama-3.1-8B --gpu l4 --batch 8 --prefix-len 1000 --prompt-len 1500 --output-len 500",
+    ],
+)
+def test_max_ctx_with_a_prefix_is_the_longest_that_fits(args: str) -> None:
+    # The law behind audit 12: with the prefix counted as max reqs counts it, `batch` requests of max ctx fit
+    # and of max ctx + 1 do not (the exit code of the same command at that ctx).
+    _, data = sized(*shlex.split(args), "--ctx", "32k")
+    longest = data["scenarios"][0]["gpu"]["max_context_by_memory"]
+    assert sized(*shlex.split(args), "--ctx", str(longest))[0] == 0
+    assert sized(*shlex.split(args), "--ctx", str(longest + 1))[0] == 1
