@@ -14,7 +14,6 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kvsize.record import to_json
 from kvsize.text import markup as escape  # rich markup escaped and control characters made visible
 from kvsize.units import format_bytes, format_tokens
 
@@ -44,10 +43,6 @@ BAR_PARTS: dict[str, tuple[str, str, str]] = {
 # Engines whose budget starts from CUDA-visible memory, i.e. the card less the CUDA context
 # (kvsize/budget.py CUDA_CONTEXT_BYTES).
 _CUDA_CONTEXT_ENGINES = ("vllm", "sglang", "trtllm")
-
-
-def estimate_json(result: Estimate) -> str:
-    return to_json(result)
 
 
 def plural(count: int, word: str) -> str:

@@ -6,6 +6,8 @@ never read back from kvsize.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -433,3 +435,49 @@ def test_custom_gpu_name() -> None:
 def test_custom_gpu_rejects_non_positive(bad: int) -> None:
     with pytest.raises(KvsizeError, match=str(bad)):
         custom_gpu(bad)
+
+
+# --- the index (gpu_profiles/index.json): a checked cache of the parsed YAML ---
+
+
+def test_the_built_in_index_is_current() -> None:
+    """`python -m kvsize.profiles` rebuilds it; a stale index costs start-up time (the YAML is read instead)."""
+    from kvsize.profiles import INDEX_NAME, build_index
+
+    assert (REPO_PROFILES / INDEX_NAME).read_text(encoding="utf-8") == build_index(REPO_PROFILES), (
+        "gpu_profiles/index.json is stale: run python -m kvsize.profiles"
+    )
+
+
+def test_a_run_with_a_card_reads_the_index_not_the_yaml() -> None:
+    code = (
+        "import sys; from kvsize.profiles import resolve_gpu; "
+        "assert resolve_gpu('h100').id == 'h100-sxm'; print('yaml' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_an_edited_file_is_read_from_its_yaml_not_the_stale_index(tmp_path: Path) -> None:
+    from kvsize.profiles import INDEX_NAME, build_index
+
+    write_profile(tmp_path, "test-gpu", minimal_profile(memory_bytes=1000))
+    (tmp_path / INDEX_NAME).write_text(build_index(tmp_path), encoding="utf-8")
+    assert load_profiles(tmp_path)["test-gpu"].memory_bytes == 1000
+    write_profile(tmp_path, "test-gpu", minimal_profile(memory_bytes=2000))  # edited after the index was built
+    assert load_profiles(tmp_path)["test-gpu"].memory_bytes == 2000
+    write_profile(tmp_path, "other-gpu", minimal_profile("other-gpu", aliases=[]))  # a file added
+    assert set(load_profiles(tmp_path)) == {"test-gpu", "other-gpu"}
+
+
+def test_an_index_entry_is_validated_like_the_yaml(tmp_path: Path) -> None:
+    """The index is data too: a tampered entry whose checksums still match is refused like a bad file."""
+    import json
+
+    from kvsize.profiles import INDEX_NAME, build_index
+
+    write_profile(tmp_path, "test-gpu", minimal_profile())
+    index = json.loads(build_index(tmp_path))
+    index["profiles"]["test-gpu.yaml"]["memory_bytes"] = -1
+    (tmp_path / INDEX_NAME).write_text(json.dumps(index), encoding="utf-8")
+    assert_config_error(tmp_path, "memory_bytes")

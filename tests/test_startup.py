@@ -22,7 +22,7 @@ with contextlib.redirect_stdout(out):
     else:
         code = 0
 heavy = [m for m in {HEAVY!r} if m in sys.modules]
-print(json.dumps({{"code": code, "heavy": heavy, "pydantic": "pydantic" in sys.modules}}))
+print(json.dumps({{"code": code, "heavy": heavy, "pydantic": "pydantic" in sys.modules, "yaml": "yaml" in sys.modules}}))
 """
 
 
@@ -34,7 +34,7 @@ def probe(*args: str) -> dict[str, object]:
 
 
 def test_version_stays_light() -> None:
-    assert probe("--version") == {"code": 0, "heavy": [], "pydantic": False}
+    assert probe("--version") == {"code": 0, "heavy": [], "pydantic": False, "yaml": False}
 
 
 def test_help_stays_light() -> None:
@@ -58,3 +58,16 @@ def test_registry_runs_never_touch_the_hub_or_torch(args: list[str]) -> None:
     result = probe(*args)
     # DeepSeek-V3's weights do not fit one H200: the answer is "no", exit 1 (cli/size.py).
     assert result["code"] in (0, 1) and result["heavy"] == []
+
+
+@pytest.mark.parametrize("args", [["meta-llama/Llama-3.1-8B", "--ctx", "128k", "--json"],
+                                  ["meta-llama/Llama-3.1-8B", "--ctx", "128k"],
+                                  ["meta-llama/Llama-3.1-8B", "--ctx", "128k", "--gpu", "h100"],
+                                  ["Qwen/Qwen3-8B", "--gpu", "l4", "--engine", "all", "--json"],
+                                  ["gpus"]])
+def test_sizing_runs_import_neither_pydantic_nor_yaml(args: list[str]) -> None:
+    """Issue 12's start-up goal: importing pydantic's BaseModel alone costs more than a run's margin over the
+    bare CLI stack, and PyYAML as much again; the records are msgspec Structs (kvsize/record.py) and the GPU
+    profiles are read through gpu_profiles/index.json."""
+    result = probe(*args)
+    assert result["code"] in (0, 1) and result["pydantic"] is False and result["yaml"] is False

@@ -201,7 +201,7 @@ def app_for(argv: Sequence[str]) -> typer.Typer:
         return app
     name = argv[0] if any(c.name == argv[0] for c in app.registered_commands) else SIZE_COMMAND
     lean = copy.copy(app)
-    lean.registered_commands = [c for c in app.registered_commands if c.name == name]
+    lean.registered_commands = [c for c in app.registered_commands if c.name == name and argv[0] != "--version"]
     return lean
 
 

@@ -231,7 +231,7 @@ def size(
             **options,
             with_advice=True,
         )
-        from kvsize.report import estimate_json
+        from kvsize.record import to_json  # not kvsize.report: a JSON run imports no rich
 
         if plot:
             from kvsize.config import parse_config
@@ -240,7 +240,7 @@ def size(
             write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
     emit(
         lambda console: render_estimate(console, result, explain=explain),
-        lambda: estimate_json(result),
+        lambda: to_json(result),
         json_output,
     )
     if any(s.gpu is not None and not s.gpu.fits for s in result.scenarios):
