@@ -375,9 +375,10 @@ def _cap_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
             f"concurrency cap binds: {engine}the engine runs at most {plural(cap, 'request')} at once, fewer "
             f"than the {held_by_memory(g):,} the KV budget holds at {s.ctx:,} tokens"
         )
-        if s.batch > cap:
+        if s.batch > cap:  # "fits" is the memory's verdict; the queue is the cap's
             waiting = s.batch - cap
-            text += f"; of the batch of {s.batch:,}, {cap:,} run and {waiting:,} wait in the queue (not preempted)"
+            but = "the batch fits in memory, but " if g.fits else ""
+            text += f"; {but}of the batch of {s.batch:,}, {cap:,} run and {waiting:,} wait in the queue (not preempted)"
         return [Text(text)]
     return []
 

@@ -192,6 +192,25 @@ def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
     assert "fits, 2 requests at once, KV budget" not in flat  # never without saying the cap binds
 
 
+def test_batch_above_the_cap_that_fits_in_memory_says_so() -> None:
+    # Qwen3-0.6B, 32k x8 on an H200 with --max-num-seqs 2: the pool is 1,181,264 tokens = 73,829 blocks; a
+    # 32,768-token request is 2,048 blocks, so the budget holds 73,829 // 2,048 = 36 >= 8: the batch fits in
+    # memory (exit 0), but vLLM runs 2 of the 8 at once and the other 6 wait in the queue, not preempted.
+    args = ["Qwen/Qwen3-0.6B", "--ctx", "32k", "--batch", "8", "--gpu", "h200", "--max-num-seqs", "2"]
+    code, data = sized(*args)
+    gpu = data["scenarios"][0]["gpu"]
+    assert code == 0 and gpu["kv_pool_tokens"] == 1_181_264
+    assert (gpu["fits"], gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["cap_binds"]) == (
+        True, 2, 36, True,
+    )  # fmt: skip
+    code, screen = in_terminal(*args)
+    assert code == 0
+    assert_uncut(screen)
+    flat = " ".join(screen.split())
+    assert "fewer than the 36 the KV budget holds at 32,768 tokens" in flat
+    assert "the batch fits in memory, but of the batch of 8, 2 run and 6 wait in the queue (not preempted)" in flat
+
+
 def test_engine_all_advises_every_engine_that_does_not_fit() -> None:
     # Audit 4: on an L4 at 32k, vLLM and SGLang do not fit (the others do). Each suggested change is judged
     # for both: SGLang's budget is 115.90 MiB, so fp8 (2 GiB for 32k) still does not fit there.
@@ -236,7 +255,7 @@ def test_max_ctx_with_a_prefix_is_the_longest_that_fits(args: str) -> None:
     model=st.sampled_from([LLAMA_8B, "Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", "google/gemma-3-27b-it"]),
     gpu=st.sampled_from(["l4", "l40s", "h100", "h200"]),
     engine=st.sampled_from(["vllm", "sglang", "trtllm"]),
-    ctx=st.integers(1, 64).map(lambda k: k * 2048),
+    ctx=st.integers(1, 20).map(lambda k: k * 2048),  # within every model's maximum context (40,960)
     batch=st.integers(1, 96),
     prefix=st.one_of(st.none(), st.integers(1, 2048)),
     util=st.sampled_from([None, "0.7", "0.95"]),
