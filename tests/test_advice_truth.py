@@ -166,6 +166,20 @@ def test_cap_message_compares_with_what_the_budget_holds() -> None:
     assert "1135.78x, above the engine's cap of 1,024 running requests" in flat
 
 
+def test_sglang_cap_message_compares_with_what_the_budget_holds() -> None:
+    # Audit 5, SGLang at 128 tokens on an H200: pages of one token, so the pool of 1,169,968 tokens holds
+    # 1,169,968 // 128 = 9,140 requests; SGLang's default max_running_requests (mem_cache/
+    # kv_cache_configurator.py KVCacheConfigurator.resolve_max_num_reqs, 0.5.23) is int(pool / 128 x 512)
+    # clamped to [2048, 4096] = 4,096.
+    _, data = sized("Qwen/Qwen3-0.6B", "--ctx", "128", "--gpu", "h200", "--engine", "sglang")
+    gpu = data["scenarios"][0]["gpu"]
+    assert gpu["kv_pool_tokens"] == 1_169_968
+    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (4096, 9140, 4096)
+    code, screen = in_terminal("Qwen/Qwen3-0.6B", "--ctx", "128", "--gpu", "h200", "--engine", "sglang")
+    flat = " ".join(screen.split())
+    assert code == 0 and "at most 4,096 requests at once, fewer than the 9,140 the KV budget holds" in flat
+
+
 def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
     # Llama-3.1-8B, 128k x4 on an H100 with --max-num-seqs 2: the pool is 459,664 tokens = 28,729 blocks; a
     # 131,072-token request is 8,192 blocks, so the budget holds 28,729 // 8,192 = 3 (< 4: does not fit) and the
