@@ -35,6 +35,8 @@ class AdviceFacts(msgspec.Struct, frozen=True):
     """--weights-mem was given: a weights precision change cannot be computed."""
     larger_cards: tuple[tuple[str, str, int], ...] = ()
     """(profile id, words, memory bytes) of larger cards of the same vendor and class, smallest first."""
+    engine_named: bool = False
+    """Several engines are sized: a shorter context, one engine's limit, says whose it is."""
     min_context: int = 1
     """The shortest --ctx the other options accept (prompt + output, the longest workload row, the shared
     prefix): a shorter one is bad input when pasted."""
@@ -187,6 +189,7 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
             f"--ctx {ctx}",
             {"ctx": ctx},
             f"the longest context {scenario.batch} request{'s' if scenario.batch > 1 else ''} can have"
+            + (f" on {scenario.engine}" if facts.engine_named else "")
             + (", in whole k" if ctx == whole_k else ""),
         )
     # The smallest larger card of the same vendor that fits, starting from the first with room for what this

@@ -416,6 +416,7 @@ def estimate_loaded(
             "disk": disk,
             "kv_dtype_names": names_asked,
         }
+        rerun_options["several_engines"] = len(engines) > 1
         if len(engines) > 1:
             rerun_options["engine_version"] = None  # several engines: each at its default release, as above
         scenarios = [_advised(loaded, spec, s, rerun_options) for s in scenarios]
@@ -513,8 +514,8 @@ def _rerun(loaded: LoadedConfig, s: Scenario, options: dict[str, Any]) -> Rerun:
     named = {parse_kv_dtype(n) for n in names if n.strip().lower() != AUTO}
     kv_dtype = s.kv_dtype.value if s.kv_dtype in named or AUTO not in (n.strip().lower() for n in names) else AUTO
     base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": kv_dtype, "engine": s.engine, "tp": s.tp}
-    base.pop("weights_given")
-    base.pop("kv_dtype_names")
+    for fact in ("weights_given", "kv_dtype_names", "several_engines"):  # facts for the advice, not options
+        base.pop(fact)
 
     def rerun(changes: Mapping[str, Any]) -> tuple[Scenario, GpuFit] | None:
         merged = {**base, **changes}
@@ -556,6 +557,7 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
         weights_given=bool(options["weights_given"]),
         larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
         min_context=_shortest_context(options),
+        engine_named=options["several_engines"],
     )
     found = suggest(s, s.gpu, facts, _rerun(loaded, s, options))
     return msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=found))
