@@ -300,7 +300,9 @@ def estimate_loaded(
     disk: tuple[int, int | None] | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
-    has little headroom, the single changes that would help (kvsize/advice.py), each sized again."""
+    has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
+    other option as given. `weights_bytes` is the whole model's weights; `weights_bytes_per_gpu` (wins over it)
+    the weights on each GPU of the tp x pp group."""
     _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget, engine_options, offload)
     spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
