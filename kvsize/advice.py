@@ -7,7 +7,7 @@ paste onto the same command line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -35,6 +35,11 @@ class AdviceFacts(msgspec.Struct, frozen=True):
     """--weights-mem was given: a weights precision change cannot be computed."""
     larger_cards: tuple[tuple[str, str, int], ...] = ()
     """(profile id, words, memory bytes) of larger cards of the same vendor and class, smallest first."""
+    engine_named: bool = False
+    """Several engines are sized: a shorter context, one engine's limit, says whose it is."""
+    min_context: int = 1
+    """The shortest --ctx the other options accept (prompt + output, the longest workload row, the shared
+    prefix): a shorter one is bad input when pasted."""
 
 
 Rerun = Callable[[Mapping[str, Any]], tuple[KvEstimate, GpuFit] | None]
@@ -49,6 +54,73 @@ def needs_advice(scenario: KvEstimate, gpu: GpuFit) -> bool:
 
 def _served(gpu: GpuFit) -> int:
     return min(gpu.max_concurrency, gpu.concurrency_cap) if gpu.concurrency_cap is not None else gpu.max_concurrency
+
+
+def _held(gpu: GpuFit) -> int:
+    """Requests the KV budget holds, before the engine's cap."""
+    return gpu.max_concurrency if gpu.max_concurrency_by_memory is None else gpu.max_concurrency_by_memory
+
+
+def helps(after: GpuFit, before: GpuFit) -> bool:
+    """The change makes the scenario fit, runs more requests at once, or holds more in memory (headroom)."""
+    return (after.fits and not before.fits) or _served(after) > _served(before) or _held(after) > _held(before)
+
+
+FLAGS = {"kv_dtype": "--kv-dtype", "tp": "--tp", "weights_dtype": "--weights-dtype", "ctx": "--ctx", "gpu": "--gpu"}
+"""The options a suggestion changes and the flag that pastes each."""
+
+
+def change_options(change: str) -> dict[str, Any]:
+    """The options a suggestion's `change` stands for: `--tp 2` -> {"tp": 2} (the inverse of its flags)."""
+    flag, value = change.split(" ", 1)
+    key = {v: k for k, v in FLAGS.items()}[flag]
+    return {key: int(value) if key in ("tp", "ctx") else value}
+
+
+def sized(change: str, why: str, rerun: Rerun) -> Suggestion | None:
+    """The figures pasting `change` gives (None: the engine cannot serve it, or the flags are bad input)."""
+    outcome = rerun(change_options(change))
+    return None if outcome is None else _suggestion(change, why, outcome)
+
+
+def _suggestion(change: str, why: str, outcome: tuple[KvEstimate, GpuFit]) -> Suggestion:
+    est, fit = outcome
+    return Suggestion(
+        change=change,
+        fits=fit.fits,
+        max_concurrency=_served(fit),
+        max_concurrency_by_memory=_held(fit),
+        concurrency_cap=fit.concurrency_cap,
+        cap_binds=fit.cap_binds,
+        kv_budget_bytes=fit.kv_budget_bytes,
+        kv_cache_bytes_per_gpu=est.kv_cache_bytes_per_gpu,
+        why=why,
+    )
+
+
+def judged_everywhere(
+    own: tuple[Suggestion, ...], others: Sequence[Suggestion], rerun: Rerun
+) -> tuple[Suggestion, ...]:
+    """`own` plus, sized for this scenario, every change in `others` it lacks (another engine's advice: with
+    --engine all one pasted flag changes every engine, so each is judged on it, helpful or not)."""
+    have = {s.change for s in own}
+    found = list(own)
+    for other in others:
+        if other.change in have:
+            continue
+        have.add(other.change)
+        mine = sized(other.change, other.why, rerun)
+        if mine is not None:
+            found.append(mine)
+    return tuple(sorted(found, key=_change_order))
+
+
+def _change_order(suggestion: Suggestion) -> tuple[int, int, str]:
+    """The order of FLAGS; of two contexts the longer (the smaller change) first, of two tp the smaller."""
+    flag, value = suggestion.change.split(" ", 1)
+    rank = list(FLAGS.values()).index(flag)
+    number = int(value) if value.isdigit() else 0
+    return rank, -number if flag == FLAGS["ctx"] else number, value
 
 
 def next_tp(tp: int, facts: AdviceFacts) -> int | None:
@@ -67,13 +139,13 @@ def next_tp(tp: int, facts: AdviceFacts) -> int | None:
 def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun) -> tuple[Suggestion, ...]:
     """fp8 KV, the next tp, quantized weights, a shorter context, a larger card: those that change anything."""
     found: list[Suggestion] = []
-    sized: dict[tuple[tuple[str, Any], ...], tuple[KvEstimate, GpuFit] | None] = {}
+    memo: dict[tuple[tuple[str, Any], ...], tuple[KvEstimate, GpuFit] | None] = {}
 
     def again(changes: Mapping[str, Any]) -> tuple[KvEstimate, GpuFit] | None:
         key = tuple(sorted(changes.items()))
-        if key not in sized:
-            sized[key] = rerun(changes)
-        return sized[key]
+        if key not in memo:
+            memo[key] = rerun(changes)
+        return memo[key]
 
     def could_load(weights_per_gpu: float, memory: int) -> bool:
         """The weights alone must fit the card: a change that cannot pass this is not worth a sizing."""
@@ -81,21 +153,10 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
 
     def attempt(change: str, options: Mapping[str, Any], why: str) -> Suggestion | None:
         outcome = again(options)
-        if outcome is None:
+        if outcome is None or not helps(outcome[1], gpu):
             return None
-        est, fit = outcome
-        suggestion = Suggestion(
-            change=change,
-            fits=fit.fits,
-            max_concurrency=_served(fit),
-            kv_budget_bytes=fit.kv_budget_bytes,
-            kv_cache_bytes_per_gpu=est.kv_cache_bytes_per_gpu,
-            why=why,
-        )
-        if suggestion.max_concurrency > _served(gpu) or (suggestion.fits and not gpu.fits):
-            found.append(suggestion)
-            return suggestion
-        return None
+        found.append(_suggestion(change, why, outcome))
+        return found[-1]
 
     if scenario.kv_dtype.value in WIDE_DTYPES:
         attempt("--kv-dtype fp8", {"kv_dtype": "fp8"}, "fp8 KV cache: 1 byte per element")
@@ -106,7 +167,7 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
             tp = next_tp(tp, facts)
             continue
         outcome = again({"tp": tp})
-        if outcome is not None and _served(outcome[1]) > _served(gpu):
+        if outcome is not None and helps(outcome[1], gpu):
             best_tp = tp
             if outcome[1].fits:
                 break
@@ -120,13 +181,16 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
             fp8 = attempt("--weights-dtype fp8", {"weights_dtype": "fp8"}, "an fp8 checkpoint: 1 byte per weight")
         if (fp8 is None or not fp8.fits) and could_load(gpu.weights_bytes / 4, gpu.memory_bytes):
             attempt("--weights-dtype int4", {"weights_dtype": "int4"}, "an int4 (AWQ/GPTQ) checkpoint")
-    shorter = gpu.max_context
-    if shorter is not None and 0 < shorter < scenario.ctx:
-        ctx = shorter // CTX_STEP * CTX_STEP if shorter >= CTX_STEP else shorter
+    shorter = gpu.max_context or 0
+    whole_k = shorter // CTX_STEP * CTX_STEP
+    ctx = whole_k if whole_k >= max(facts.min_context, 1) else shorter  # whole k unless that cuts the requests
+    if facts.min_context <= ctx < scenario.ctx and ctx > 0:
         attempt(
             f"--ctx {ctx}",
             {"ctx": ctx},
-            f"the longest context {scenario.batch} request{'s' if scenario.batch > 1 else ''} can have, in whole k",
+            f"the longest context {scenario.batch} request{'s' if scenario.batch > 1 else ''} can have"
+            + (f" on {scenario.engine}" if facts.engine_named else "")
+            + (", in whole k" if ctx == whole_k else ""),
         )
     # The smallest larger card of the same vendor that fits, starting from the first with room for what this
     # card lacks; a few tries at most (each is a full sizing). If none fits, the largest one.

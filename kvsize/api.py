@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import product
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 from typing_extensions import Unpack
@@ -37,6 +37,9 @@ from kvsize.units import (
     parse_tokens,
 )
 from kvsize.weights import WeightsSize
+
+if TYPE_CHECKING:
+    from kvsize.advice import Rerun
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
 ALL_ENGINES = "all"
@@ -227,6 +230,7 @@ class EstimateOptions(TypedDict, total=False):
     gpu_mem: int | None
     reserve_bytes: int | None
     weights_bytes: int | None
+    weights_bytes_per_gpu: int | None
     encoder_len: int | None
     engine_options: Mapping[str, Any] | None
     budget: BudgetSettings | None
@@ -278,6 +282,7 @@ def estimate_loaded(
     gpu_mem: int | None = None,
     reserve_bytes: int | None = None,
     weights_bytes: int | None = None,
+    weights_bytes_per_gpu: int | None = None,
     encoder_len: int | None = None,
     engine_options: Mapping[str, Any] | None = None,
     budget: BudgetSettings | None = None,
@@ -295,10 +300,14 @@ def estimate_loaded(
     disk: tuple[int, int | None] | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
-    has little headroom, the single changes that would help (kvsize/advice.py), each sized again."""
+    has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
+    other option as given. `weights_bytes` is the whole model's weights; `weights_bytes_per_gpu` (wins over it)
+    the weights on each GPU of the tp x pp group."""
     _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget, engine_options, offload)
     spec = _parsed(loaded, encoder_len)
     tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
+    if weights_bytes_per_gpu is not None:  # the weights on each GPU of the tp x pp group (wins over the whole)
+        weights_bytes = parse_size(weights_bytes_per_gpu, what="weights_bytes_per_gpu") * tp * pp
     names = [engine] if isinstance(engine, str) else list(engine)
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
         names = list(ENGINES)
@@ -389,14 +398,32 @@ def estimate_loaded(
             "reserve_bytes": reserve_bytes,
             # The weights found once (a lookup can count parameters): reruns reuse them unless the weights'
             # precision is the change.
-            "weights_bytes": weights.bytes if weights is not None else weights_bytes,
+            "weights_bytes": weights.bytes if weights is not None and weights_bytes_per_gpu is None else None,
+            "weights_bytes_per_gpu": weights_bytes_per_gpu,  # per GPU whatever tp a suggestion pastes
             "weights_given": weights_bytes is not None,
             "encoder_len": encoder_len,
             "engine_options": engine_options,
             "budget": budget,
             "weights_dtype": weights_dtype,
+            # Every other option the user gave, so that each suggestion's figures are what pasting its flags
+            # onto the same command line gives (the scenario's ctx, batch, dtype, engine and tp come per scenario).
+            "offload": offload,
+            "prefix_len": prefix_len,
+            "enable_prefix_caching": enable_prefix_caching,
+            "prompt_len": prompt_len,
+            "output_len": output_len,
+            "workload": workload,
+            "kv_budget_tokens": kv_budget_tokens,
+            "allocation": allocation,
+            "disk": disk,
+            "kv_dtype_names": names_asked,
         }
+        rerun_options["several_engines"] = len(engines) > 1
+        if len(engines) > 1:
+            rerun_options["engine_version"] = None  # several engines: each at its default release, as above
         scenarios = [_advised(loaded, spec, s, rerun_options) for s in scenarios]
+        if len(engines) > 1:
+            scenarios = _judged_across_engines(loaded, spec, scenarios, rerun_options)
     return Estimate(
         model=loaded.model,
         source=loaded.source_label,
@@ -481,15 +508,16 @@ def _scenario(
     )
 
 
-def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[str, Any]) -> Scenario:
-    """The scenario with `gpu.suggestions` filled in when it needs advice."""
-    from kvsize.advice import AdviceFacts, needs_advice, suggest
-
-    if s.gpu is None or not needs_advice(s, s.gpu):
-        return s
-    base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": s.kv_dtype.value, "engine": s.engine, "tp": s.tp}
-
-    weights_given = bool(base.pop("weights_given"))
+def _rerun(loaded: LoadedConfig, s: Scenario, options: dict[str, Any]) -> Rerun:
+    """Size `s` again with some options changed and every other option as given: what pasting the change's
+    flags onto the same command line gives (None: the engine cannot serve it, or the flags are bad input)."""
+    # A dtype that `auto` chose stays `auto`: on another card or engine auto may choose another (fp16 on a V100).
+    names = options["kv_dtype_names"]
+    named = {parse_kv_dtype(n) for n in names if n.strip().lower() != AUTO}
+    kv_dtype = s.kv_dtype.value if s.kv_dtype in named or AUTO not in (n.strip().lower() for n in names) else AUTO
+    base = {**options, "ctx": [s.ctx], "batch": [s.batch], "kv_dtype": kv_dtype, "engine": s.engine, "tp": s.tp}
+    for fact in ("weights_given", "kv_dtype_names", "several_engines"):  # facts for the advice, not options
+        base.pop(fact)
 
     def rerun(changes: Mapping[str, Any]) -> tuple[Scenario, GpuFit] | None:
         merged = {**base, **changes}
@@ -505,14 +533,63 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
             return None
         return (again, again.gpu) if again.gpu is not None else None
 
+    return rerun
+
+
+def _shortest_context(options: Mapping[str, Any]) -> int:
+    """The shortest ctx the serving options accept: prompt + output, the longest workload row, the prefix."""
+    shortest = 1
+    if options.get("prompt_len") and options.get("output_len"):
+        shortest = options["prompt_len"] + options["output_len"]
+    for prompt, output in options.get("workload") or ():
+        shortest = max(shortest, int(prompt) + int(output))
+    return max(shortest, options.get("prefix_len") or 0)
+
+
+def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[str, Any]) -> Scenario:
+    """The scenario with `gpu.suggestions` filled in when it needs advice."""
+    from kvsize.advice import AdviceFacts, needs_advice, suggest
+
+    if s.gpu is None or not needs_advice(s, s.gpu):
+        return s
     facts = AdviceFacts(
         num_attention_heads=spec.num_attention_heads,
         kv_heads=tuple({layer.attention.num_kv_heads for layer in spec.layers if layer.attention}),
         model_dtype=spec.model_dtype,
-        weights_given=weights_given,
+        weights_given=bool(options["weights_given"]),
         larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
+        min_context=_shortest_context(options),
+        engine_named=options["several_engines"],
     )
-    return msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=suggest(s, s.gpu, facts, rerun)))
+    found = suggest(s, s.gpu, facts, _rerun(loaded, s, options))
+    return msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=found))
+
+
+def _judged_across_engines(
+    loaded: LoadedConfig, spec: ArchSpec, scenarios: list[Scenario], options: dict[str, Any]
+) -> list[Scenario]:
+    """--engine all: one pasted flag changes every engine, so every engine's scenario that needs advice is
+    judged on every change suggested for another engine of the same ctx and batch (helpful or not)."""
+    from kvsize.advice import judged_everywhere, needs_advice
+
+    def advised(s: Scenario) -> bool:
+        return s.gpu is not None and needs_advice(s, s.gpu)
+
+    judged = []
+    for s in scenarios:
+        if not advised(s):
+            judged.append(s)
+            continue
+        assert s.gpu is not None
+        others = [
+            sug
+            for o in scenarios
+            if o is not s and advised(o) and (o.ctx, o.batch) == (s.ctx, s.batch) and o.gpu is not None
+            for sug in o.gpu.suggestions
+        ]
+        found = judged_everywhere(s.gpu.suggestions, others, _rerun(loaded, s, options))
+        judged.append(msgspec.structs.replace(s, gpu=msgspec.structs.replace(s.gpu, suggestions=found)))
+    return judged
 
 
 def _larger_cards(gpu: str | None) -> tuple[tuple[str, str, int], ...]:

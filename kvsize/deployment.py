@@ -145,11 +145,8 @@ class DeploymentSettings(Record, frozen=True, kw_only=True):
             "pp": self.pp,
             "gpu_mem": self.gpu_mem,
             "reserve_bytes": self.reserve,
-            "weights_bytes": (
-                self.weights_mem_per_gpu * self.tp * self.pp  # the fit splits it back over tp x pp
-                if self.weights_mem_per_gpu is not None
-                else self.weights_mem
-            ),
+            "weights_bytes": self.weights_mem,
+            "weights_bytes_per_gpu": self.weights_mem_per_gpu,  # stays per GPU when a suggestion changes tp
             "encoder_len": self.encoder_len,
             "engine_options": {
                 "block_size": self.block_size,

@@ -63,7 +63,16 @@ class Suggestion(Record, frozen=True, kw_only=True):
     """Flags a user can paste: `--kv-dtype fp8`, `--tp 2`, `--gpu h200`, `--ctx 65536`."""
     fits: bool
     max_concurrency: int
-    """Requests of the scenario's (or the changed) ctx that fit per replica after the change."""
+    """Requests of the scenario's (or the changed) ctx run at once per replica after the change: what the KV
+    budget holds, never more than the engine's running-request cap."""
+    max_concurrency_by_memory: int | None = None
+    """What the KV budget holds after the change, before the engine's cap."""
+    concurrency_cap: int | None = None
+    """The engine's cap on running requests after the change (None: no cap)."""
+    cap_binds: bool = False
+    """The cap, not the KV memory, limits max_concurrency: requests of the batch past the cap wait in the
+    engine's queue (vLLM 0.33 v1/core/sched/scheduler.py Scheduler.schedule admits waiting requests only while
+    len(self.running) < max_num_seqs; they hold no blocks and are not preempted)."""
     kv_budget_bytes: int
     kv_cache_bytes_per_gpu: int
     """The scenario's KV on the most loaded GPU after the change."""
@@ -220,7 +229,13 @@ class GpuFit(Record, frozen=True, kw_only=True):
     concurrency_cap: int | None = None
     """The engine's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests); None: no cap."""
     cap_binds: bool = False
-    """True when the cap, not the KV memory, limits max_concurrency."""
+    """True when the cap, not the KV memory, limits max_concurrency. Requests past the cap wait in the engine's
+    queue, holding no KV and not preempted: vLLM 0.33 v1/core/sched/scheduler.py Scheduler.schedule admits
+    waiting requests only while len(self.running) < max_num_seqs; SGLang 0.5.23 managers/scheduler.py
+    get_new_batch_prefill marks the batch full when get_num_allocatable_reqs() <= 0. So `fits` stays a memory
+    verdict (the KV budget holds all `batch` requests at once) and a batch above the cap runs cap at a time."""
+    max_concurrency_by_memory: int | None = None
+    """Requests of `ctx` tokens the KV budget holds, before the engine's cap (the shared prefix counted once)."""
     max_context: int | None
     """Longest context each of `batch` requests can have: what the KV budget holds, never past the model's
     maximum context; None when nothing limits it (windows cap every layer and the config states no maximum), or
@@ -451,6 +466,7 @@ def plan_fit(
         max_concurrency=min(held, cap) if cap is not None else held,
         concurrency_cap=cap,
         cap_binds=cap is not None and cap < held,
+        max_concurrency_by_memory=held,
         max_context=within_model_context(by_memory, spec.max_context) if with_max_context else None,
         max_context_by_memory=by_memory,
         kv_pool_tokens=tokens,

@@ -20,7 +20,7 @@ from kvsize.units import format_bytes, format_tokens
 if TYPE_CHECKING:  # types only: importing them builds pydantic models a given command does not need
     from kvsize.api import Estimate, Scenario
     from kvsize.capacity_file import CheckResult
-    from kvsize.fit import ContextLimit, GpuFit
+    from kvsize.fit import ContextLimit, GpuFit, Suggestion
     from kvsize.gpu_ranking import GpuPlan
     from kvsize.profiles import GpuProfile
     from kvsize.registry import RegistryEntry
@@ -322,15 +322,15 @@ def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
 def _pool_lines(scenarios: Sequence[Scenario]) -> list[str]:
     """The engine's pool in tokens and its concurrency for each ctx of the grid: one line per pool (per KV
     dtype), naming the dtype when the grid has several."""
-    by_pool: dict[tuple[str, int], dict[int, float]] = {}
+    by_pool: dict[tuple[str, int], dict[int, GpuFit]] = {}
     for s in scenarios:
         g = s.gpu
         if g is not None and g.kv_pool_tokens is not None and g.concurrency is not None:
-            by_pool.setdefault((s.kv_dtype.value, g.kv_pool_tokens), {}).setdefault(s.ctx, g.concurrency)
+            by_pool.setdefault((s.kv_dtype.value, g.kv_pool_tokens), {}).setdefault(s.ctx, g)
     lines = []
     for (dtype, pool), per_ctx in by_pool.items():
         label = f"tokens of KV, {dtype}" if len(by_pool) > 1 else "tokens of KV"
-        ctxs = [f"{ctx:,} tokens per request: {concurrency:.2f}x" for ctx, concurrency in per_ctx.items()]
+        ctxs = [f"{ctx:,} tokens per request: {g.concurrency:.2f}x{_above_cap(g)}" for ctx, g in per_ctx.items()]
         lines.append(f"engine pool ({label}): {pool:,}; concurrency for " + "; for ".join(ctxs))
     return lines
 
@@ -368,16 +368,7 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     s0 = scenarios[0]
     if not multi_engine:
         lines += [Text(line) for line in _pool_lines(scenarios)]
-    for s in scenarios:
-        g = s.gpu
-        if g is not None and g.concurrency_cap is not None and g.cap_binds:
-            lines.append(
-                Text(
-                    f"concurrency cap binds: the engine runs at most {plural(g.concurrency_cap, 'request')} at "
-                    f"once, fewer than the {g.max_concurrency:,} the KV budget holds at {s.ctx:,} tokens"
-                )
-            )
-            break
+    lines += _cap_lines(scenarios)
     if first.speed is not None and not multi_engine:
         sp = first.speed
         prefill = f", prefill >= {sp.prefill_seconds_min:.3g} s" if sp.prefill_seconds_min is not None else ""
@@ -407,6 +398,41 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
         )
     lines += _advice_lines(scenarios)
     return Group(*lines)
+
+
+def _above_cap(gpu: GpuFit) -> str:
+    """The pool line's concurrency is the memory's: say when the engine's cap is lower."""
+    cap = gpu.concurrency_cap
+    if cap is None or gpu.concurrency is None or gpu.concurrency <= cap:
+        return ""
+    return f", above the engine's cap of {plural(cap, 'running request')}"
+
+
+def held_by_memory(gpu: GpuFit) -> int:
+    """Requests of ctx the KV budget holds, before the engine's cap."""
+    return gpu.max_concurrency if gpu.max_concurrency_by_memory is None else gpu.max_concurrency_by_memory
+
+
+def _cap_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
+    """The first scenario whose engine cap binds: the cap against what the KV budget holds (uncapped), and a
+    batch above the cap, which runs cap at a time while the rest wait in the queue, not preempted (vLLM 0.33
+    v1/core/sched/scheduler.py Scheduler.schedule; SGLang managers/scheduler.py get_new_batch_prefill)."""
+    for s in scenarios:
+        g = s.gpu
+        if g is None or g.concurrency_cap is None or not g.cap_binds:
+            continue
+        engine = f"{s.engine}: " if len({x.engine for x in scenarios}) > 1 else ""
+        cap = g.concurrency_cap
+        text = (
+            f"concurrency cap binds: {engine}the engine runs at most {plural(cap, 'request')} at once, fewer "
+            f"than the {held_by_memory(g):,} the KV budget holds at {s.ctx:,} tokens"
+        )
+        if s.batch > cap:  # "fits" is the memory's verdict; the queue is the cap's
+            waiting = s.batch - cap
+            but = "the batch fits in memory, but " if g.fits else ""
+            text += f"; {but}of the batch of {s.batch:,}, {cap:,} run and {waiting:,} wait in the queue (not preempted)"
+        return [Text(text)]
+    return []
 
 
 def _bars(scenarios: Sequence[Scenario], width: int, multi_engine: bool) -> RenderableType:
@@ -506,25 +532,61 @@ def memory_bar(s: Scenario, width: int = BAR_WIDTH) -> tuple[Text, set[str]]:
     return bar, present
 
 
+def advised_scenarios(scenarios: Sequence[Scenario]) -> list[Scenario]:
+    """The scenarios the advice covers: the first that does not fit (else the first with little headroom), and
+    with several engines each engine's scenario of the same ctx and batch in the same state, one per engine."""
+    with_advice = [s for s in scenarios if s.gpu is not None and s.gpu.suggestions]
+    if not with_advice:
+        return []
+    first = next((s for s in with_advice if s.gpu is not None and not s.gpu.fits), with_advice[0])
+    assert first.gpu is not None
+    covered: dict[str, Scenario] = {}
+    for s in with_advice:
+        assert s.gpu is not None
+        if (s.ctx, s.batch, s.gpu.fits) == (first.ctx, first.batch, first.gpu.fits):
+            covered.setdefault(s.engine, s)
+    return list(covered.values())
+
+
+def _suggestion_verdict(sug: Suggestion, batch: int) -> str:
+    verdict = "[green]fits[/]" if sug.fits else "[red]still does not fit[/]"
+    text = f"{verdict}, {plural(sug.max_concurrency, 'request')} at once"
+    cap = sug.concurrency_cap
+    if sug.cap_binds and cap is not None:
+        held = sug.max_concurrency if sug.max_concurrency_by_memory is None else sug.max_concurrency_by_memory
+        text += f" (the engine's cap; the KV budget holds {held:,}"
+        text += f"; {batch - cap:,} of the batch of {batch:,} wait)" if batch > cap else ")"
+    return f"{text}, KV budget {format_bytes(sug.kv_budget_bytes)}"
+
+
 def _advice_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
-    lines: list[RenderableType] = []
-    for s in scenarios:
-        g = s.gpu
-        if g is None or not g.suggestions:
-            continue
-        head = "To make it fit" if not g.fits else "For more headroom"
-        label = f"{s.engine} " if len({x.engine for x in scenarios}) > 1 else ""
-        lines.append(Text.from_markup(f"[bold]{head}[/] ({escape(label)}{format_tokens(s.ctx)} x{s.batch}):"))
-        for sug in g.suggestions:
-            verdict = "[green]fits[/]" if sug.fits else "[red]still does not fit[/]"
-            lines.append(
-                Text.from_markup(
-                    f"  [bold]{escape(sug.change)}[/]: {verdict}, {plural(sug.max_concurrency, 'request')} "
-                    f"at once, KV budget {format_bytes(sug.kv_budget_bytes)} ({escape(sug.why)})"
-                )
-            )
-        break  # the first scenario that needs it; the JSON has every scenario's
-    return lines
+    """Each suggested change once, with what pasting it gives every engine the advice covers."""
+    covered = advised_scenarios(scenarios)
+    if not covered:
+        return []
+    first = covered[0]
+    assert first.gpu is not None
+    head = "To make it fit" if not first.gpu.fits else "For more headroom"
+    several = len({x.engine for x in scenarios}) > 1
+    scope = f"{format_tokens(first.ctx)} x{first.batch}"
+    if several:
+        scope += f"; {', '.join(s.engine for s in covered)}"
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    changes = list(dict.fromkeys(sug.change for s in covered if s.gpu is not None for sug in s.gpu.suggestions))
+    for change in changes:
+        said: list[str] = []
+        why = ""
+        for s in covered:
+            assert s.gpu is not None
+            sug = next((x for x in s.gpu.suggestions if x.change == change), None)
+            label = f"{escape(s.engine)}: " if several else ""
+            said.append(label + (_suggestion_verdict(sug, s.batch) if sug else "[red]not served[/]"))
+            why = why or (sug.why if sug else "")
+        said[-1] += f" ({escape(why)})"
+        grid.add_row(f"  [bold]{escape(change)}[/]", "\n".join(said))
+    return [Text.from_markup(f"[bold]{head}[/] ({escape(scope)}):"), grid]
 
 
 # --- listings --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.formula import FormulaEngine
 from kvsize.errors import UsageError
-from kvsize.fit import GpuFit, Hardware, OffloadTier
+from kvsize.fit import GpuFit, Hardware, OffloadTier, within_model_context
 from kvsize.serving import (
     NO_SERVING,
     PrefixShare,
@@ -64,6 +64,51 @@ def _sizer(
     return size
 
 
+def shared_max_context(
+    engine: Engine,
+    spec: ArchSpec,
+    unshared: int,
+    *,
+    batch: int,
+    budget: int,
+    kv_dtype: KvDtype,
+    tp: int,
+    pp: int,
+    settings: ServingSettings,
+) -> int | None:
+    """The longest ctx whose `batch` requests fit in `budget` when the shared prefix is stored once, counted
+    as max reqs counts it: batch x (request - shared) + shared <= budget (kvsize/serving.py shared_total), the
+    request and the shared part in the engine's blocks at that ctx (prefix_share). `unshared` is the answer
+    without sharing, a lower bound; None: no limit (as one request alone)."""
+    from kvsize.fit import max_context
+
+    assert settings.prefix_len is not None
+
+    def total(c: int) -> int:
+        request = engine.estimate(spec, ctx=sized_context(c, settings), batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        share = prefix_share(
+            engine,
+            spec,
+            prefix_len=settings.prefix_len or 0,
+            prompt_len=settings.prompt_len or c,
+            ctx=sized_context(c, settings),
+            kv_dtype=kv_dtype,
+            tp=tp,
+            pp=pp,
+            enabled=settings.enable_prefix_caching,
+        )
+        return shared_total(request.kv_cache_bytes_per_gpu, batch, share.shared_bytes_per_gpu)
+
+    alone = max_context(engine, spec, kv_dtype, batch=1, budget=budget, tp=tp, pp=pp)
+    if alone is None:
+        return None  # sharing only lowers the bytes: no limit either
+    low, high = unshared, alone + 1  # low fits (or is the unshared answer), high never does (one request)
+    while high - low > 1:  # bytes grow with ctx: a bisection
+        mid = (low + high) // 2
+        low, high = (mid, high) if total(mid) <= budget else (low, mid)
+    return low
+
+
 def serving_figures(
     engine: Engine,
     spec: ArchSpec,
@@ -111,6 +156,22 @@ def serving_figures(
         held = shared_concurrency(usable, per_gpu_request, shared_gpu)
         cap = getattr(fit, "concurrency_cap", None)  # the engine's running-request cap, where fit models one
         update["max_concurrency"] = min(held, cap) if isinstance(cap, int) else held
+        update["max_concurrency_by_memory"] = held
+        update["cap_binds"] = isinstance(cap, int) and cap < held
+        if fit.max_context_by_memory is not None:  # the longest context, the prefix stored once as above
+            by_memory = shared_max_context(
+                engine,
+                spec,
+                fit.max_context_by_memory,
+                batch=batch,
+                budget=usable,
+                kv_dtype=kv_dtype,
+                tp=tp,
+                pp=pp,
+                settings=settings,
+            )
+            update["max_context_by_memory"] = by_memory
+            update["max_context"] = within_model_context(by_memory, spec.max_context)
         if fit.concurrency is not None:
             update["concurrency"] = (usable - shared_gpu) / max(per_gpu_request - shared_gpu, 1)
     prompt = settings.prompt_len or ctx

@@ -156,6 +156,7 @@ def test_json_shape() -> None:
                                     "fits", "max_concurrency", "max_context", "max_context_by_memory", "budget",
                                     "kv_pool_tokens",
                                     "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
+                                    "max_concurrency_by_memory",
                                     "suggestions", "steady_state_concurrency",
                                     "workload", "throughput", "prefill_saved_seconds", "context_limit"}
     for key in ("memory_bytes", "weights_bytes", "reserve_bytes", "kv_budget_bytes", "max_concurrency",
