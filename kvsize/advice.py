@@ -158,10 +158,12 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
         found.append(_suggestion(change, why, outcome))
         return found[-1]
 
-    if scenario.kv_dtype.value in WIDE_DTYPES:
+    # A context the engine refuses (past its maximum for the model) is helped by a shorter context alone.
+    memory_changes = gpu.context_limit is None or not gpu.context_limit.refuses
+    if memory_changes and scenario.kv_dtype.value in WIDE_DTYPES:
         attempt("--kv-dtype fp8", {"kv_dtype": "fp8"}, "fp8 KV cache: 1 byte per element")
     # The smallest larger tp that fits; if none does, the largest that helps.
-    tp, best_tp = next_tp(scenario.tp, facts), None
+    tp, best_tp = (next_tp(scenario.tp, facts) if memory_changes else None), None
     while tp is not None:
         if not could_load(gpu.weights_bytes * scenario.tp / tp, gpu.memory_bytes):
             tp = next_tp(tp, facts)
@@ -174,7 +176,7 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
         tp = next_tp(tp, facts)
     if best_tp is not None:
         attempt(f"--tp {best_tp}", {"tp": best_tp}, f"weights and KV heads split over {best_tp} GPUs per replica")
-    if not facts.weights_given and facts.model_dtype.lower() in WIDE_WEIGHTS:
+    if memory_changes and not facts.weights_given and facts.model_dtype.lower() in WIDE_WEIGHTS:
         # From 16 bits per weight: fp8 halves the weights, int4 quarters them (at best; scales add a little).
         fp8 = None
         if could_load(gpu.weights_bytes / 2, gpu.memory_bytes):
@@ -196,7 +198,7 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
     # card lacks; a few tries at most (each is a full sizing). If none fits, the largest one.
     short = max(scenario.kv_cache_bytes_per_gpu - gpu.kv_budget_bytes, 0)
     cards = [c for c in facts.larger_cards if c[2] - gpu.memory_bytes >= short] or list(facts.larger_cards[-1:])
-    cards = [c for c in cards if could_load(gpu.weights_bytes, c[2])]
+    cards = [c for c in cards if could_load(gpu.weights_bytes, c[2]) and memory_changes]
     for n, (card, words, _) in enumerate(cards[:LARGER_CARD_TRIES]):
         outcome = again({"gpu": card})
         if outcome is not None and (outcome[1].fits or n == min(len(cards), LARGER_CARD_TRIES) - 1):

@@ -334,12 +334,6 @@ def estimate_loaded(
     batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
     dtypes, notes = resolve_kv_dtypes([kv_dtype] if isinstance(kv_dtype, str) else kv_dtype, loaded.raw, spec)
     notes = [*spec.notes, *notes]
-    if spec.max_context is not None:
-        notes += [
-            f"ctx {c:,} is beyond the model's maximum context {spec.max_context:,}"
-            for c in contexts
-            if c > spec.max_context
-        ]
 
     settings = budget or BudgetSettings()
     if reserve_bytes is not None:
@@ -389,6 +383,8 @@ def estimate_loaded(
             continue
         scenarios.extend(produced)
         notes.extend(rules.estimate_notes(spec))
+        if card is None:  # with a card, each scenario's gpu.context_limit says it (and the verdict follows)
+            notes.extend(_past_maximum_notes(rules, spec, contexts))
     if with_advice and card is not None:
         rerun_options: dict[str, Any] = {
             "engine_version": engine_version,
@@ -431,6 +427,19 @@ def estimate_loaded(
         notes=tuple(dict.fromkeys(notes)),
         scenarios=tuple(scenarios),
     )
+
+
+def _past_maximum_notes(rules: Engine, spec: ArchSpec, contexts: Sequence[int]) -> list[str]:
+    """A context past the model's maximum as this engine derives it (RoPE scaling included; kvsize.fit
+    engine_max_context), and what the engine does with it."""
+    from kvsize.fit import context_limit
+
+    notes = []
+    for c in contexts:
+        limit = context_limit(rules, spec, c)
+        if limit is not None:
+            notes.append(limit.reason)
+    return notes
 
 
 def _engine_dtypes(

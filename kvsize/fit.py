@@ -467,7 +467,7 @@ def plan_fit(
         concurrency_cap=cap,
         cap_binds=cap is not None and cap < held,
         max_concurrency_by_memory=held,
-        max_context=within_model_context(by_memory, spec.max_context) if with_max_context else None,
+        max_context=within_model_context(by_memory, engine_max_context(engine, spec)) if with_max_context else None,
         max_context_by_memory=by_memory,
         kv_pool_tokens=tokens,
         concurrency=concurrency,

@@ -90,3 +90,60 @@ def test_ci_runs_the_readme_test_command() -> None:
     ]
     assert len(readme_lines) == 1 and ci_lines == readme_lines
     assert "torch==2.13.0" in ci_lines[0]  # pinned: an open `torch` can pull a multi-GB CUDA build
+
+
+def test_readme_json_sample_is_current() -> None:
+    """Every literal value the README's JSON sample shows (numbers, booleans, null, whole strings) is what
+    `--json` prints now for the same command, under the same key; `...` marks what the sample leaves out."""
+    import json
+
+    text = README.read_text(encoding="utf-8")
+    sample = text.split("## JSON contract", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu",
+                           "h100", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    values: dict[str, list[object]] = {}
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                values.setdefault(key, []).append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(json.loads(done.stdout))
+    shown = re.findall(r'"(\w+)": (-?\d[\d.e+]*|true|false|null|\[\]|"[^"]*")', sample)
+    assert len(shown) > 50
+    for key, literal in shown:
+        if literal.startswith('"') and literal.endswith('..."'):
+            continue
+        assert json.loads(literal) in values.get(key, []), (key, literal)
+
+
+def readme_outputs() -> list[tuple[str, list[str]]]:
+    """(command, the output lines its comment shows): lines `#  text` under a `kvsize` line of a bash block.
+    A run of three or more spaces starts an annotation (not output); `...` elides part of a line."""
+    found: list[tuple[str, list[str]]] = []
+    for block in BLOCK.findall(README.read_text(encoding="utf-8")):
+        for line in block.splitlines():
+            if line.startswith("kvsize "):
+                found.append((re.split(r"\s+#\s", line, maxsplit=1)[0].strip(), []))
+            elif line.startswith("#  ") and found:
+                found[-1][1].append(re.split(r"\s{3,}", line[3:].strip(), maxsplit=1)[0])
+    return [(command, shown) for command, shown in found if shown]
+
+
+@pytest.mark.parametrize("command,shown", readme_outputs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_readme_output_comments_are_current(command: str, shown: list[str], tmp_path: Path) -> None:
+    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1", "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "kvsize", *shlex.split(command)[1:]], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300)
+    printed = " ".join(done.stdout.replace("│", " ").split())
+    for line in shown:
+        for piece in line.split("..."):
+            piece = " ".join(piece.replace("│", " ").split())
+            assert piece in printed, (command, piece)

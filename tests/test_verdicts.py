@@ -339,3 +339,39 @@ def test_prefix_rule_behind_explain() -> None:
     assert "rule: vLLM 0.33 prefix caching (--explain prints it)" in flat
     explained = " ".join(run(*args, "--explain").stdout.split())
     assert "whole blocks only" in explained and "remove_skipped_blocks" in explained
+
+
+# --- the maximum as each engine derives it, everywhere it is shown ----------------------------------------------
+
+
+def test_max_ctx_is_capped_at_the_engines_own_maximum(tmp_path: Path) -> None:
+    """TINY with linear RoPE x4: vLLM 0.33 accepts 8,192 x 4 = 32,768 (_get_and_verify_max_len scales
+    max_position_embeddings by a linear factor); transformers checks nothing, so its max ctx stays at the
+    config's 8,192. The memory holds far more on an H100: 16,384 B per token (tiny_configs.TINY)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}))
+    for engine, maximum in [("vllm", 32768), ("hf", 8192)]:
+        proc = run(str(config), "--ctx", "8k", "--gpu", "h100", "--engine", engine, "--json")
+        assert proc.returncode == 0, proc.stderr
+        fit = json.loads(proc.stdout)["scenarios"][0]["gpu"]
+        assert fit["max_context"] == maximum, engine
+        assert fit["max_context_by_memory"] > maximum
+
+
+def test_without_a_card_the_note_follows_each_engines_maximum(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY, "rope_scaling": {"rope_type": "linear", "factor": 4.0}}))
+    notes = json.loads(run(str(config), "--ctx", "16k", "--engine", "vllm", "--json").stdout)["notes"]
+    assert not any("maximum context" in n for n in notes)  # 16,384 <= 32,768: vLLM serves it
+    notes = json.loads(run(str(config), "--ctx", "16k", "--engine", "hf", "--json").stdout)["notes"]
+    assert any("ctx 16,384 is past the model's maximum context 8,192: Hugging Face" in n for n in notes)
+
+
+def test_a_refused_context_is_advised_a_shorter_context_only() -> None:
+    """Memory changes (fp8, tp, a larger card) cannot make vLLM accept 262,144 > 131,072 tokens of Llama 3.1:
+    the one suggestion is the longest context it serves that the memory holds."""
+    proc = run(LLAMA_8B, "--ctx", "256k", "--gpu", "h100", "--json")
+    assert proc.returncode == 1
+    suggestions = json.loads(proc.stdout)["scenarios"][0]["gpu"]["suggestions"]
+    assert [s["change"] for s in suggestions] == ["--ctx 131072"]
+    assert suggestions[0]["fits"] is True
