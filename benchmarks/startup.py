@@ -57,32 +57,34 @@ def run_once(argv: list[str]) -> tuple[float, float]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
-    args = parser.parse_args()
+def measure(runs: int) -> dict[str, tuple[float, float]]:
+    """Median (CPU seconds, wall seconds) of each command over `runs` interleaved runs."""
     package = importlib.util.find_spec("kvsize")
     if package is not None and package.submodule_search_locations:
         for folder in package.submodule_search_locations:
             compileall.compile_dir(folder, quiet=1)
     cpu: dict[str, list[float]] = {label: [] for label in COMMANDS}
     wall: dict[str, list[float]] = {label: [] for label in COMMANDS}
-    for _ in range(args.runs):
+    for _ in range(runs):
         for label, argv in COMMANDS.items():
             c, w = run_once(argv)
             cpu[label].append(c)
             wall[label].append(w)
-    base = statistics.median(cpu[BASELINE])
+    return {label: (statistics.median(cpu[label]), statistics.median(wall[label])) for label in COMMANDS}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    medians = measure(args.runs)
+    base = medians[BASELINE][0]
     print(f"({args.runs} runs each, interleaved; Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
     print()
     print("| command | median CPU ms | median wall ms | CPU / bare stack |")
     print("|---|---:|---:|---:|")
-    for label in COMMANDS:
-        median_cpu = statistics.median(cpu[label])
-        print(
-            f"| `{label}` | {median_cpu * 1000:.0f} | {statistics.median(wall[label]) * 1000:.0f} "
-            f"| {median_cpu / base:.2f}x |"
-        )
+    for label, (median_cpu, median_wall) in medians.items():
+        print(f"| `{label}` | {median_cpu * 1000:.0f} | {median_wall * 1000:.0f} | {median_cpu / base:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,24 @@ def test_sizing_runs_import_neither_pydantic_nor_yaml(args: list[str]) -> None:
     profiles are read through gpu_profiles/index.json."""
     result = probe(*args)
     assert result["code"] in (0, 1) and result["pydantic"] is False and result["yaml"] is False
+
+
+@pytest.mark.slow
+def test_registry_runs_meet_the_start_up_goal() -> None:
+    """Issue 12: a registry sizing run, with and without --gpu, within 1.5x of importing the bare CLI stack
+    (median CPU time, interleaved runs: benchmarks/startup.py). Timing depends on the machine's load, hence slow
+    (run with -m slow on a quiet machine)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "startup.py"
+    spec = importlib.util.spec_from_file_location("startup_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    medians = module.measure(9)
+    base = medians[module.BASELINE][0]
+    runs = [label for label in medians if label.startswith("kvsize meta-llama")]
+    assert len(runs) == 3
+    for label in runs:
+        assert medians[label][0] <= 1.5 * base, (label, medians[label][0], base)
