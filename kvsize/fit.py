@@ -155,6 +155,26 @@ def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
     return base
 
 
+# Engines that do not serve a context past their maximum: (what they do, where, the switch that allows it).
+_REFUSALS = {
+    "vllm": (
+        "refuses a longer max_model_len at start-up",
+        "vllm/config/model.py _get_and_verify_max_len",
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+    ),
+    "sglang": (
+        "refuses a longer --context-length at start-up",
+        "python/sglang/srt/configs/model_config.py ModelConfig._derive_context_length",
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    ),
+    "trtllm": (
+        "lowers max_seq_len to {maximum:,}: requests of {ctx:,} tokens are not served",
+        "tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine._init_max_seq_len",
+        "TLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+    ),
+}
+
+
 def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | None:
     """What the engine does with `ctx` past its maximum for the model (engine_max_context); None within it.
 
@@ -166,35 +186,16 @@ def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | No
     if maximum is None or ctx <= maximum:
         return None
     label = f"{engine.title} {engine.version}"
-    if engine.name == "vllm":
+    if engine.name in _REFUSALS:
+        action, source, override = _REFUSALS[engine.name]
         return ContextLimit(
             ctx=ctx,
             maximum=maximum,
             refuses=True,
             engine=label,
-            action="refuses a longer max_model_len at start-up",
-            source="vllm/config/model.py _get_and_verify_max_len",
-            override="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
-        )
-    if engine.name == "sglang":
-        return ContextLimit(
-            ctx=ctx,
-            maximum=maximum,
-            refuses=True,
-            engine=label,
-            action="refuses a longer --context-length at start-up",
-            source="python/sglang/srt/configs/model_config.py ModelConfig._derive_context_length",
-            override="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-        )
-    if engine.name == "trtllm":
-        return ContextLimit(
-            ctx=ctx,
-            maximum=maximum,
-            refuses=True,
-            engine=label,
-            action=f"lowers max_seq_len to {maximum:,}: requests of {ctx:,} tokens are not served",
-            source="tensorrt_llm/_torch/pyexecutor/model_engine.py PyTorchModelEngine._init_max_seq_len",
-            override="TLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+            action=action.format(maximum=maximum, ctx=ctx),
+            source=source,
+            override=override,
         )
     if engine.name == "llamacpp":
         action, source = "runs it with a warning (n_ctx_seq > n_ctx_train)", "src/llama-context.cpp llama_context"

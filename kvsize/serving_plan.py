@@ -64,6 +64,23 @@ def _sizer(
     return size
 
 
+def _prefix_share_at(
+    engine: Engine, spec: ArchSpec, ctx: int, *, kv_dtype: KvDtype, tp: int, pp: int, settings: ServingSettings
+) -> PrefixShare:
+    """The shared prefix of `settings` in the engine's blocks, for requests of `ctx` tokens."""
+    return prefix_share(
+        engine,
+        spec,
+        prefix_len=settings.prefix_len or 0,
+        prompt_len=settings.prompt_len or ctx,
+        ctx=sized_context(ctx, settings),
+        kv_dtype=kv_dtype,
+        tp=tp,
+        pp=pp,
+        enabled=settings.enable_prefix_caching,
+    )
+
+
 def shared_max_context(
     engine: Engine,
     spec: ArchSpec,
@@ -86,17 +103,7 @@ def shared_max_context(
 
     def total(c: int) -> int:
         request = engine.estimate(spec, ctx=sized_context(c, settings), batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
-        share = prefix_share(
-            engine,
-            spec,
-            prefix_len=settings.prefix_len or 0,
-            prompt_len=settings.prompt_len or c,
-            ctx=sized_context(c, settings),
-            kv_dtype=kv_dtype,
-            tp=tp,
-            pp=pp,
-            enabled=settings.enable_prefix_caching,
-        )
+        share = _prefix_share_at(engine, spec, c, kv_dtype=kv_dtype, tp=tp, pp=pp, settings=settings)
         return shared_total(request.kv_cache_bytes_per_gpu, batch, share.shared_bytes_per_gpu)
 
     alone = max_context(engine, spec, kv_dtype, batch=1, budget=budget, tp=tp, pp=pp)
@@ -127,17 +134,7 @@ def serving_figures(
     if settings.prefix_len is not None and settings.prefix_len > ctx:
         raise UsageError(f"--prefix-len {settings.prefix_len} exceeds the context {ctx}", hint="Give a shorter prefix.")
     if settings.prefix_len is not None:
-        share = prefix_share(
-            engine,
-            spec,
-            prefix_len=settings.prefix_len,
-            prompt_len=settings.prompt_len or ctx,
-            ctx=sized_context(ctx, settings),
-            kv_dtype=kv_dtype,
-            tp=tp,
-            pp=pp,
-            enabled=settings.enable_prefix_caching,
-        )
+        share = _prefix_share_at(engine, spec, ctx, kv_dtype=kv_dtype, tp=tp, pp=pp, settings=settings)
     per_gpu_request = est.kv_cache_bytes_per_gpu // batch
     shared_gpu = share.shared_bytes_per_gpu if share else 0
     if share is not None and share.shared_bytes:
