@@ -23,11 +23,14 @@ PCIE5_X16_BYTES_PER_S = 64_000_000_000  # PCIe Gen5 x16: 32 GT/s x 16 lanes, 64 
 class SpeedBound(Record, frozen=True, kw_only=True):
     """Roofline upper bounds on speed: no engine runs faster (labelled as bounds, not predictions)."""
 
+    requests: int
+    """Requests decoding at once: the batch, or the engine's running-request cap when that is lower (the rest
+    wait in the queue, holding no KV)."""
     decode_step_seconds_min: float
-    """(weights on the GPU + KV of the whole batch read once) / memory bandwidth."""
+    """(weights on the GPU + KV of the running requests read once) / memory bandwidth."""
     decode_tokens_per_s_per_request_max: float
     decode_tokens_per_s_max: float
-    """All `batch` requests together."""
+    """All running requests together."""
     prefill_seconds_min: float | None
     """2 x active parameters x prompt tokens (+ causal attention) / (bf16 dense peak x tp); None without a
     FLOP/s figure."""
@@ -299,6 +302,7 @@ def speed_bound(
         decode_tokens_per_s_per_request_max=1 / step,
         decode_tokens_per_s_max=batch / step,
         prefill_seconds_min=prefill,
+        requests=batch,
         bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s,
         rule="memory-bandwidth roofline: every decode step reads the GPU's weights and the batch's KV once; "
         "prefill at the bf16 dense peak",
@@ -449,6 +453,7 @@ def plan_fit(
     by_memory = (
         max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
     )
+    running = min(batch, cap) if cap is not None else batch  # the rest of the batch waits (speed only)
     limit = context_limit(engine, spec, ctx)  # past the engine's maximum: refused, or only a warning
     return GpuFit(
         name=gpu_name,
@@ -473,7 +478,7 @@ def plan_fit(
         kv_pool_tokens=tokens,
         concurrency=concurrency,
         speed=speed_bound(
-            weights_per_gpu=weights_per_gpu, kv_per_gpu=batch * per_request, ctx=ctx, batch=batch, tp=tp, hw=hw
+            weights_per_gpu=weights_per_gpu, kv_per_gpu=running * per_request, ctx=ctx, batch=running, tp=tp, hw=hw
         ),
         offload=offload_tier(
             bytes_per_token=whole.kv_bytes_per_token, bytes_per_request=whole.bytes_per_request, hw=hw

@@ -374,7 +374,13 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
         prefill = f", prefill >= {sp.prefill_seconds_min:.3g} s" if sp.prefill_seconds_min is not None else ""
         lines.append(
             Text(
-                f"speed bound at {s0.batch} x {s0.ctx:,}: decode <= "
+                f"speed bound at {sp.requests} x {s0.ctx:,}"
+                + (
+                    f" (the engine's cap; {s0.batch - sp.requests:,} of the batch wait)"
+                    if sp.requests < s0.batch
+                    else ""
+                )
+                + ": decode <= "
                 f"{sp.decode_tokens_per_s_per_request_max:,.0f} tok/s per request, "
                 f"<= {sp.decode_tokens_per_s_max:,.0f} tok/s in all{prefill} (roofline upper bounds)"
             )

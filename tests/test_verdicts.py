@@ -375,3 +375,18 @@ def test_a_refused_context_is_advised_a_shorter_context_only() -> None:
     suggestions = json.loads(proc.stdout)["scenarios"][0]["gpu"]["suggestions"]
     assert [s["change"] for s in suggestions] == ["--ctx 131072"]
     assert suggestions[0]["fits"] is True
+
+
+def test_speed_bound_counts_only_the_requests_the_cap_runs() -> None:
+    """--batch 4 with --max-num-seqs 2: vLLM 0.33 runs 2 (Scheduler.schedule admits while len(running) <
+    max_num_seqs), the other 2 wait holding no KV, so a decode step reads the weights and 2 requests' KV:
+    (16,060,522,496 + 2 x 17,179,869,184) B / 3.35e12 B/s (h100-sxm memory_bandwidth_bytes_per_s)."""
+    proc = run(LLAMA_8B, "--ctx", "128k", "--batch", "4", "--max-num-seqs", "2", "--gpu", "h100", "--json")
+    speed = json.loads(proc.stdout)["scenarios"][0]["gpu"]["speed"]
+    step = (16_060_522_496 + 2 * 17_179_869_184) / 3_350_000_000_000
+    assert speed["requests"] == 2
+    assert speed["decode_step_seconds_min"] == pytest.approx(step, rel=1e-12)
+    assert speed["decode_tokens_per_s_max"] == pytest.approx(2 / step, rel=1e-12)
+    table = run(LLAMA_8B, "--ctx", "128k", "--batch", "4", "--max-num-seqs", "2", "--gpu", "h100").stdout
+    screen = " ".join(table.split())
+    assert "speed bound at 2 x 131,072 (the engine's cap; 2 of the batch wait): decode <= 66 tok/s" in screen
