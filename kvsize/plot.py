@@ -64,7 +64,7 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
     image = io.BytesIO()
     fig.savefig(image, format=target.suffix.lower().lstrip("."))
     plt.close(fig)
-    from kvsize.cli.streams import write_output
+    from kvsize.safe_io import write_output
 
     write_output(target, image.getvalue(), "--plot")  # a full disk, a quota, /proc: exit 3
     return target
@@ -73,9 +73,9 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
 def plot_target(path: str) -> Path:
     """The file --plot will write, checked before any work: `~` expanded, a .png or .svg name, in an existing
     folder, and not a folder, pipe or device itself (writing a FIFO would block)."""
-    from kvsize.cli.streams import output_path
     from kvsize.resolve import printable
+    from kvsize.safe_io import output_path
 
     if Path(path).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot writes .png or .svg files, got '{printable(path)}'")
-    return output_path(path, "--plot")  # the rule every output file follows (kvsize/cli/streams.py)
+    return output_path(path, "--plot")  # the rule every output file follows (kvsize/safe_io.py)

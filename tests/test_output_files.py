@@ -1,4 +1,4 @@
-"""Every option that writes a file follows one rule (kvsize/cli/streams.py output_path / write_output; README
+"""Every option that writes a file follows one rule (kvsize/safe_io.py output_path / write_output; README
 "Exit codes and errors"): a path that cannot be a file as given (its folder missing, a folder) is exit 2, checked
 before any work; a path the system refuses (/proc takes no new files, /dev/full is a full disk) is exit 3. Each
 as a subprocess: one `Error:` line on stderr naming the option, no traceback."""

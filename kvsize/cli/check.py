@@ -38,8 +38,8 @@ def check(
     Under GitHub Actions (GITHUB_ACTIONS=true) failures are also annotations on the deployment's line."""
     with user_errors(debug):
         from kvsize.capacity_file import check_file, github_annotations, github_error_annotation, junit_xml
-        from kvsize.cli.streams import output_path, write_output
         from kvsize.errors import KvsizeError
+        from kvsize.safe_io import output_path, write_output
 
         junit_target = output_path(junit, "--junit") if junit is not None else None  # before any work
         try:

@@ -90,7 +90,7 @@ def read_log(path: str) -> str:
 def write_calibration(path: str, calibration: Any) -> None:
     import yaml
 
-    from kvsize.cli.streams import output_path, write_output
+    from kvsize.safe_io import output_path, write_output
 
     text = "# kvsize calibration: overheads one engine start-up measured (kvsize log --save-calibration)\n"
     text += yaml.safe_dump(calibration.as_dict(), sort_keys=False)
@@ -150,7 +150,7 @@ def log_command(
         if tolerance < 0:
             raise UsageError(f"--tolerance must be >= 0, got {tolerance}")
         if save_calibration:
-            from kvsize.cli.streams import output_path
+            from kvsize.safe_io import output_path
 
             output_path(save_calibration, "--save-calibration")  # before any work: exit 2 or 3 now
         text = read_log(file)

@@ -11,7 +11,6 @@ import io
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NoReturn
 
 from kvsize.errors import ExitCode
@@ -190,64 +189,3 @@ def run_checked(app: Callable[[], Any]) -> NoReturn:
     except (OSError, ValueError) as exc:
         _output_failed(exc)
     sys.exit(code)
-
-
-# --- output files (--junit, --plot, --report, --save-calibration) ---------------------------------------------
-# One rule for every option that writes a file. A path that cannot name a file as given (empty, its folder
-# missing, a folder, a FIFO) is bad input, exit 2: checked before any work. A path the system then
-# refuses (permission, a read-only or pseudo file system such as /proc, a full disk, a quota, an I/O error) is
-# the environment, exit 3, as for standard output above (README "Exit codes and errors").
-
-
-def output_path(path: str | os.PathLike[str], option: str) -> Path:
-    """The file `option` will write, checked before any work; raises UsageError (exit 2) for a path that
-    cannot be a file, EnvironmentProblem (exit 3) for a folder the user may not write in."""
-    import stat
-
-    from kvsize.errors import EnvironmentProblem, UsageError
-    from kvsize.resolve import printable
-
-    shown = printable(str(path))
-    if not str(path).strip():
-        raise UsageError(f"{option}: empty path", hint=f"Give {option} the path of a file to write.")
-    try:
-        target = Path(path).expanduser()
-    except RuntimeError:  # '~unknown-user/...'
-        raise UsageError(f"{option}: cannot expand '{shown}'", hint="Give an absolute or relative path.") from None
-    try:
-        info: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise EnvironmentProblem(f"{option}: cannot use '{shown}' ({exc.strerror or type(exc).__name__})") from None
-    # A character device (/dev/null, /dev/full) takes writes without blocking; a FIFO would block, a folder
-    # or a socket cannot be written at all.
-    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISCHR(info.st_mode)):
-        what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise UsageError(f"{option}: '{shown}' is {what}", hint=f"Give {option} the path of a file to write.")
-    folder = target.parent
-    if not folder.is_dir():
-        raise UsageError(
-            f"{option}: the folder '{printable(str(folder))}' does not exist",
-            hint="Create it first, or choose another path.",
-        )
-    if not os.access(folder, os.W_OK | os.X_OK) or (info is not None and not os.access(target, os.W_OK)):
-        raise EnvironmentProblem(f"{option}: no permission to write '{shown}'", hint="Choose a writable path.")
-    return target
-
-
-def write_output(target: Path, data: str | bytes, option: str) -> None:
-    """Write `data` to `target` (checked by output_path); any refusal now is the environment: exit 3."""
-    from kvsize.errors import EnvironmentProblem
-    from kvsize.resolve import printable
-
-    try:
-        if isinstance(data, bytes):
-            target.write_bytes(data)
-        else:
-            target.write_text(data, encoding="utf-8")
-    except OSError as exc:  # a full disk, a quota, /proc refusing a new file, a folder that vanished
-        raise EnvironmentProblem(
-            f"{option}: cannot write {printable(str(target))} ({exc.strerror or type(exc).__name__})",
-            hint="Check the disk (space, quota) and the path, or choose another path.",
-        ) from None

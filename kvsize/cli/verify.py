@@ -197,7 +197,7 @@ def _report_file(report: str | None) -> Iterator[Any]:
     if report is None:
         yield lambda text: None
         return
-    from kvsize.cli.streams import output_path, write_output
+    from kvsize.safe_io import output_path, write_output
 
     path = output_path(report, "--report")  # a path that cannot be a file: exit 2; refused by the system: exit 3
     existed = path.exists()
