@@ -171,6 +171,19 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+# Every key an engine reads a context length from: vLLM 0.33's list (model_arch_config_convertor.py
+# derive_max_model_len_and_key), which holds SGLang 0.5.23's (hf_transformers/common.py CONTEXT_LENGTH_KEYS).
+CONTEXT_LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 _CONTEXT_KEYS = (
     "max_position_embeddings",
     "n_positions",
@@ -328,6 +341,7 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
             moe_intermediate_size=_moe_width(data),
             model_dtype=(dtype or KvDtype.BF16).value,
             notes=tuple(dict.fromkeys(notes)),
+            context_lengths=_context_lengths(merged),
             **_identity(raw, data, source),
         )
     except InvalidRecord as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
@@ -378,6 +392,17 @@ def _encoder_decoder(raw: Mapping[str, Any], *, model_type: str, source: str, en
         vocab_size=f.integer("vocab_size", maximum=1 << 30),
         notes=(*notes, *(() if dtype else ("config names no dtype: assumed fp32 weights",))),
         is_encoder_decoder=True,
+        context_lengths=_context_lengths(raw),
+    )
+
+
+def _context_lengths(data: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The context-length keys the config states as positive integers, each at most MAX_POSITIONS (a
+    tokenizer-style 1e30 `model_max_length` means no limit; kept as the largest kvsize sizes)."""
+    return tuple(
+        (key, min(value, MAX_POSITIONS))
+        for key in CONTEXT_LENGTH_KEYS
+        if (value := _positive_int(data.get(key))) is not None
     )
 
 

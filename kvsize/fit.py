@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
+from kvsize.config import CONTEXT_LENGTH_KEYS
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.sglang import SglangEngine
@@ -111,6 +112,15 @@ class ContextLimit(Record, frozen=True, kw_only=True):
 # _torch/pyexecutor/model_engine.py PyTorchModelEngine._infer_max_seq_len_from_config).
 _VLLM_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 _TRTLLM_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn"})
+# vLLM 0.33 reads all nine keys the parser keeps (model_arch_config_convertor.py derive_max_model_len_and_key).
+VLLM_CONTEXT_KEYS = CONTEXT_LENGTH_KEYS
+SGLANG_CONTEXT_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
 SGLANG_DEFAULT_CONTEXT = 2048  # srt/utils/hf_transformers/common.py get_context_length: no key in the config
 TRTLLM_DEFAULT_CONTEXT = 2048  # _infer_max_seq_len_from_config: no max_position_embeddings
 
@@ -118,23 +128,33 @@ TRTLLM_DEFAULT_CONTEXT = 2048  # _infer_max_seq_len_from_config: no max_position
 def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
     """The longest context the engine accepts for the model without an override; None: no limit it checks.
 
-    Each starts from the config's maximum context (kvsize reads the first of max_position_embeddings,
-    n_positions, ... as transformers' attribute maps do) and applies its own RoPE rule:
-    - vLLM 0.33 (vllm/config/model.py _get_and_verify_max_len): x `factor` of every RoPE entry whose type is
-      not su/longrope/llama3/yarn/deepseek_yarn/deepseek_llama_scaling (the last such entry's factor wins),
-      never for Gemma 3; no key in the config: no limit on a given max_model_len.
-    - SGLang 0.5.23 (srt/utils/hf_transformers/common.py get_context_length): int(factor x maximum) unless the
-      entry states original_max_position_embeddings or is llama3; no key: 2,048.
-    - TensorRT-LLM 1.2 (_torch/pyexecutor/model_engine.py _infer_max_seq_len_from_config): ceil(maximum x
-      factor) unless su/longrope/llama3/yarn; no max_position_embeddings: 2,048.
+    Each reads its own keys of the config (`spec.context_lengths`) and applies its own RoPE rule:
+    - vLLM 0.33: the smallest of the nine keys it knows, `model_max_length` overriding them
+      (transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key), then x `factor` of
+      every RoPE entry whose type is not su/longrope/llama3/yarn/deepseek_yarn/deepseek_llama_scaling (the
+      last such entry's factor wins), never for Gemma 3 (config/model.py _get_and_verify_max_len); no key:
+      no limit on a given max_model_len.
+    - SGLang 0.5.23: the first of max_sequence_length, seq_length, max_seq_len, model_max_length,
+      max_position_embeddings (srt/utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS, get_context_length),
+      int(factor x length) unless the entry states original_max_position_embeddings or is llama3; no key: 2,048.
+    - TensorRT-LLM 1.2 (_torch/pyexecutor/model_engine.py _infer_max_seq_len_from_config):
+      max_position_embeddings, ceil(x factor) unless su/longrope/llama3/yarn; none: 2,048.
     - llama.cpp: n_ctx_train (the GGUF's context_length, the config's maximum as converted); transformers and
-      the formula: the config's maximum (neither refuses; see context_limit)."""
-    base = spec.max_context
+      the formula: the config's maximum (neither refuses; see context_limit).
+    The engines read the config through transformers, whose attribute maps make `max_position_embeddings`
+    read `n_positions` in GPT-2-style configs; a spec built without the keys stands on `max_context`."""
+    stated = dict(spec.context_lengths)
+    if "max_position_embeddings" not in stated and "n_positions" in stated:
+        stated["max_position_embeddings"] = stated["n_positions"]
+    if not stated and spec.max_context is not None:
+        stated = {"max_position_embeddings": spec.max_context}
     rope = spec.rope_scaling
     one = (1, 1)
     if engine.name == "vllm":
-        if base is None:
+        lengths = [stated[key] for key in VLLM_CONTEXT_KEYS if key in stated]
+        if not lengths:
             return None
+        base = stated.get("model_max_length", min(lengths))
         factor = one
         if "gemma3" not in spec.model_type:
             for entry in rope:
@@ -147,15 +167,16 @@ def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
         factor = one
         if first is not None and not first.has_original_max and first.rope_type != "llama3":
             factor = first.factor or one
-        return (base if base is not None else SGLANG_DEFAULT_CONTEXT) * factor[0] // factor[1]  # int(...)
+        length = next((stated[key] for key in SGLANG_CONTEXT_KEYS if key in stated), SGLANG_DEFAULT_CONTEXT)
+        return length * factor[0] // factor[1]  # int(rope_scaling_factor * val)
     if engine.name == "trtllm":
         first = rope[0] if len(rope) == 1 else None
         factor = one
         if first is not None and first.rope_type not in _TRTLLM_UNSCALED_ROPE:
             factor = first.factor or one
-        maximum = base if base is not None else TRTLLM_DEFAULT_CONTEXT
+        maximum = stated.get("max_position_embeddings", TRTLLM_DEFAULT_CONTEXT)
         return -(-maximum * factor[0] // factor[1])  # math.ceil(inferred_max_seq_len * rope_factor)
-    return base
+    return spec.max_context
 
 
 # Engines that do not serve a context past their maximum: (what they do, where, the switch that allows it).

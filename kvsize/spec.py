@@ -197,6 +197,10 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     """Width of the vision tower (`vision_config.hidden_size`)."""
     rope_scaling: tuple[RopeScaling, ...] = ()
     """The config's RoPE scaling entries (none: unscaled), for the engines' maximum context."""
+    context_lengths: tuple[tuple[str, int], ...] = ()
+    """Every context-length key the language model's config states, with its value (max_position_embeddings,
+    n_positions, seq_length, model_max_length, ...): engines read different keys and `max_context` is the
+    first of them (kvsize.fit engine_max_context)."""
 
     def __post_init__(self) -> None:
         if not self.layers:

@@ -390,3 +390,43 @@ def test_speed_bound_counts_only_the_requests_the_cap_runs() -> None:
     table = run(LLAMA_8B, "--ctx", "128k", "--batch", "4", "--max-num-seqs", "2", "--gpu", "h100").stdout
     screen = " ".join(table.split())
     assert "speed bound at 2 x 131,072 (the engine's cap; 2 of the batch wait): decode <= 66 tok/s" in screen
+
+
+# --- which config keys each engine reads its maximum from ---------------------------------------------------
+
+KEY_CASES = [
+    # (keys added to TINY (max_position_embeddings 8192 unless replaced), vLLM, SGLang, TensorRT-LLM, hf)
+    # Command-R v01 style: model_max_length overrides in vLLM (derive_max_model_len_and_key: "For Command-R /
+    # Cohere"), is SGLang's 4th key before max_position_embeddings; TRT-LLM and transformers read the 8,192.
+    ({"model_max_length": 131072}, 131072, 131072, 8192, 8192),
+    # Qwen (v1) style: seq_length 2,048 beside max_position_embeddings 8,192. vLLM takes the smallest key,
+    # SGLang's first key is seq_length, TRT-LLM reads max_position_embeddings.
+    ({"seq_length": 2048}, 2048, 2048, 8192, 8192),
+    # seq_length alone (ChatGLM style; a model type whose transformers config has no default
+    # max_position_embeddings, unlike llama's 2,048): TRT-LLM finds no max_position_embeddings, its 2,048 default.
+    ({"model_type": "chatglm_like", "max_position_embeddings": None, "seq_length": 32768}, 32768, 32768, 2048, 32768),
+    # n_positions alone (GPT-2 style): transformers' attribute map serves it as max_position_embeddings.
+    ({"model_type": "gpt_like", "max_position_embeddings": None, "n_positions": 1024}, 1024, 1024, 1024, 1024),
+]
+
+
+@pytest.mark.parametrize(("keys", "vllm", "sglang", "trtllm", "hf"), KEY_CASES)
+def test_each_engine_reads_its_own_context_keys(
+    keys: dict[str, Any], vllm: int, sglang: int, trtllm: int, hf: int
+) -> None:
+    spec = spec_of(**keys)
+    for name, expected in [("vllm", vllm), ("sglang", sglang), ("trtllm", trtllm), ("hf", hf)]:
+        assert engine_max_context(get_engine(name), spec) == expected, name
+
+
+def test_command_r_style_long_context_is_served_by_vllm(tmp_path: Path) -> None:
+    """32k on a config stating max_position_embeddings 8,192 and model_max_length 131,072: vLLM serves it
+    (exit 0, no refusal); transformers runs it with a warning (it reads 8,192)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY, "model_max_length": 131072}))
+    proc = run(str(config), "--ctx", "32k", "--gpu", "h100", "--json")
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads(proc.stdout)["scenarios"][0]["gpu"]["context_limit"] is None
+    proc = run(str(config), "--ctx", "32k", "--gpu", "h100", "--engine", "hf", "--json")
+    limit = json.loads(proc.stdout)["scenarios"][0]["gpu"]["context_limit"]
+    assert proc.returncode == 0 and limit["maximum"] == 8192 and limit["refuses"] is False
