@@ -687,22 +687,29 @@ def _count_mamba2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     acc.add("norms", (layers + 1) * hidden)
 
 
-def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
-    hidden, layers = cfg.hidden(), cfg.layers()
-    inner = cfg.int_("intermediate_size", default=2 * hidden)
-    state, kernel = cfg.int_("state_size", default=16), cfg.int_("conv_kernel", default=4)
-    dt_rank = cfg.int_("time_step_rank", default=math.ceil(hidden / 16))
-    bias, conv_bias = cfg.bool_("use_bias", False), cfg.bool_("use_conv_bias", True)
-    mixer = (
-        _linear(hidden, 2 * inner, bias)
+def _mamba1_mixer(
+    hidden: int, inner: int, state: int, kernel: int, dt_rank: int, *, proj_bias: bool, conv_bias: bool
+) -> int:
+    """A Mamba-1 mixer (MambaMixer): in_proj, depthwise conv1d, x_proj, dt_proj (biased), A_log, D, out_proj."""
+    return (
+        _linear(hidden, 2 * inner, proj_bias)
         + inner * kernel
         + (inner if conv_bias else 0)
         + inner * (dt_rank + 2 * state)
         + _linear(dt_rank, inner, True)  # x_proj, dt_proj
         + inner * state
         + inner  # A_log, D
-        + _linear(inner, hidden, bias)
+        + _linear(inner, hidden, proj_bias)
     )
+
+
+def _count_mamba1(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    hidden, layers = cfg.hidden(), cfg.layers()
+    inner = cfg.int_("intermediate_size", default=2 * hidden)
+    state, kernel = cfg.int_("state_size", default=16), cfg.int_("conv_kernel", default=4)
+    dt_rank = cfg.int_("time_step_rank", default=math.ceil(hidden / 16))
+    bias, conv_bias = cfg.bool_("use_bias", False), cfg.bool_("use_conv_bias", True)
+    mixer = _mamba1_mixer(hidden, inner, state, kernel, dt_rank, proj_bias=bias, conv_bias=conv_bias)
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     acc.add("mamba", layers * mixer)
     acc.add("norms", (layers + 1) * hidden)
@@ -733,18 +740,8 @@ def _count_jamba(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     state, kernel = cfg.int_("mamba_d_state", default=16), cfg.int_("mamba_d_conv", default=4)
     dt_rank = math.ceil(hidden / 16) if cfg.raw("mamba_dt_rank") in (None, "auto") else cfg.int_("mamba_dt_rank")
     proj_bias, conv_bias = cfg.bool_("mamba_proj_bias", False), cfg.bool_("mamba_conv_bias", True)
-    mixer = (
-        _linear(hidden, 2 * inner, proj_bias)
-        + inner * kernel
-        + (inner if conv_bias else 0)
-        + inner * (dt_rank + 2 * state)
-        + _linear(dt_rank, inner, True)
-        + inner * state  # A_log
-        + inner  # D
-        + _linear(inner, hidden, proj_bias)
-        + dt_rank
-        + 2 * state  # dt_layernorm, b_layernorm, c_layernorm
-    )
+    mixer = _mamba1_mixer(hidden, inner, state, kernel, dt_rank, proj_bias=proj_bias, conv_bias=conv_bias)
+    mixer += dt_rank + 2 * state  # dt_layernorm, b_layernorm, c_layernorm
     per_expert = _mlp(hidden, inter, gated=True, bias=False)
 
     def is_attention(i: int) -> bool:

@@ -191,11 +191,10 @@ def served_concurrency(gpu: GpuFit) -> int:
     return gpu.max_concurrency
 
 
-def shown_max_context(gpu: GpuFit, model_max: int | None) -> str:
-    """The longest context per request, never past the model's own maximum."""
-    if gpu.max_context is None:
-        return "no limit" if model_max is None else f"{model_max:,}"
-    return f"{min(gpu.max_context, model_max):,}" if model_max else f"{gpu.max_context:,}"
+def shown_max_context(gpu: GpuFit) -> str:
+    """The longest context per request: `max_context`, already capped at the engine's maximum for the model
+    (kvsize.fit engine_max_context, RoPE scaling included), as in the JSON."""
+    return "no limit" if gpu.max_context is None else f"{gpu.max_context:,}"
 
 
 def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[RenderableType]:
@@ -217,7 +216,6 @@ def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[R
         columns += [Column("fits", priority=1), Column("max reqs", priority=2), Column("max ctx", priority=3)]
         if with_pool:
             columns.append(Column("pool tokens", priority=8))
-    model_max = result.architecture.max_context
     rows = []
     for s in scenarios:
         row = [s.engine] if multi_engine else []
@@ -230,7 +228,7 @@ def _scenario_tables(result: Estimate, width: int, multi_engine: bool) -> list[R
         if s.gpu is not None:
             g = s.gpu
             reqs = f"{served_concurrency(g):,}" + (" cap" if g.cap_binds else "")
-            row += ["[green]yes[/]" if g.fits else "[red]no[/]", reqs, shown_max_context(g, model_max)]
+            row += ["[green]yes[/]" if g.fits else "[red]no[/]", reqs, shown_max_context(g)]
             if with_pool:
                 row.append("-" if g.kv_pool_tokens is None else f"{g.kv_pool_tokens:,}")
         elif with_gpu:

@@ -14,7 +14,7 @@ from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.formula import FormulaEngine
 from kvsize.errors import UsageError
-from kvsize.fit import GpuFit, Hardware, OffloadTier, within_model_context
+from kvsize.fit import GpuFit, Hardware, OffloadTier, engine_max_context, within_model_context
 from kvsize.serving import (
     NO_SERVING,
     PrefixShare,
@@ -168,7 +168,7 @@ def serving_figures(
                 settings=settings,
             )
             update["max_context_by_memory"] = by_memory
-            update["max_context"] = within_model_context(by_memory, spec.max_context)
+            update["max_context"] = within_model_context(by_memory, engine_max_context(engine, spec))
         if fit.concurrency is not None:
             update["concurrency"] = (usable - shared_gpu) / max(per_gpu_request - shared_gpu, 1)
     prompt = settings.prompt_len or ctx

@@ -356,6 +356,9 @@ def test_max_ctx_is_capped_at_the_engines_own_maximum(tmp_path: Path) -> None:
         fit = json.loads(proc.stdout)["scenarios"][0]["gpu"]
         assert fit["max_context"] == maximum, engine
         assert fit["max_context_by_memory"] > maximum
+        table = run(str(config), "--ctx", "8k", "--gpu", "h100", "--engine", engine).stdout
+        row = next(line for line in table.splitlines() if line.strip().startswith("8,192"))
+        assert row.split("│")[-1].strip() == f"{maximum:,}", engine  # the table's "max ctx" is the JSON's
 
 
 def test_without_a_card_the_note_follows_each_engines_maximum(tmp_path: Path) -> None:
