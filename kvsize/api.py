@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import product
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import msgspec
 from typing_extensions import Unpack
@@ -26,16 +26,7 @@ from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
-from kvsize.units import (
-    MAX_COUNT,
-    MAX_GPUS,
-    MAX_LINK_GB_S,
-    MAX_TOKENS,
-    parse_count,
-    parse_fraction,
-    parse_size,
-    parse_tokens,
-)
+from kvsize.units import MAX_BYTES, MAX_LINK_GB_S, parse_count, parse_size, parse_tokens
 from kvsize.weights import WeightsSize
 
 if TYPE_CHECKING:
@@ -43,6 +34,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
 ALL_ENGINES = "all"
+_T = TypeVar("_T")
 
 
 class LayerGroupSummary(Record, frozen=True, kw_only=True):
@@ -168,52 +160,171 @@ def default_contexts(spec: ArchSpec) -> list[int]:
     return [c for c in DEFAULT_CONTEXTS if c < spec.max_context] + [spec.max_context]
 
 
-def _as_list(value: int | str | Sequence[int | str] | None) -> list[int | str] | None:
+# --- the API's readers -----------------------------------------------------------------------------------
+# Every value a caller passes goes through the reader the CLI and capacity files use for it (kvsize.deployment
+# READERS, kvsize.units, kvsize.workload_file.read_request), so the API refuses what they refuse, with the same
+# message prefixed by the keyword (`weights_bytes: cannot read the size '-1'`). Only what a Python caller can
+# pass besides text is added here: a float of bytes, a bool or a list where a number or a name belongs.
+
+_BYTE_SETTINGS = frozenset({"gpu_mem", "reserve", "weights_mem", "weights_mem_per_gpu", "kv_memory", "cpu_mem"})
+_ENGINE_COUNTS = {
+    "block_size": "block_size",
+    "max_num_batched_tokens": "max_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "n_ubatch": "ubatch_size",
+    "n_batch": "batch_size",
+}
+_ENGINE_FLAGS = frozenset({"kv_unified", "flash_attn", "enable_prefix_caching", "swa_full", "vswa"})
+
+
+def _shown(value: object) -> str:
+    from kvsize.workload_file import shown
+
+    return shown(value)
+
+
+def _read(name: str, value: Any, reader: Callable[[Any], _T]) -> _T:
+    """`reader(value)`; a KvsizeError becomes one UsageError line naming the keyword `name`."""
+    try:
+        return reader(value)
+    except KvsizeError as exc:
+        raise UsageError(f"{name}: {exc}", hint=exc.hint) from None
+
+
+def _setting(name: str, value: Any, key: str, *, optional: bool = True) -> Any:
+    """`value` (None: not given, where `optional`) through the reader of the CLI option / capacity-file key."""
+    from kvsize.deployment import READERS
+
+    if value is None and optional:
+        return None
+    if key in _BYTE_SETTINGS and isinstance(value, float):
+        raise UsageError(f"{name}: give bytes as an int or a size such as '24GiB', not the float {_shown(value)}")
+    return _read(name, value, READERS[key][0])
+
+
+def _text(name: str, value: Any, *, optional: bool = True) -> Any:
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    raise UsageError(f"{name}: expected text{' or None' if optional else ''}, got {_shown(value)}")
+
+
+def _flag(name: str, value: Any, *, optional: bool = False) -> Any:
+    if isinstance(value, bool) or (optional and value is None):
+        return value
+    raise UsageError(f"{name}: expected True or False{' or None' if optional else ''}, got {_shown(value)}")
+
+
+def _values(name: str, value: Any) -> list[Any] | None:
+    """None, one value or a list / tuple of values as a list (never empty)."""
     if value is None:
         return None
-    if isinstance(value, (int, str)):
-        return [value]
-    return list(value)
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise UsageError(f"{name}: an empty list", hint="Give at least one value, or leave it out.")
+    return items
 
 
-def _tokens(value: int | str, what: str) -> int:
-    return parse_tokens(value)  # ints and texts alike: bools refused, 1 to 2^40
+def _names(name: str, value: Any) -> list[str]:
+    """A name or a non-empty list / tuple of names (dtypes, engines)."""
+    items = _values(name, value) or [None]
+    return [_text(f"{name}[{i}]" if len(items) > 1 else name, item, optional=False) for i, item in enumerate(items)]
 
 
-def _count(value: int | str, what: str, maximum: int = MAX_COUNT) -> int:
-    return parse_count(value, what, maximum=maximum)
+def _tokens(name: str, value: Any, *, allow_zero: bool = False) -> int | None:
+    """A token count (None: not given) as --ctx, --prompt-len or --prefix-len (0 allowed there) read it."""
+    return None if value is None else _read(name, value, lambda v: parse_tokens(v, allow_zero=allow_zero))
 
 
-def _checked(
-    gpu_mem: int | None,
-    reserve_bytes: int | None,
-    weights_bytes: int | None,
-    encoder_len: int | None,
-    budget: BudgetSettings | None,
-    engine_options: Mapping[str, Any] | None = None,
-    offload: tuple[int, int | None] | None = None,
-) -> None:
-    """The API's numbers under the CLI's and the capacity file's rules (kvsize.deployment): sizes in bytes
-    above 0 and at most 1 EiB (a reserve may be 0), utilisation in (0, 1], engine counts above 0."""
-    for value, what, zero in (
-        (gpu_mem, "gpu_mem", False),
-        (reserve_bytes, "reserve_bytes", True),
-        (weights_bytes, "weights_bytes", False),
-        (budget.kv_memory_bytes if budget else None, "kv_memory_bytes", False),
-    ):
-        if value is not None:
-            parse_size(value, allow_zero=zero, what=what)
-    if encoder_len is not None:
-        parse_count(encoder_len, "encoder_len", maximum=MAX_TOKENS, allow_zero=True)
-    if budget is not None and budget.gpu_util is not None:
-        parse_fraction(budget.gpu_util, "gpu_util")
-    for key in ("block_size", "max_num_batched_tokens"):
-        if (engine_options or {}).get(key) is not None:
-            parse_count((engine_options or {})[key], key)
-    if offload is not None:
-        parse_size(offload[0], what="offload tier size")
-        if offload[1] is not None and not 0 < offload[1] <= MAX_LINK_GB_S * 10**9:
-            raise UsageError(f"offload link bandwidth must be above 0 and at most {MAX_LINK_GB_S:,} GB/s in bytes/s")
+def _bytes_per_s(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    return _read(name, value, lambda v: parse_count(v, "bandwidth in bytes/s", maximum=MAX_LINK_GB_S * 10**9))
+
+
+def _tier(name: str, value: Any) -> tuple[int, int | None] | None:
+    """An offload tier: (size, bytes/s or None), sizes and bandwidths as the CLI's readers take them."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or value[0] is None:
+        raise UsageError(f"{name}: expected (bytes, bytes per second or None), got {_shown(value)}")
+    return _setting(f"{name}[0]", value[0], "cpu_mem"), _bytes_per_s(f"{name}[1]", value[1])
+
+
+def _overhead(name: str, value: Any) -> int | None:
+    """A measured overhead (activation, non-torch, CUDA graphs): whole bytes, within 1 EiB either way."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_BYTES):
+        return value
+    raise UsageError(f"{name}: expected whole bytes (an int within 1 EiB), got {_shown(value)}")
+
+
+def _budget(value: Any) -> BudgetSettings | None:
+    if value is None:
+        return None
+    if not isinstance(value, BudgetSettings):
+        raise UsageError(f"budget: expected a kvsize.budget.BudgetSettings, got {_shown(value)}")
+    return msgspec.structs.replace(
+        value,
+        gpu_util=_setting("budget.gpu_util", value.gpu_util, "gpu_util"),
+        max_batched_tokens=_setting("budget.max_batched_tokens", value.max_batched_tokens, "max_batched_tokens"),
+        max_num_seqs=_setting("budget.max_num_seqs", value.max_num_seqs, "max_num_seqs"),
+        kv_memory_bytes=_setting("budget.kv_memory_bytes", value.kv_memory_bytes, "kv_memory"),
+        reserve_bytes=_setting("budget.reserve_bytes", value.reserve_bytes, "reserve"),
+        activation_bytes=_overhead("budget.activation_bytes", value.activation_bytes),
+        non_torch_bytes=_overhead("budget.non_torch_bytes", value.non_torch_bytes),
+        cuda_graph_bytes=_overhead("budget.cuda_graph_bytes", value.cuda_graph_bytes),
+    )
+
+
+def _engine_options(value: Any) -> dict[str, Any] | None:
+    """Engine settings: counts through the CLI's readers, switches as bools; others (vLLM's skip layers, hf's
+    cache implementation) are the engines' own to check."""
+    from kvsize.text import clean
+
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise UsageError(f"engine_options: expected a mapping of engine settings, got {_shown(value)}")
+    read: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise UsageError(f"engine_options: a setting's name must be text, got {_shown(key)}")
+        name = f"engine_options[{clean(key)[:80]!r}]"
+        if key in _ENGINE_COUNTS:
+            item = _setting(name, item, _ENGINE_COUNTS[key])
+        elif key in _ENGINE_FLAGS:
+            item = _flag(name, item, optional=True)
+        elif key == "num_speculative_tokens" and item is not None:
+            item = _read(name, item, lambda v: parse_count(v, "count", allow_zero=True))
+        elif key == "max_cache_len" and item is not None:
+            item = _read(name, item, parse_tokens)
+        elif key == "cache_implementation":
+            item = _text(name, item)
+        elif key == "kv_cache_dtype_skip_layers" and not _layer_list(item):
+            raise UsageError(f"{name}: expected layer indices or 'sliding_window', got {_shown(item)}")
+        read[key] = item
+    return read
+
+
+def _layer_list(value: Any) -> bool:
+    """vLLM's --kv-cache-dtype-skip-layers as a caller may give it: text, or a list of texts and ints."""
+    if value is None or isinstance(value, str):
+        return True
+    return isinstance(value, (list, tuple)) and all(isinstance(i, str) or type(i) is int for i in value)
+
+
+def _workload(value: Any) -> list[tuple[int, int]] | None:
+    """(prompt, output) rows, each read as a workload file's row (kvsize.workload_file.read_request)."""
+    from kvsize.workload_file import MAX_WORKLOAD_ROWS, read_request
+
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise UsageError(f"workload: expected a list of (prompt, output) rows, got {_shown(value)}")
+    if not value:
+        raise UsageError("workload: holds no (prompt, output) rows", hint="Give at least one row, or leave it out.")
+    if len(value) > MAX_WORKLOAD_ROWS:
+        raise UsageError(f"workload: more than {MAX_WORKLOAD_ROWS:,} rows", hint="Give a sample or percentiles.")
+    return [read_request(row, f"workload[{i}]", UsageError) for i, row in enumerate(value)]
 
 
 class EstimateOptions(TypedDict, total=False):
@@ -261,10 +372,17 @@ def estimate(
     "32k", "1M"; `kv_dtype` accepts "auto", "bf16", "fp8", ...; `gpu` a profile id or alias, or give
     `gpu_mem` in bytes for a custom card. The other options are those of `estimate_loaded`.
     """
+    _text("token", token)
+    revision = _setting("revision", revision, "revision")
     if isinstance(model, Mapping):
         loaded = LoadedConfig(model="<config>", raw=dict(model), source="local", location="<dict>")
-    else:
+    elif isinstance(model, str):
         loaded = load_model_config(model, revision=revision, token=token)
+    else:
+        raise UsageError(
+            f"model: expected a hub id, a path or a config dict, got {_shown(model)}",
+            hint="For example kvsize.estimate('meta-llama/Llama-3.1-8B').",
+        )
     return estimate_loaded(loaded, **options)
 
 
@@ -303,12 +421,29 @@ def estimate_loaded(
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
     other option as given. `weights_bytes` is the whole model's weights; `weights_bytes_per_gpu` (wins over it)
     the weights on each GPU of the tp x pp group."""
-    _checked(gpu_mem, reserve_bytes, weights_bytes, encoder_len, budget, engine_options, offload)
+    # Every value through the CLI's readers (see "the API's readers" above): refused as the CLI refuses it.
+    tp, pp = _setting("tp", tp, "tp", optional=False), _setting("pp", pp, "pp", optional=False)
+    gpu_mem = _setting("gpu_mem", gpu_mem, "gpu_mem")
+    reserve_bytes = _setting("reserve_bytes", reserve_bytes, "reserve")
+    weights_bytes = _setting("weights_bytes", weights_bytes, "weights_mem")
+    weights_bytes_per_gpu = _setting("weights_bytes_per_gpu", weights_bytes_per_gpu, "weights_mem_per_gpu")
+    encoder_len = _setting("encoder_len", encoder_len, "encoder_len")
+    engine_options, budget = _engine_options(engine_options), _budget(budget)
+    offload, disk, workload = _tier("offload", offload), _tier("disk", disk), _workload(workload)
+    gpu, engine_version = _text("gpu", gpu), _text("engine_version", engine_version)
+    weights_dtype, allocation = _text("weights_dtype", weights_dtype), _text("allocation", allocation, optional=False)
+    kv_dtype_names, names = _names("kv_dtype", kv_dtype), _names("engine", engine)
+    with_max_context, with_advice = _flag("with_max_context", with_max_context), _flag("with_advice", with_advice)
+    enable_prefix_caching = _flag("enable_prefix_caching", enable_prefix_caching, optional=True)
+    prefix_len = _tokens("prefix_len", prefix_len, allow_zero=True)
+    prompt_len, output_len = _tokens("prompt_len", prompt_len), _tokens("output_len", output_len)
+    kv_budget_tokens = _tokens("kv_budget_tokens", kv_budget_tokens)
+    ctx_list = [_read("ctx", c, parse_tokens) for c in _values("ctx", ctx) or ()]
+    batches = [_read("batch", b, lambda v: parse_count(v, "batch size")) for b in _values("batch", batch) or [1]]
+    batches = list(dict.fromkeys(batches))
     spec = _parsed(loaded, encoder_len)
-    tp, pp = _count(tp, "tensor-parallel size", MAX_GPUS), _count(pp, "pipeline-parallel size", MAX_GPUS)
     if weights_bytes_per_gpu is not None:  # the weights on each GPU of the tp x pp group (wins over the whole)
-        weights_bytes = parse_size(weights_bytes_per_gpu, what="weights_bytes_per_gpu") * tp * pp
-    names = [engine] if isinstance(engine, str) else list(engine)
+        weights_bytes = weights_bytes_per_gpu * tp * pp
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
         names = list(ENGINES)
     if enable_prefix_caching is not None:  # the engines' own switch (vLLM Mamba blocks, SGLang state slots)
@@ -325,14 +460,12 @@ def estimate_loaded(
     serving = _serving_settings(
         prefix_len, enable_prefix_caching, prompt_len, output_len, workload, kv_budget_tokens, allocation, disk, offload
     )
-    if ctx is None and serving.prompt_len and serving.output_len:
-        ctx = serving.prompt_len + serving.output_len
-    elif ctx is None and serving.workload:
-        ctx = max(r.prompt + r.output for r in serving.workload)
-    ctx_list = _as_list(ctx)
-    contexts = list(dict.fromkeys(_tokens(c, "ctx") for c in ctx_list)) if ctx_list else default_contexts(spec)
-    batches = list(dict.fromkeys(_count(b, "batch size") for b in _as_list(batch) or [1]))
-    dtypes, notes = resolve_kv_dtypes([kv_dtype] if isinstance(kv_dtype, str) else kv_dtype, loaded.raw, spec)
+    if not ctx_list and serving.prompt_len and serving.output_len:
+        ctx_list = [_read("ctx", serving.prompt_len + serving.output_len, parse_tokens)]
+    elif not ctx_list and serving.workload:
+        ctx_list = [_read("ctx", max(r.prompt + r.output for r in serving.workload), parse_tokens)]
+    contexts = list(dict.fromkeys(ctx_list)) if ctx_list else default_contexts(spec)
+    dtypes, notes = resolve_kv_dtypes(kv_dtype_names, loaded.raw, spec)
     notes = [*spec.notes, *notes]
 
     settings = budget or BudgetSettings()
@@ -364,7 +497,7 @@ def estimate_loaded(
     hardware = _hardware(loaded, spec, card, offload)
 
     scenarios = []
-    names_asked = [kv_dtype] if isinstance(kv_dtype, str) else list(kv_dtype)
+    names_asked = kv_dtype_names
     auto = _auto_dtype(loaded.raw, spec)[0] if any(n.strip().lower() == AUTO for n in names_asked) else None
     for rules in engines:
         try:
@@ -759,16 +892,11 @@ def _serving_settings(
     disk: tuple[int, int | None] | None,
     offload: tuple[int, int | None] | None,
 ) -> ServingSettings:
-    counts = ((prompt_len, "--prompt-len"), (output_len, "--output-len"), (kv_budget_tokens, "--kv-budget-tokens"))
-    for value, what in counts:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise UsageError(f"{what} must be a positive whole number, got {value!r}")
-    if prefix_len is not None and (isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0):
-        raise UsageError(f"--prefix-len must be a whole number of tokens, got {prefix_len!r}")
+    # Each value was read by its reader in estimate_loaded; what is left are the combinations.
     if (prompt_len is None) != (output_len is None):
         raise UsageError("--prompt-len and --output-len go together", hint="Give both, or a --workload file.")
     if allocation not in ("paged", "contiguous"):
-        raise UsageError(f"unknown allocation '{allocation}'", hint="Choose paged or contiguous.")
+        raise UsageError(f"unknown allocation {_shown(allocation)}", hint="Choose paged or contiguous.")
     if disk is not None and offload is None:
         raise UsageError("--disk needs --cpu-mem", hint="The disk tier sits behind a CPU DRAM tier.")
     if prefix_len is not None and prompt_len is not None and prefix_len > prompt_len:
@@ -804,14 +932,7 @@ def serving_options(
     disk_bandwidth: str | None = None,
 ) -> dict[str, Any]:
     """The serving-time command-line options as `estimate_loaded` keywords (reads the --workload file)."""
-    from kvsize.units import parse_size
-
-    def tokens(text: str | None, *, zero: bool = False) -> int | None:
-        if text is None:
-            return None
-        if zero and text.strip() == "0":
-            return 0
-        return parse_tokens(text)
+    from kvsize.units import parse_bandwidth
 
     rows = None
     if workload is not None:
@@ -820,28 +941,19 @@ def serving_options(
         rows = load_workload(workload)
     disk_tier = None
     if disk is not None:
-        disk_tier = (parse_size(disk), _gb_per_s(disk_bandwidth, "--disk-bandwidth") or DEFAULT_DISK_BYTES_PER_S)
+        speed = None
+        if disk_bandwidth is not None:
+            speed = _read("--disk-bandwidth", disk_bandwidth, lambda v: parse_bandwidth(v, "disk bandwidth"))
+        disk_tier = (_setting("--disk", disk, "cpu_mem"), speed or DEFAULT_DISK_BYTES_PER_S)
     elif disk_bandwidth is not None:
         raise UsageError("--disk-bandwidth needs --disk", hint="Give the disk tier's size.")
     return {
-        "prefix_len": tokens(prefix_len, zero=True),
+        "prefix_len": _tokens("--prefix-len", prefix_len, allow_zero=True),
         "enable_prefix_caching": enable_prefix_caching,
-        "prompt_len": tokens(prompt_len),
-        "output_len": tokens(output_len),
+        "prompt_len": _tokens("--prompt-len", prompt_len),
+        "output_len": _tokens("--output-len", output_len),
         "workload": rows,
-        "kv_budget_tokens": tokens(kv_budget_tokens),
+        "kv_budget_tokens": _tokens("--kv-budget-tokens", kv_budget_tokens),
         "allocation": allocation.strip().lower(),
         "disk": disk_tier,
     }
-
-
-def _gb_per_s(text: str | None, what: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = int(float(text) * 1e9)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise UsageError(f"cannot read {what} '{text}'", hint="Give GB/s, e.g. 7 or 64.")
-    return value

@@ -19,7 +19,7 @@ rank) for a model on a card, so that later sizing of the same deployment uses th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -28,7 +28,7 @@ from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
 from kvsize.engine_log import GIB, MIB, EngineLog
 from kvsize.engines.context import Device
-from kvsize.errors import UsageError
+from kvsize.errors import KvsizeError, UsageError
 from kvsize.spec import ArchSpec
 
 GGML_TYPE_BYTES: dict[str, tuple[int, int]] = {
@@ -68,14 +68,20 @@ class Figure(msgspec.Struct, frozen=True):
         return abs(self.error_pct) <= tolerance_pct
 
     def as_dict(self) -> dict[str, Any]:
-        def number(value: float) -> float | int:  # counts stay integers in the JSON
+        """The figure for JSON, which has no Infinity or NaN: a value that is not finite (the error against a
+        logged 0) is None (null); `within` still fails such a figure."""
+
+        def number(value: float) -> float | int | None:  # counts stay integers in the JSON
+            if not math.isfinite(value):
+                return None
             return int(value) if self.unit in COUNT_UNITS and float(value).is_integer() else value
 
+        error = self.error_pct
         return {
             "name": self.name,
             "logged": number(self.logged),
             "predicted": number(self.predicted),
-            "error_pct": round(self.error_pct, 4),
+            "error_pct": round(error, 4) if math.isfinite(error) else None,
             "unit": self.unit,
         }
 
@@ -117,6 +123,8 @@ class Deployment(msgspec.Struct, frozen=True):
     gpu_util: float | None = None
     kv_dtype: str | None = None
     calibration: Calibration | None = None
+    gpu_id: str | None = None
+    """The GPU profile id given (--gpu), which a calibration must have been measured on."""
 
 
 # --- versions ---------------------------------------------------------------------------------------------
@@ -413,6 +421,19 @@ _CHECKS = {"vllm": _check_vllm, "sglang": _check_sglang, "trtllm": _check_trtllm
 def check_log(log: EngineLog, dep: Deployment) -> LogCheck:
     """Each figure the log printed that kvsize can predict, logged vs predicted."""
     out = LogCheck(engine=log.engine, engine_version=log.engine_version, model=log.model)
+    if dep.calibration is not None:  # evidence about one deployment: this log's, or none
+        s = log.settings
+        target = calibration_target(
+            log.model or dep.calibration.model or "",
+            gpu=dep.gpu_id or _card_of_log(log),
+            engine=log.engine,
+            engine_version=None,
+            tp=dep.tp or _int_setting(s.get("tensor_parallel_size") or s.get("tp_size")) or 1,
+            pp=dep.pp or _int_setting(s.get("pipeline_parallel_size") or s.get("pp_size")) or 1,
+        )
+        # The release is the log's own, compared by the rules it maps to (a full version string such as 0.11.0).
+        target = msgspec.structs.replace(target, engine_version=log.engine_version)
+        require_match(dep.calibration, target, source="--calibration")
     _CHECKS[log.engine](log, dep, out)
     return out
 
@@ -470,10 +491,34 @@ class Calibration(msgspec.Struct, frozen=True):
 
 
 _CAL_INT_KEYS = ("activation_bytes", "non_torch_bytes", "cuda_graph_bytes", "weights_per_rank_bytes")
+_CAL_TEXT_KEYS = ("model", "gpu", "engine", "engine_version", "source")
+CALIBRATION_KEYS = frozenset({"kvsize_calibration", "tp", "pp", *_CAL_INT_KEYS, *_CAL_TEXT_KEYS})
+MAX_CALIBRATION_BYTES = 1 << 50  # 1 PiB: no accelerator holds more; a larger "measurement" is a typo or an attack
 
 
-def calibration_from_log(log: EngineLog, *, gpu: str | None, source: str | None = None) -> Calibration | None:
-    """The overheads a vLLM log measured; None when it printed none of them."""
+def _card_of_log(log: EngineLog) -> str | None:
+    """The GPU profile id of the card a log names (vLLM prints the device name), when kvsize knows it."""
+    name = log.settings.get("gpu_name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    from kvsize.profiles import load_profiles, resolve_gpu
+
+    wanted = " ".join(name.split()).casefold()
+    for profile in load_profiles().values():  # the name the driver reports (nvidia-smi, torch.cuda)
+        if profile.driver_name and " ".join(profile.driver_name.split()).casefold() == wanted:
+            return profile.id
+    try:
+        return resolve_gpu(name).id
+    except KvsizeError:
+        return None
+
+
+def calibration_from_log(
+    log: EngineLog, *, gpu: str | None, source: str | None = None, model: str | None = None
+) -> Calibration | None:
+    """The overheads a vLLM log measured; None when it printed none of them. A calibration is evidence about one
+    deployment, so it must name its model and card: `model` and `gpu` (the user's --config / --gpu) win over what
+    the log names; without either, UsageError."""
     if log.engine != "vllm":
         return None
     f, s = log.figures, log.settings
@@ -484,8 +529,8 @@ def calibration_from_log(log: EngineLog, *, gpu: str | None, source: str | None 
     # vLLM 0.20+ subtracts the CUDA-graph estimate; older releases only print it.
     graphs = gib("cuda_graph_estimate_gib") if vllm_rules_version(log.engine_version) == "0.33" else 0
     cal = Calibration(
-        model=log.model,
-        gpu=gpu,
+        model=model or log.model,
+        gpu=gpu or _card_of_log(log),
         engine="vllm",
         engine_version=log.engine_version,
         tp=_int_setting(s.get("tensor_parallel_size")) or 1,
@@ -498,37 +543,192 @@ def calibration_from_log(log: EngineLog, *, gpu: str | None, source: str | None 
     )
     if all(getattr(cal, k) is None for k in _CAL_INT_KEYS):
         return None
+    missing = [what for what, value in (("model", cal.model), ("card", cal.gpu)) if not value]
+    if cal.engine_version is None:
+        missing.append("vLLM release")
+    if missing:
+        raise UsageError(
+            f"the log does not name its {' or '.join(missing)}: a calibration must say which deployment it measured",
+            hint="Pass --gpu with the card (and --config with the model) the log was run on.",
+        )
     return cal
 
 
 def calibration_from_mapping(data: object, *, source: str) -> Calibration:
-    """A calibration file's contents (YAML or JSON, already parsed) checked and typed."""
+    """A calibration file's contents (YAML or JSON, already parsed) checked and typed: every key known, every
+    figure a whole number of bytes, and the deployment it measured (model, card, engine, release, tp, pp) named."""
+    from kvsize.text import clean
+
     if not isinstance(data, Mapping) or data.get("kvsize_calibration") != 1:
         raise UsageError(
             f"{source}: not a kvsize calibration file",
             hint="Write one with `kvsize log FILE --save-calibration CAL.yaml`.",
         )
+    unknown = sorted(clean(k)[:40] for k in data if k not in CALIBRATION_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown[:5])}",
+            hint=f"A calibration file has only: {', '.join(sorted(CALIBRATION_KEYS))}.",
+        )
+
+    def shown(value: object) -> str:
+        return clean(repr(value))[:40]
+
     values: dict[str, Any] = {}
     for key in _CAL_INT_KEYS:
         value = data.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise UsageError(f"{source}: {key} must be a whole number of bytes >= 0, got {value!r}")
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_CALIBRATION_BYTES
+        ):
+            raise UsageError(f"{source}: {key} must be a whole number of bytes from 0 to 1 PiB, got {shown(value)}")
         values[key] = value
     for key in ("tp", "pp"):
         value = data.get(key, 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(f"{source}: {key} must be a positive whole number, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1024:
+            raise UsageError(f"{source}: {key} must be a whole number from 1 to 1024, got {shown(value)}")
         values[key] = value
-    for key in ("model", "gpu", "engine_version", "source"):
+    for key in _CAL_TEXT_KEYS:
         value = data.get(key)
-        values[key] = str(value) if value is not None else None
-    values["engine"] = str(data.get("engine") or "vllm")
+        if value is not None and (not isinstance(value, str) or not value.strip() or value != clean(value)):
+            raise UsageError(f"{source}: {key} must be text on one line, got {shown(value)}")
+        values[key] = value.strip() if isinstance(value, str) else None
+    values["engine"] = values["engine"] or "vllm"
+    for key, what in (("model", "model id"), ("gpu", "GPU profile"), ("engine_version", "engine release")):
+        if values[key] is None:
+            raise UsageError(
+                f"{source}: names no {what} ({key}:); a calibration applies only to the deployment it measured",
+                hint=f"Add '{key}: ...' as the run was, or write it again with `kvsize log FILE --gpu GPU "
+                "--save-calibration CAL.yaml`.",
+            )
     return Calibration(**values)
 
 
-def apply_calibration(options: dict[str, Any], measured: Calibration) -> dict[str, Any]:
+# --- where a calibration applies ---------------------------------------------------------------------------
+
+
+class CalibrationTarget(msgspec.Struct, frozen=True):
+    """The deployment a calibration is about to be applied to."""
+
+    model: str
+    gpu: str | None
+    """A GPU profile id (None: a card known only by its memory, --gpu-mem)."""
+    engines: tuple[str, ...]
+    engine_version: str | None
+    """--engine-version as given (None: the newest modelled release)."""
+    tp: int = 1
+    pp: int = 1
+
+
+def calibration_target(
+    model: str,
+    *,
+    gpu: str | None,
+    engine: str | Sequence[str] | None,
+    engine_version: str | None,
+    tp: int = 1,
+    pp: int = 1,
+) -> CalibrationTarget:
+    """The target of a sizing run as the CLI, capacity files and the API name it: `gpu` an id or alias (resolved
+    to the profile id), `engine` one name, several, or 'all'; with several, each engine's newest rules apply."""
+    from kvsize.engines import DEFAULT_ENGINE, ENGINES
+    from kvsize.profiles import resolve_gpu
+
+    names = [engine] if isinstance(engine, str) else list(engine or [DEFAULT_ENGINE])
+    names = [n.strip().lower() for n in names if n.strip()] or [DEFAULT_ENGINE]
+    if names == ["all"]:
+        names = list(ENGINES)
+    return CalibrationTarget(
+        model=model,
+        gpu=resolve_gpu(gpu).id if gpu else None,
+        engines=tuple(names),
+        engine_version=engine_version if len(names) == 1 else None,
+        tp=tp,
+        pp=pp,
+    )
+
+
+def _model_key(name: str) -> str:
+    return name.strip().rstrip("/").casefold()
+
+
+def same_model(measured: str, target: str) -> bool:
+    """Hub ids compare case-insensitively (the hub resolves either); a local folder matches the id it ends with
+    at a '/' boundary ('/models/meta-llama/Llama-3.1-8B' is 'meta-llama/Llama-3.1-8B'), never a bare name that
+    two organisations could share."""
+    a, b = _model_key(measured), _model_key(target)
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    return "/" in short and long.endswith("/" + short)
+
+
+def rules_of(engine: str, version: str | None) -> str:
+    """The kvsize rule set a release is sized with (vLLM: 0.33 for 0.20+, 0.19 for 0.12-0.19, 0.11 before)."""
+    from kvsize.engines import get_engine
+
+    if engine == "vllm" and version is not None and version not in get_engine("vllm").versions:
+        return vllm_rules_version(version)
+    return get_engine(engine, version).version
+
+
+def calibration_mismatches(cal: Calibration, target: CalibrationTarget) -> list[str]:
+    """Each way `target` differs from the deployment `cal` measured, in words; empty when it applies."""
+    from kvsize.profiles import resolve_gpu
+
+    out: list[str] = []
+    if cal.model is None or not same_model(cal.model, target.model):
+        out.append(f"model {clean_text(cal.model)} != {clean_text(target.model)}")
+    card = None
+    if cal.gpu is not None:
+        try:
+            card = resolve_gpu(cal.gpu).id
+        except KvsizeError:
+            card = cal.gpu
+    if target.gpu is None or card != target.gpu:
+        out.append(f"card {clean_text(card)} != {clean_text(target.gpu or 'a card given by its memory only')}")
+    for engine in target.engines:
+        if engine != cal.engine:
+            out.append(f"engine {clean_text(cal.engine)} != {clean_text(engine)}")
+            continue
+        measured_rules = rules_of(engine, cal.engine_version) if cal.engine_version else None
+        run_rules = rules_of(engine, target.engine_version)
+        if measured_rules != run_rules:
+            out.append(
+                f"release {clean_text(cal.engine)} {clean_text(cal.engine_version)} (kvsize's {measured_rules} rules)"
+                f" != the {run_rules} rules this run applies"
+            )
+    if (cal.tp, cal.pp) != (target.tp, target.pp):
+        out.append(f"tp x pp {cal.tp} x {cal.pp} != {target.tp} x {target.pp}")
+    return out
+
+
+def clean_text(value: object) -> str:
+    from kvsize.text import clean
+
+    return "none" if value is None else clean(value)[:80]
+
+
+def require_match(cal: Calibration, target: CalibrationTarget, *, source: str) -> None:
+    """UsageError (exit 2) naming every difference when `cal` was measured on another deployment: an 8B model's
+    activation peak and weights say nothing about a 70B, nor one card's CUDA graphs about another's."""
+    differences = calibration_mismatches(cal, target)
+    if differences:
+        hint = "Size that deployment, or measure this one: `kvsize log LOG --gpu GPU --save-calibration CAL.yaml`."
+        if len(differences) == 1 and differences[0].startswith("release") and cal.engine_version:
+            hint = f"Pass --engine-version {rules_of(cal.engine, cal.engine_version)} (the release it measured)."
+        raise UsageError(
+            f"calibration {clean_text(source)} was measured on another deployment: {'; '.join(differences)}",
+            hint=hint,
+        )
+
+
+def apply_calibration(
+    options: dict[str, Any], measured: Calibration, *, target: CalibrationTarget, source: str = "file"
+) -> dict[str, Any]:
     """`estimate_loaded` keyword options with the measured overheads and weights filled in where the user left
-    them to the model (an explicit --weights-mem or budget part still wins)."""
+    them to the model (an explicit --weights-mem or budget part still wins). Refused (UsageError) unless the
+    calibration was measured on `target`'s model, card, engine, release and tp x pp."""
+    require_match(measured, target, source=source)
     base = options.get("budget") or BudgetSettings()
     weights = options.get("weights_bytes")
     return {
@@ -538,19 +738,41 @@ def apply_calibration(options: dict[str, Any], measured: Calibration) -> dict[st
     }
 
 
+# Flags that change what a calibration measured (the card, the layout, the engine's release, the weights): a
+# suggestion that pastes one of them would be sized with the measurement of another deployment.
+_BOUND_FLAGS = ("--gpu", "--tp", "--pp", "--engine", "--engine-version", "--weights-dtype")
+
+
+def calibrated_advice(result: Any) -> Any:
+    """`result` (an api.Estimate sized with a calibration) with the suggestions that leave the measured
+    deployment dropped, and a note that says so; the rest (--kv-dtype, a shorter --ctx) keep it true."""
+    dropped = 0
+    scenarios = []
+    for scenario in result.scenarios:
+        gpu = scenario.gpu
+        if gpu is not None and gpu.suggestions:
+            kept = tuple(s for s in gpu.suggestions if not any(f in s.change.split() for f in _BOUND_FLAGS))
+            dropped += len(gpu.suggestions) - len(kept)
+            scenario = msgspec.structs.replace(scenario, gpu=msgspec.structs.replace(gpu, suggestions=kept))
+        scenarios.append(scenario)
+    notes = result.notes
+    if dropped:
+        notes = (
+            *notes,
+            "advice: changes of card, tp, pp, engine release or weights left out: the calibration measured this "
+            "deployment only (size another without --calibration)",
+        )
+    return msgspec.structs.replace(result, scenarios=tuple(scenarios), notes=notes)
+
+
 def read_calibration(path: str) -> Calibration:
     """A calibration file from disk: a regular file of at most 1 MiB (kvsize.safe_io), YAML through the strict
     safe loader (a key given twice is an error). The one I/O helper here, shared by the CLI and capacity files."""
     from pathlib import Path
 
-    import yaml
-
     from kvsize.safe_io import read_small_text
-    from kvsize.strict_yaml import StrictSafeLoader
+    from kvsize.strict_yaml import load_yaml_data
 
     text = read_small_text(Path(path).expanduser(), max_bytes=1 << 20, what="calibration file")
-    try:
-        data = yaml.load(text, Loader=StrictSafeLoader)  # noqa: S506 (a safe loader)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"calibration '{path}' is not valid YAML: {' '.join(str(exc).split())}") from None
+    data = load_yaml_data(text, source=path, what="calibration file")
     return calibration_from_mapping(data, source=path)

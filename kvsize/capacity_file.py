@@ -31,15 +31,23 @@ from kvsize.deployment import (
     combination_problems,
     read_count,
     read_fraction,
+    read_positive_number,
     read_tokens,
+    read_tokens_or_zero,
     reader_message,
 )
 from kvsize.errors import ConfigError, KvsizeError
-from kvsize.strict_yaml import BadValueError, DuplicateKeyError, StrictSafeLoader
+from kvsize.strict_yaml import (
+    MAX_EXPANDED_NODES,
+    AliasBombError,
+    BadValueError,
+    DuplicateKeyError,
+    DuplicateMergeError,
+    compose_bounded,
+)
 from kvsize.units import format_bytes
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
-MAX_EXPANDED_NODES = 1_000_000  # nodes after aliases are expanded; "billion laughs" files explode past it
 
 
 def _read_with(read: Reader, accepts: Any) -> BeforeValidator:
@@ -61,6 +69,8 @@ RequiredCount = Annotated[int, _read_with(read_count, int | str)]
 RequiredTokens = Annotated[int, _read_with(read_tokens, int | str)]
 Tokens = Annotated[int | None, _read_with(read_tokens, int | str | None)]
 Fraction = Annotated[float | None, _read_with(read_fraction, float | str | None)]
+TokensOrZero = Annotated[int | None, _read_with(read_tokens_or_zero, int | str | None)]
+PositiveNumber = Annotated[float | None, _read_with(read_positive_number, float | str | None)]
 
 
 def _settings_fields() -> dict[str, Any]:
@@ -76,6 +86,9 @@ def _settings_fields() -> dict[str, Any]:
         )
     return fields
 
+
+if TYPE_CHECKING:
+    from kvsize.calibration import Calibration
 
 if TYPE_CHECKING:  # type checkers see a plain model; its fields are read through `Deployment.settings()`
     _Settings = BaseModel
@@ -102,12 +115,12 @@ class Requirement(BaseModel):
     """Each of `batch` requests must be able to reach at least this context."""
     min_pool_tokens: Count = None
     """The engine's KV pool (vLLM "GPU KV cache size") must hold at least this many tokens."""
-    prefix_len: int | None = Field(default=None, ge=0)
-    """Tokens every request shares (a system prompt), stored once where the engine shares prefixes."""
-    prompt_len: int | None = Field(default=None, gt=0)
+    prefix_len: TokensOrZero = None
+    """Tokens every request shares (a system prompt), stored once where the engine shares prefixes: 0, 2k."""
+    prompt_len: Tokens = None
     """Prompt tokens per request; with output_len, the steady-state figures (ctx stays the admission size)."""
-    output_len: int | None = Field(default=None, gt=0)
-    min_steady_state_concurrency: float | None = Field(default=None, gt=0)
+    output_len: Tokens = None
+    min_steady_state_concurrency: PositiveNumber = None
     """At least this many requests of prompt_len + output_len resident on average (all replicas together)."""
 
 
@@ -208,42 +221,23 @@ def _line_of(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
     return line
 
 
-def _expanded_nodes(root: yaml.Node | None) -> int:
-    """Nodes the document holds once aliases are expanded, counted up to just past the limit."""
-    count, stack = 0, [root] if root is not None else []
-    while stack and count <= MAX_EXPANDED_NODES:
-        node = stack.pop()
-        count += 1
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                stack.extend((key, value))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-    return count
-
-
 def parse_capacity(text: str, *, source: str) -> CapacityFile:
     """Validate a capacity file's text; errors name the file, the line and the field."""
     if len(text.encode()) > MAX_FILE_BYTES:
         raise ConfigError(f"{source}: larger than {MAX_FILE_BYTES} bytes")
     try:
-        # Compose once (libyaml when present), bound the alias expansion, then build plain data from the nodes.
-        loader = StrictSafeLoader(text)
-        try:
-            root = loader.get_single_node()
-            if _expanded_nodes(root) > MAX_EXPANDED_NODES:
-                raise ConfigError(
-                    f"{source}: anchors and aliases expand to over {MAX_EXPANDED_NODES:,} nodes",
-                    hint="Refusing a possible alias bomb; write the deployments out.",
-                )
-            data = loader.construct_document(root) if root is not None else None
-        finally:
-            loader.dispose()
+        # One loader for every YAML kvsize reads: alias expansion bounded, duplicate and double merge keys refused.
+        data, root = compose_bounded(text)
+    except AliasBombError:
+        raise ConfigError(
+            f"{source}: anchors and aliases expand to over {MAX_EXPANDED_NODES:,} nodes",
+            hint="Refusing a possible alias bomb; write the deployments out.",
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        if isinstance(exc, DuplicateKeyError):
+        if isinstance(exc, (DuplicateKeyError, DuplicateMergeError)):
             hint = "Give each key once; merge the two entries."
         elif isinstance(exc, BadValueError):
             hint = "Write a plain number or text (quote a value that must stay text)."
@@ -309,7 +303,7 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
-def check_deployment(d: Deployment, *, base: Path, default_calibration: str | None = None) -> CheckResult:
+def check_deployment(d: Deployment, *, base: Path, default_calibration: Calibration | None = None) -> CheckResult:
     """Size one deployment and judge it against its requirement."""
     from kvsize.api import estimate_loaded
 
@@ -341,13 +335,28 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: str | No
     if d.gpu is None and settings.gpu_mem is None:
         return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
     options = settings.estimate_options()
-    calibration = d.calibration or default_calibration
-    if calibration:
-        from kvsize.calibration import apply_calibration, read_calibration
-
-        options = apply_calibration(
-            options, read_calibration(str(base / calibration) if d.calibration else calibration)
+    if d.calibration or default_calibration is not None:
+        from kvsize.calibration import (
+            apply_calibration,
+            calibration_mismatches,
+            calibration_target,
+            read_calibration,
         )
+
+        target = calibration_target(
+            d.model,
+            gpu=d.gpu,
+            engine=d.engine,
+            engine_version=d.engine_version,
+            tp=settings.tp,
+            pp=settings.pp,
+        )
+        if d.calibration:  # the deployment's own: it must be about this deployment (exit 2 otherwise)
+            path = str(base / d.calibration)
+            options = apply_calibration(options, read_calibration(path), target=target, source=path)
+        elif default_calibration is not None and not calibration_mismatches(default_calibration, target):
+            # --calibration for the whole file: it applies to the deployments it measured, and to no other
+            options = apply_calibration(options, default_calibration, target=target)
     result = estimate_loaded(
         _loaded(_resolve_model(d.model, base), settings.revision),
         ctx=[ctx],
@@ -457,9 +466,35 @@ def _summary(req: Requirement, concurrency: int) -> str:
 def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
     """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
     checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line.
-    `calibration` (kvsize check --calibration) applies where a deployment names none of its own."""
+    `calibration` (kvsize check --calibration) applies to the deployments without one of their own that it
+    measured (model, card, engine, release, tp x pp), to no other; one that matches none is bad input."""
     capacity = load_capacity(path)
     base = path.parent
+    measured: Calibration | None = None
+    if calibration:
+        from kvsize.calibration import calibration_mismatches, calibration_target, read_calibration, require_match
+
+        measured = read_calibration(calibration)
+        targets = []
+        for d in capacity.deployments:
+            if d.calibration:
+                continue
+            try:
+                settings = d.settings()
+                targets.append(
+                    calibration_target(
+                        d.model,
+                        gpu=d.gpu,
+                        engine=d.engine,
+                        engine_version=d.engine_version,
+                        tp=settings.tp,
+                        pp=settings.pp,
+                    )
+                )
+            except KvsizeError:  # reported with its deployment's line below
+                continue
+        if targets and all(calibration_mismatches(measured, t) for t in targets):
+            require_match(measured, targets[0], source=str(calibration))  # applies to none: say how it differs
     results = []
     for index, d in enumerate(capacity.deployments):
         line = capacity.line_of(index)
@@ -472,7 +507,7 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             continue
         try:
             results.append(
-                check_deployment(d, base=base, default_calibration=calibration).model_copy(update={"line": line})
+                check_deployment(d, base=base, default_calibration=measured).model_copy(update={"line": line})
             )
         except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays
             exc.args = (f"{where}: {exc}",)

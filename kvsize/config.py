@@ -17,6 +17,7 @@ from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
 from kvsize.record import InvalidRecord
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, RopeScaling, StateKind, StateSpec
+from kvsize.text import shown
 
 # Values no real model reaches: they stop absurd configs before they turn into absurd numbers.
 MAX_LAYERS = 100_000
@@ -222,10 +223,10 @@ class _Fields:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.error(key, f"must be an integer, got {value!r}")
+                raise self.error(key, f"must be an integer, got {shown(value)}")
             if isinstance(value, float):
                 if not math.isfinite(value) or not value.is_integer():
-                    raise self.error(key, f"must be an integer, got {value!r}")
+                    raise self.error(key, f"must be an integer, got {shown(value)}")
                 value = int(value)
             if not minimum <= value <= maximum:
                 raise self.error(key, f"must be between {minimum} and {maximum}, got {value}")
@@ -248,7 +249,7 @@ class _Fields:
         if value is None:
             return None
         if not isinstance(value, bool):
-            raise self.error(key, f"must be true or false, got {value!r}")
+            raise self.error(key, f"must be true or false, got {shown(value)}")
         self.used.append(key)
         return value
 
@@ -293,7 +294,7 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
     data, where = _text_config(raw, source)
     model_type = data.get("model_type") or raw.get("model_type") or "unknown"
     if not isinstance(model_type, str) or not _PLAIN_NAME.fullmatch(model_type):
-        raise top.error("model_type", f"must be a plain name (letters, digits, '_', '-', '.'), got {model_type!r}")
+        raise top.error("model_type", f"must be a plain name (letters, digits, '_', '-', '.'), got {shown(model_type)}")
     if raw.get("is_encoder_decoder") is True:
         return _encoder_decoder(raw, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}
@@ -637,7 +638,7 @@ def _windowed(f: _Fields, kinds: list[str], n: int) -> list[str]:
     pattern = f.raw("sliding_window_pattern")
     if isinstance(pattern, str):  # EXAONE 4: "LLLG" repeats, L = local, G = global
         if not pattern or set(pattern) - {"L", "G"}:
-            raise f.error("sliding_window_pattern", f"must use only L and G, got {pattern!r}")
+            raise f.error("sliding_window_pattern", f"must use only L and G, got {shown(pattern)}")
         f.used.append("sliding_window_pattern")
         return ["sliding" if pattern[i % len(pattern)] == "L" else k for i, k in enumerate(kinds)]
     period = f.integer("sliding_window_pattern")

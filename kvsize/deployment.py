@@ -71,10 +71,26 @@ READERS: dict[str, tuple[Reader, Any]] = {
     "revision": (parse_revision, str | None),
 }
 
-# Shared readers for a capacity file's requirements (kvsize.capacity_file).
+# Shared readers for a capacity file's requirements (kvsize.capacity_file), as the CLI's options read them.
 read_count = _count("count")
 read_tokens = parse_tokens
 read_fraction = _fraction
+
+
+def read_tokens_or_zero(value: Any) -> int:
+    """--prefix-len: tokens as --ctx reads them (8192, 2k), or 0 for none; never a bool or a fraction."""
+    return parse_tokens(value, allow_zero=True)
+
+
+MAX_REQUESTS = 10**9
+
+
+def read_positive_number(value: Any) -> float:
+    """A positive number of requests on average (min_steady_state_concurrency: 12, 12.5, '12.5'), never a bool,
+    nan or inf, at most MAX_REQUESTS."""
+    from kvsize.units import parse_number
+
+    return parse_number(value, "the value", maximum=MAX_REQUESTS)
 
 
 def _doc(text: str) -> Any:

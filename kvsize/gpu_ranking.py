@@ -36,20 +36,42 @@ def plan_gpus(
     ctx: int,
     concurrency: int,
     engine: str = "vllm",
+    engine_version: str | None = None,
     kv_dtype: str = "auto",
     gpus: Sequence[str] | None = None,
     calibration: Calibration | None = None,
 ) -> list[GpuPlan]:
     """For each GPU profile, the fewest GPUs (over tp in 1, 2, 4, 8 and data-parallel replicas) serving
     `concurrency` requests of `ctx` tokens; ranked by GPUs, then by cost. Default: the data-centre profiles.
-    A `calibration` (kvsize log --save-calibration) replaces the modelled overheads and weights on the card it was
-    measured on (every card when it names none)."""
+    A `calibration` (kvsize log --save-calibration) replaces the modelled overheads and weights on the one layout
+    it was measured on (model, card, engine, release, tp x pp); every other layout is modelled. One that applies
+    to no layout ranked is bad input (UsageError naming the difference)."""
     from kvsize.api import estimate_loaded
     from kvsize.budget import BudgetSettings
     from kvsize.profiles import load_profiles
 
     profiles = load_profiles()
     names = list(gpus) if gpus else sorted(p.id for p in profiles.values() if p.segment == "datacenter")
+
+    def calibrated(gpu: str, tp: int) -> bool:
+        """The calibration was measured on this layout (model, card, engine, release, tp, pp = 1)."""
+        from kvsize.calibration import calibration_mismatches, calibration_target
+
+        assert calibration is not None
+        target = calibration_target(loaded.model, gpu=gpu, engine=engine, engine_version=engine_version, tp=tp)
+        return not calibration_mismatches(calibration, target)
+
+    if calibration is not None and not any(calibrated(n, tp) for n in names for tp in TP_CHOICES):
+        from kvsize.calibration import calibration_target, require_match
+
+        # It applies to no layout ranked here: say how it differs from the first one of its card (or the first).
+        card = calibration.gpu if calibration.gpu in names else names[0] if names else None
+        tp = calibration.tp if calibration.tp in TP_CHOICES else 1
+        require_match(
+            calibration,
+            calibration_target(loaded.model, gpu=card, engine=engine, engine_version=engine_version, tp=tp),
+            source="(--calibration)",
+        )
     plans = []
     for name in names:
         profile = profiles.get(name)
@@ -57,13 +79,14 @@ def plan_gpus(
         reason = "the weights do not fit with up to 8-way tensor parallelism"
         for tp in TP_CHOICES:
             try:
-                measured = calibration if calibration is not None and calibration.gpu in (None, name) else None
+                measured = calibration if calibration is not None and calibrated(name, tp) else None
                 result = estimate_loaded(
                     loaded,
                     ctx=[ctx],
                     batch=[1],
                     kv_dtype=kv_dtype,
                     engine=engine,
+                    engine_version=engine_version,
                     tp=tp,
                     gpu=name,
                     with_max_context=False,
@@ -99,7 +122,8 @@ def plan_gpus(
                     replicas=replicas,
                     concurrency_per_replica=served,
                     usd_per_hour=round(min(prices) * total, 2) if prices else None,
-                    reason=f"{replicas} x tp{tp}, {served} request{'s' if served != 1 else ''} each",
+                    reason=f"{replicas} x tp{tp}, {served} request{'s' if served != 1 else ''} each"
+                    + (", calibrated" if measured is not None else ""),
                 )
         plans.append(
             best

@@ -7,6 +7,7 @@ the shared HF cache (a config fetched once works offline afterwards) and revisio
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from kvsize.errors import ConfigError, EnvironmentProblem, KvsizeError, ModelNotFound
 
@@ -203,8 +205,11 @@ def hub_errors(repo_id: str, what: str) -> Iterator[None]:
         raise ModelNotFound(
             f"'{repo_id}' has no {what}", hint="Pass a local config.json for repositories without one."
         ) from None
-    except (errors.NotASafetensorsRepoError, errors.SafetensorsParsingError):
+    except errors.NotASafetensorsRepoError:
         raise ModelNotFound(f"'{repo_id}' has no readable {what} on the hub") from None
+    except errors.SafetensorsParsingError as exc:  # "Failed to parse ... (repo 'x', revision 'main'): why. Please..."
+        why = " ".join(str(exc).split("): ", 1)[-1].split(". ")[0].split())[:120]
+        raise ModelNotFound(f"'{repo_id}' has no readable {what} on the hub ({why})") from None
     except errors.HFValidationError as exc:  # an id or revision the client refuses
         raise ModelNotFound(f"'{repo_id}': {' '.join(str(exc).split())}") from None
     except errors.HfHubHTTPError as exc:  # before the transport bases: it is an OSError and an HTTPError too
@@ -320,8 +325,70 @@ def _fetch_weights(repo_id: str, *, revision: str | None, token: str | None) -> 
 
     if _known_unreachable():
         raise EnvironmentProblem(f"the Hugging Face Hub was unreachable for '{repo_id}'")
-    with hub_errors(repo_id, "safetensors weights"), spinner(f"reading {repo_id} safetensors headers from the hub"):
-        meta = HfApi().get_safetensors_metadata(
-            repo_id, revision=revision, token=token, timeout=_timeout("HF_HUB_DOWNLOAD_TIMEOUT")
+    try:
+        with hub_errors(repo_id, "safetensors weights"), spinner(f"reading {repo_id} safetensors headers from the hub"):
+            meta = HfApi().get_safetensors_metadata(
+                repo_id, revision=revision, token=token, timeout=_timeout("HF_HUB_DOWNLOAD_TIMEOUT")
+            )
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:
+        # huggingface_hub 2.4 (hf_api._safetensors_file_metadata_from_header) catches only KeyError and
+        # IndexError: a header that is a JSON list or number fails on `.get`, a tensor that is a list or a
+        # dtype that is a list fails as TypeError, an index whose weight_map is not an object as AttributeError.
+        raise _bad_header(
+            repo_id, "a safetensors file", " ".join(str(exc).split())[:100] or type(exc).__name__
+        ) from None
+    return _parameter_counts(repo_id, meta.files_metadata)
+
+
+MAX_TENSOR_ELEMENTS = 1 << 50  # no real tensor holds a quadrillion elements: a count past it is a corrupt shape
+
+
+def _bad_header(repo_id: str, filename: str, problem: str) -> ConfigError:
+    from kvsize.text import clean
+
+    return ConfigError(
+        f"'{repo_id}': {clean(filename)} on the hub has an unusable safetensors header ({clean(problem)})",
+        hint="kvsize cannot count these weights from the hub; --weights-mem gives their size.",
+    )
+
+
+def _parameter_counts(repo_id: str, files: dict[str, Any]) -> dict[str, int]:
+    """Parameters per dtype, summed from each tensor of each file's header, each tensor checked first
+    (`_tensor_elements`). huggingface_hub's own `parameter_count` is not used: it counts a shape that is not a
+    list as one parameter, and it decodes the header ignoring bytes that are not UTF-8, which the span check
+    still catches when a digit of a shape was among them."""
+    from kvsize.text import clean
+
+    counts: dict[str, int] = {}
+    for filename, file_meta in sorted(files.items()):
+        for name, tensor in file_meta.tensors.items():
+            elements = _tensor_elements(tensor.dtype, tensor.shape, tensor.data_offsets)
+            if isinstance(elements, str):
+                raise _bad_header(repo_id, filename, f"tensor {clean(repr(name))[:60]}: {elements}")
+            counts[tensor.dtype] = counts.get(tensor.dtype, 0) + elements
+    return counts
+
+
+def _tensor_elements(dtype: object, shape: object, offsets: object) -> int | str:
+    """The tensor's element count, or what is wrong with it: a dtype name, a shape of whole non-negative
+    numbers, and data_offsets 0 <= begin <= end whose span is shape x the dtype's size where the dtype is known
+    (the safetensors format's own validation)."""
+    from kvsize.weights import SAFETENSORS_DTYPE_BYTES
+
+    def whole(values: object) -> bool:
+        return isinstance(values, (list, tuple)) and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in values
         )
-    return {str(dtype): int(count) for dtype, count in meta.parameter_count.items()}
+
+    if not isinstance(dtype, str) or not re.fullmatch(r"[A-Z0-9_]{1,16}", dtype):
+        return f"dtype {str(dtype)[:30]!r} is not a dtype name"
+    if not whole(shape) or not whole(offsets) or len(offsets) != 2:  # type: ignore[arg-type]
+        return f"shape {str(shape)[:40]} or data_offsets {str(offsets)[:40]} are not whole numbers"
+    assert isinstance(shape, (list, tuple)) and isinstance(offsets, (list, tuple))
+    elements = math.prod(shape)
+    if elements > MAX_TENSOR_ELEMENTS:
+        return f"shape {str(shape)[:40]} holds over {MAX_TENSOR_ELEMENTS:,} elements"
+    span = offsets[1] - offsets[0]
+    if span < 0 or (dtype in SAFETENSORS_DTYPE_BYTES and span != elements * SAFETENSORS_DTYPE_BYTES[dtype]):
+        return f"data_offsets {list(offsets)} do not span its {elements:,} {dtype} elements"
+    return elements

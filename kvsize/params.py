@@ -19,6 +19,7 @@ import msgspec
 
 from kvsize.config import MODEL_TYPE_DEFAULTS
 from kvsize.errors import ConfigError
+from kvsize.text import shown
 
 __all__ = ["ParamEstimate", "estimate_parameters"]
 
@@ -149,9 +150,9 @@ class _Cfg:
             or (isinstance(value, float) and not math.isfinite(value))
             or value != int(value)
         ):
-            raise ConfigError(f"config field '{self.where}{key}' must be an integer, got {value!r}.")
+            raise ConfigError(f"config field '{self.where}{key}' must be an integer, got {shown(value)}.")
         if not minimum <= int(value) <= _MAX_DIM * _MAX_DIM:
-            raise ConfigError(f"config field '{self.where}{key}' is out of range: {value!r}.")
+            raise ConfigError(f"config field '{self.where}{key}' is out of range: {shown(value)}.")
         return int(value)
 
     def int_(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
@@ -169,7 +170,7 @@ class _Cfg:
                 return default
             raise ConfigError(f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters.")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"config field '{self.where}{keys[0]}' must be a number, got {value!r}.")
+            raise ConfigError(f"config field '{self.where}{keys[0]}' must be a number, got {shown(value)}.")
         return float(value)
 
     def bool_(self, key: str, default: bool) -> bool:
@@ -177,7 +178,7 @@ class _Cfg:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise ConfigError(f"config field '{self.where}{key}' must be true or false, got {value!r}.")
+            raise ConfigError(f"config field '{self.where}{key}' must be true or false, got {shown(value)}.")
         return value
 
     def int_list(self, key: str) -> list[int] | None:
@@ -189,7 +190,7 @@ class _Cfg:
             or isinstance(value, str)
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         ):
-            raise ConfigError(f"config field '{self.where}{key}' must be a list of integers, got {value!r}.")
+            raise ConfigError(f"config field '{self.where}{key}' must be a list of integers, got {shown(value)}.")
         return list(value)
 
     def str_list(self, key: str) -> list[str] | None:
@@ -197,7 +198,7 @@ class _Cfg:
         if value is None:
             return None
         if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"config field '{self.where}{key}' must be a list of strings, got {value!r}.")
+            raise ConfigError(f"config field '{self.where}{key}' must be a list of strings, got {shown(value)}.")
         return list(value)
 
     def layers(self) -> int:
@@ -332,7 +333,7 @@ def _tied(cfg: _Cfg, top: Mapping[str, Any], model_type: str) -> bool:
         value = source.get("tie_word_embeddings")
         if value is not None:
             if not isinstance(value, bool):
-                raise ConfigError(f"config field 'tie_word_embeddings' must be true or false, got {value!r}.")
+                raise ConfigError(f"config field 'tie_word_embeddings' must be true or false, got {shown(value)}.")
             return value
     return model_type in _TIE_DEFAULT_TRUE or str(top.get("model_type")) in _TIE_DEFAULT_TRUE
 
@@ -805,7 +806,7 @@ def _nemotron_h_kinds(cfg: _Cfg, layers: int) -> list[str]:
     for ch in pattern:
         if ch not in _NEMOTRON_H_KINDS:
             raise ConfigError(
-                f"config field '{cfg.where}hybrid_override_pattern' has layer kind {ch!r}, which kvsize "
+                f"config field '{cfg.where}hybrid_override_pattern' has layer kind {shown(ch)}, which kvsize "
                 "cannot count (known: M, *, -, E)."
             )
     return [_NEMOTRON_H_KINDS[ch] for ch in pattern]
@@ -945,7 +946,7 @@ def _count_t5(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     dec_layers = cfg.int_("num_decoder_layers", default=enc_layers)
     proj = cfg.raw("feed_forward_proj") or "relu"
     if not isinstance(proj, str):
-        raise ConfigError(f"config field '{cfg.where}feed_forward_proj' must be a string, got {proj!r}.")
+        raise ConfigError(f"config field '{cfg.where}feed_forward_proj' must be a string, got {shown(proj)}.")
     ffn = _mlp(d_model, cfg.int_("d_ff"), gated=proj.startswith("gated-"), bias=False)
     attn = 3 * d_model * inner + inner * d_model
     acc.add("embeddings", cfg.vocab() * d_model)  # shared, also encoder/decoder embed_tokens

@@ -10,6 +10,7 @@ import difflib
 import functools
 import json
 import math
+import os
 import re
 import zlib
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from msgspec import Meta
 
 from kvsize.errors import ConfigError, UnknownGpuProfile, UsageError
 from kvsize.record import Record
+from kvsize.text import shown
 
 __all__ = [
     "GpuProfile",
@@ -260,21 +262,27 @@ def parse_profile(data: object, *, source: str) -> GpuProfile:
         raise ConfigError(f"{source}: invalid GPU profile: {_describe_error(exc, data)}") from None
 
 
-def _read_yaml(path: Path) -> object:
-    # StrictSafeLoader: safe loading on libyaml's parser where PyYAML has it, and a key given twice is an error.
-    import yaml
+MAX_PROFILE_BYTES = 1024 * 1024  # a profile is a few KiB
+MAX_INDEX_BYTES = 16 * 1024 * 1024  # the index of ~40 profiles is ~110 KiB
 
-    from kvsize.strict_yaml import StrictSafeLoader
+
+def _read_bytes(path: Path) -> bytes:
+    """A profile file's bytes through kvsize.safe_io: a FIFO, a device or a folder named *.yaml is refused at
+    once (a plain read would block on a FIFO forever, or grow without end on /dev/zero)."""
+    from kvsize.safe_io import read_small_file
+
+    return read_small_file(path, max_bytes=MAX_PROFILE_BYTES, what="GPU profile")
+
+
+def _parse_yaml(data: bytes, path: Path) -> object:
+    # kvsize's one YAML loader: strict safe loading, a key given twice refused, alias expansion bounded.
+    from kvsize.strict_yaml import load_yaml_data
 
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=StrictSafeLoader)  # noqa: S506 (a safe loader)
-    except yaml.YAMLError as exc:
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: not a valid GPU profile YAML{where}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read GPU profile: {exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: the GPU profile is not UTF-8 text (byte {exc.start})") from None
+    return load_yaml_data(text, source=str(path), what="GPU profile")
 
 
 def _profile_from(data: object, path: Path) -> GpuProfile:
@@ -305,12 +313,15 @@ def _yaml_files(directory: Path) -> list[Path]:
 
 
 def _load_dir(directory: Path) -> dict[str, GpuProfile]:
-    """Every profile of `directory`, validated, read through its index when the index is current."""
+    """Every profile of `directory`, validated, read through its index when the index is current. Each file is
+    read once, through kvsize.safe_io."""
     paths = _yaml_files(directory)
-    parsed = _read_index(directory, paths)
+    contents = {path.name: _read_bytes(path) for path in paths}
+    parsed = _read_index(directory, _checksums(contents))
     profiles = {}
     for path in paths:
-        profile = _profile_from(parsed[path.name] if parsed is not None else _read_yaml(path), path)
+        data = parsed[path.name] if parsed is not None else _parse_yaml(contents[path.name], path)
+        profile = _profile_from(data, path)
         profiles[profile.id] = profile
     _check_names(profiles)
     return profiles
@@ -325,28 +336,40 @@ def _load_dir(directory: Path) -> dict[str, GpuProfile]:
 INDEX_NAME = "index.json"
 
 
-def _checksums(paths: list[Path]) -> dict[str, int]:
-    return {path.name: zlib.crc32(path.read_bytes()) for path in paths}
+def _checksums(contents: Mapping[str, bytes]) -> dict[str, int]:
+    return {name: zlib.crc32(data) for name, data in contents.items()}
 
 
-def _read_index(directory: Path, paths: list[Path]) -> dict[str, object] | None:
-    """The parsed data of each file, by file name, when the index matches the files byte for byte."""
+def _read_index(directory: Path, checksums: dict[str, int]) -> dict[str, object] | None:
+    """The parsed data of each file, by file name, when the index matches the files byte for byte. An index
+    that is missing, stale or not the index's JSON means the YAML is read; one that is not a regular file (a
+    FIFO, a device) or is oversized is refused through kvsize.safe_io, never waited on."""
+    from kvsize.safe_io import read_small_text
+
+    path = directory / INDEX_NAME
+    if not os.path.lexists(path):
+        return None
     try:
-        index = json.loads((directory / INDEX_NAME).read_text(encoding="utf-8"))
-        if not isinstance(index, dict) or index.get("crc32") != _checksums(paths):
+        text = read_small_text(path, max_bytes=MAX_INDEX_BYTES, what="GPU profile index")
+    except ConfigError as exc:
+        raise ConfigError(str(exc), hint="Remove it, or rebuild it with python -m kvsize.profiles.") from None
+    try:
+        index = json.loads(text)
+        if not isinstance(index, dict) or index.get("crc32") != checksums:
             return None
         data = index["profiles"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, RecursionError):
         return None
-    return data if isinstance(data, dict) and set(data) == {p.name for p in paths} else None
+    return data if isinstance(data, dict) and set(data) == set(checksums) else None
 
 
 def build_index(directory: Path) -> str:
     """The index of `directory`'s profiles as JSON text (each one validated first)."""
     paths = _yaml_files(directory)
-    data = {path.name: _read_yaml(path) for path in paths}
+    contents = {path.name: _read_bytes(path) for path in paths}
+    data = {path.name: _parse_yaml(contents[path.name], path) for path in paths}
     _check_names({(p := _profile_from(data[path.name], path)).id: p for path in paths})
-    return json.dumps({"crc32": _checksums(paths), "profiles": data}, indent=1, ensure_ascii=False) + "\n"
+    return json.dumps({"crc32": _checksums(contents), "profiles": data}, indent=1, ensure_ascii=False) + "\n"
 
 
 @functools.lru_cache(maxsize=1)
@@ -402,7 +425,7 @@ def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> 
 def custom_gpu(memory_bytes: int, *, name: str = "custom") -> GpuProfile:
     """A profile for a card known only by its memory size (`--gpu-mem`); every other figure is unknown."""
     if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, int) or memory_bytes <= 0:
-        raise UsageError(f"GPU memory must be a positive number of bytes, got {memory_bytes!r}")
+        raise UsageError(f"GPU memory must be a positive number of bytes, got {shown(memory_bytes)}")
     slug = re.sub(r"[^a-z0-9.-]+", "-", name.strip().lower()).strip("-.")
     return GpuProfile(
         id=slug if re.match(_NAME_PATTERN, slug) else "custom",
@@ -437,6 +460,14 @@ def custom_gpu(memory_bytes: int, *, name: str = "custom") -> GpuProfile:
 if __name__ == "__main__":  # python -m kvsize.profiles [DIR]: rebuild DIR/index.json (default: the built-in profiles)
     import sys
 
+    from kvsize.errors import KvsizeError
+    from kvsize.safe_io import output_path, write_output
+    from kvsize.text import clean
+
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else profiles_dir()
-    (target / INDEX_NAME).write_text(build_index(target), encoding="utf-8")
+    try:
+        write_output(output_path(target / INDEX_NAME, "index"), build_index(target), "index")
+    except KvsizeError as exc:
+        print(clean(f"Error: {exc}." + (f" {exc.hint}" if exc.hint else "")), file=sys.stderr)
+        sys.exit(int(exc.exit_code))
     print(f"wrote {target / INDEX_NAME}")

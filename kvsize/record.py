@@ -19,6 +19,8 @@ from typing import Any
 
 import msgspec
 
+from kvsize.text import shown
+
 
 class InvalidRecord(ValueError):
     """A record built with values its invariants refuse (a 0-wide head, an empty layer list)."""
@@ -45,4 +47,4 @@ def check_at_least(record: object, minimum: int, *names: str) -> None:
     for name in names:
         value = getattr(record, name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
-            raise InvalidRecord(f"{type(record).__name__}.{name} must be an integer >= {minimum}, got {value!r}")
+            raise InvalidRecord(f"{type(record).__name__}.{name} must be an integer >= {minimum}, got {shown(value)}")

@@ -6,6 +6,10 @@ or find a model (a string scan of each line's head); a config is JSON-decoded on
 kvsize/models/SOURCES.tsv says where every config was copied from, and weights.json holds published weight
 sizes. The registry works offline and without a token, which matters most for gated repositories.
 
+Every line is read through `validate_entry` (the head by `head_entry`, the whole line for the model asked), and
+the maintainer tool kvsize/models/add.py checks a new line with the same function before it writes anything, so
+an entry it accepts is one every lookup can read. A damaged line is one ConfigError naming registry.jsonl:line.
+
 `suggest` ranks registry ids for a loose name ("qwen3 235b", "llama-3.1-8b", "gpt2"): a pure function used by
 the resolve error and by `kvsize models --search`.
 """
@@ -13,15 +17,28 @@ the resolve error and by `kvsize models --search`.
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from kvsize.errors import ConfigError
+
 REGISTRY_FILE = "registry.jsonl"
-_HEAD = re.compile(r'\{"hub_id": "([^"]+)", "family": "([^"]*)", ')
+MAX_REGISTRY_BYTES = 64 * 1024 * 1024  # the file is ~400 KB; refuse anything absurd (kvsize.safe_io)
+MAX_WEIGHTS_TABLE_BYTES = 16 * 1024 * 1024
+MAX_FAMILY_CHARS = 60
+MAX_CONFIG_DEPTH = 32  # real configs nest 3 or 4 levels (text_config.rope_scaling...)
+_HEAD = re.compile(r'\{"hub_id": "([^"\\]*)", "family": "([^"\\]*)", ')
+# Each half of org/name as the hub's validator takes it (huggingface_hub utils.validate_repo_id: ASCII word
+# characters, '-' and '.', beginning and ending with a letter, digit or '_', at most 96 characters).
+_ID_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HUB_ID = re.compile(rf"{_ID_PART}/{_ID_PART}", re.ASCII)
+_ID_HINT = "A registry id is the hub's org/name: ASCII letters, digits, '-', '_', '.'; no '--' or '..'."
 
 
 class RegistryEntry(msgspec.Struct, frozen=True):
@@ -48,21 +65,144 @@ def _models_dir() -> Path:
     return Path(__file__).with_name("models")
 
 
+# --- one entry, as every reader and the add tool (kvsize/models/add.py) take it ------------------------------
+
+
+def _where(number: int) -> str:
+    return f"kvsize/models/{REGISTRY_FILE}:{number}"
+
+
+def _bad(number: int, problem: str) -> ConfigError:
+    error = ConfigError(
+        f"{_where(number)}: {problem}",
+        hint="The built-in registry is damaged: reinstall kvsize, or rewrite the entry with kvsize.models.add.",
+    )
+    error.line = number
+    return error
+
+
+def _shown(text: str) -> str:
+    from kvsize.text import clean
+
+    shown = clean(text)
+    return repr(shown[:60] + "..." if len(shown) > 60 else shown)
+
+
+def hub_id_problem(hub_id: object) -> str | None:
+    """Why `hub_id` cannot be a registry id (None when it can): a lookup strips, lower-cases and routes names
+    (kvsize.resolve), so only an exact org/name that the hub itself would accept finds its entry again."""
+    if not isinstance(hub_id, str):
+        return f"the hub id must be a string, got {type(hub_id).__name__}"
+    if not _HUB_ID.fullmatch(hub_id) or "--" in hub_id or ".." in hub_id:
+        return f"hub id {_shown(hub_id)} is not shaped org/name"
+    if hub_id.lower().endswith((".git", ".json")):  # the hub refuses '.git'; '.json' is taken for a file path
+        return f"hub id {_shown(hub_id)} ends in {hub_id.rsplit('.', 1)[-1]!r}"
+    return None
+
+
+def family_problem(family: object) -> str | None:
+    """Why `family` cannot be a registry family (None when it can)."""
+    from kvsize.text import _UNSAFE
+
+    if not isinstance(family, str):
+        return f"the family must be a string, got {type(family).__name__}"
+    if not family.strip() or family != family.strip():
+        return f"family {_shown(family)} is empty or has spaces at its ends"
+    if len(family) > MAX_FAMILY_CHARS or '"' in family or "\\" in family or _UNSAFE.search(family):
+        return f"family {_shown(family)} must be at most {MAX_FAMILY_CHARS} printable characters without quotes"
+    return None
+
+
+def config_problem(config: object) -> str | None:
+    """Why `config` cannot be stored (None when it can): a JSON object of plain JSON values (Infinity and NaN
+    included: Mamba2 configs write `"time_step_limit": [0.0, Infinity]`, and json reads them), nested at most
+    MAX_CONFIG_DEPTH deep, with no control, bidi or line-separator character in any key or string
+    (kvsize.text._UNSAFE)."""
+    from kvsize.text import _UNSAFE
+
+    if not isinstance(config, dict):
+        return f"the config must be a JSON object, got {type(config).__name__}"
+    stack: list[tuple[str, object, int]] = [("config", config, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            return f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str) or _UNSAFE.search(key):
+                    return f"{path}: key {_shown(str(key))} is not plain text"
+                stack.append((f"{path}.{key}", item, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            if _UNSAFE.search(value):
+                return f"{path}: {_shown(value)} holds a control, bidi or line-separator character"
+        elif value is not None and not isinstance(value, (bool, int, float)):
+            return f"{path}: a {type(value).__name__} is not a JSON value"
+    return None
+
+
+def head_entry(line: str, number: int) -> RegistryEntry:
+    """The entry a line's head names (hub_id, family: read without decoding the config), checked."""
+    head = _HEAD.match(line)
+    if head is None:
+        raise _bad(number, 'a line must start with {"hub_id": "...", "family": "...", ')
+    problem = hub_id_problem(head[1]) or family_problem(head[2])
+    if problem:
+        raise _bad(number, problem)
+    return RegistryEntry(hub_id=head[1], family=head[2], line=number)
+
+
+def validate_entry(line: str, number: int) -> tuple[RegistryEntry, dict[str, Any]]:
+    """One registry.jsonl line read in full, exactly as a lookup reads it: its head, then the whole line as
+    JSON holding hub_id, family and config (the same id and family as the head), the config plain data.
+    Raises one ConfigError naming registry.jsonl:line."""
+    entry = head_entry(line, number)
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5000-digit integer, deep nesting
+        raise _bad(number, f"not valid JSON ({' '.join(str(exc).split())[:100]})") from None
+    if not isinstance(data, dict) or set(data) != {"hub_id", "family", "config"}:
+        raise _bad(number, "a line must hold exactly hub_id, family and config")
+    if (data["hub_id"], data["family"]) != (entry.hub_id, entry.family):
+        raise _bad(number, "hub_id and family must be written plainly, without escapes")
+    problem = config_problem(data["config"])
+    if problem:
+        raise _bad(number, problem)
+    return entry, data["config"]
+
+
+def read_entries(lines: Sequence[str]) -> dict[str, RegistryEntry]:
+    """The entries of registry.jsonl's lines, keyed by lower-cased hub id and sorted; one ConfigError naming
+    the line for a bad head or an id given twice (ignoring case: lookups do)."""
+    entries: dict[str, RegistryEntry] = {}
+    for number, line in enumerate(lines, start=1):
+        entry = head_entry(line, number)
+        earlier = entries.setdefault(entry.hub_id.lower(), entry)
+        if earlier is not entry:
+            raise _bad(number, f"hub id {_shown(entry.hub_id)} repeats line {earlier.line} (ids ignore case)")
+    return dict(sorted(entries.items()))
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """registry.jsonl's lines, split at '\n' only: str.splitlines would also split at U+2028, U+0085 and other
+    separators that json.dumps(ensure_ascii=False) leaves inside strings."""
+    lines = text.split("\n")
+    return tuple(lines[:-1] if lines and lines[-1] == "" else lines)
+
+
 @lru_cache(maxsize=1)
 def _lines() -> tuple[str, ...]:
-    return tuple((_models_dir() / REGISTRY_FILE).read_text(encoding="utf-8").splitlines())
+    from kvsize.safe_io import read_small_text
+
+    path = _models_dir() / REGISTRY_FILE
+    return split_lines(read_small_text(path, max_bytes=MAX_REGISTRY_BYTES, what="built-in model registry"))
 
 
 @lru_cache(maxsize=1)
 def registry_entries() -> dict[str, RegistryEntry]:
     """All entries, keyed by lower-cased hub id, sorted."""
-    entries = {}
-    for number, line in enumerate(_lines(), start=1):
-        head = _HEAD.match(line)
-        if head is None:
-            raise ValueError(f"kvsize/models/{REGISTRY_FILE}:{number}: a line must start with hub_id and family")
-        entries[head[1].lower()] = RegistryEntry(hub_id=head[1], family=head[2], line=number)
-    return dict(sorted(entries.items()))
+    return read_entries(_lines())
 
 
 def find_entry(model_id: str) -> RegistryEntry | None:
@@ -71,18 +211,36 @@ def find_entry(model_id: str) -> RegistryEntry | None:
 
 
 def load_registry_config(entry: RegistryEntry) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(_lines()[entry.line - 1])["config"]
-    return data
+    """A fresh copy of the entry's config (validate_entry: a damaged line is one error naming it)."""
+    return validate_entry(_lines()[entry.line - 1], entry.line)[1]
+
+
+_WEIGHT_COUNTS = ("weights_bytes", "num_parameters")
 
 
 @lru_cache(maxsize=1)
 def registry_weights() -> dict[str, dict[str, Any]]:
-    """Published weight sizes of registry models (weights.json), keyed by lower-cased hub id."""
+    """Published weight sizes of registry models (weights.json), keyed by lower-cased hub id; a value that is
+    no size (a string, a negative or zero count) is one ConfigError naming the model."""
+    from kvsize.resolve import read_json_file
+
     path = _models_dir() / "weights.json"
-    if not path.is_file():
+    if not os.path.lexists(path):  # anything else there (a FIFO, a folder) is refused by kvsize.safe_io
         return {}
-    table: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
-    return {key.lower(): value for key, value in table.items() if not key.startswith("_")}
+    table = read_json_file(path, what="published weights table", max_bytes=MAX_WEIGHTS_TABLE_BYTES)
+    if not isinstance(table, dict):
+        raise ConfigError(f"kvsize/models/weights.json: must hold a JSON object, got {type(table).__name__}")
+    checked: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if key.startswith("_"):
+            continue
+        fields = value if isinstance(value, dict) else {"weights_bytes": 0}
+        counts = [fields.get(name) for name in _WEIGHT_COUNTS]
+        usable = all(c is None or (type(c) is int and c > 0) for c in counts)
+        if not usable or not isinstance(fields.get("weights_dtype"), (str, type(None))):
+            raise ConfigError(f"kvsize/models/weights.json: entry {_shown(key)} holds no usable size")
+        checked[key.lower()] = value
+    return checked
 
 
 # --- loose names ------------------------------------------------------------------------------------------

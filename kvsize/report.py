@@ -14,6 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvsize.text import from_markup
 from kvsize.text import markup as escape  # rich markup escaped and control characters made visible
 from kvsize.units import format_bytes, format_tokens
 
@@ -65,7 +66,7 @@ class Column(msgspec.Struct, frozen=True):
 
 
 def _cell(value: str | Text) -> Text:
-    return value if isinstance(value, Text) else Text.from_markup(value)
+    return value if isinstance(value, Text) else from_markup(value)
 
 
 def stacked_tables(
@@ -280,7 +281,7 @@ def context_limit_lines(scenarios: Sequence[Scenario], *, explain: bool = False)
             text += f"; {', '.join(switches)} {verb} it, at the risk of wrong outputs"
         elif not refuses:
             text += "; outputs past the maximum are untrained"
-        lines.append(Text.from_markup(f"{head} {escape(text)}"))
+        lines.append(from_markup(f"{head} {escape(text)}"))
     return lines
 
 
@@ -338,12 +339,12 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     assert first is not None
     lines: list[RenderableType] = []
     with_pool = multi_engine and any(s.gpu is not None and s.gpu.kv_pool_tokens is not None for s in scenarios)
-    lines.append(Text.from_markup(f"[dim]{escape(_scenario_legend(with_pool))}[/]"))
+    lines.append(from_markup(f"[dim]{escape(_scenario_legend(with_pool))}[/]"))
     lines += context_limit_lines(scenarios, explain=explain)
     group = scenarios[0].tp * scenarios[0].pp
     per = f"per GPU (1 of {group})" if group > 1 else "per GPU"
     lines.append(
-        Text.from_markup(
+        from_markup(
             f"[bold]{escape(first.name)}[/] {per}: {format_bytes(first.memory_bytes)} = weights "
             f"{format_bytes(first.weights_bytes)} + reserve {format_bytes(first.reserve_bytes)} + KV budget "
             f"{format_bytes(first.kv_budget_bytes)}" + (f" ({escape(scenarios[0].engine)})" if multi_engine else "")
@@ -353,7 +354,7 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     if parts:
         lines.append(Text(f"  reserve {format_bytes(first.reserve_bytes)} = {parts}"))
     if explain:
-        lines.append(Text.from_markup(f"[dim]  budget: {escape(first.budget.rule)}[/]"))
+        lines.append(from_markup(f"[dim]  budget: {escape(first.budget.rule)}[/]"))
     if multi_engine:
         budgets: dict[str, int] = {}
         for s in scenarios:
@@ -395,7 +396,7 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
     lines.append(_bars(scenarios, width, multi_engine))
     if first.kv_budget_bytes < 0:
         lines.append(
-            Text.from_markup(
+            from_markup(
                 "[red]The weights alone do not fit on this card[/]: pick a larger card, more GPUs (--tp), or a "
                 "quantized checkpoint (--weights-dtype)."
             )
@@ -590,7 +591,7 @@ def _advice_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
             why = why or (sug.why if sug else "")
         said[-1] += f" ({escape(why)})"
         grid.add_row(f"  [bold]{escape(change)}[/]", "\n".join(said))
-    return [Text.from_markup(f"[bold]{head}[/] ({escape(scope)}):"), grid]
+    return [from_markup(f"[bold]{head}[/] ({escape(scope)}):"), grid]
 
 
 # --- listings --------------------------------------------------------------------------------------------
@@ -668,7 +669,7 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
     for r in results:
         verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
         where = f" (line {r.line})" if r.line and not r.passed else ""
-        console.print(Text.from_markup(f"{verdict} {escape(r.name)}{where}: {escape(r.reason)}"))
+        console.print(from_markup(f"{verdict} {escape(r.name)}{where}: {escape(r.reason)}"))
     failed = sum(not r.passed for r in results)
     console.print(f"{plural(len(results), 'deployment')}: {len(results) - failed} pass, {failed} fail")
 
@@ -703,4 +704,4 @@ def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> No
         if p.gpus is None:
             unserved.setdefault(p.reason, []).append(p.gpu)
     for reason, names in unserved.items():
-        console.print(Text.from_markup(f"[red]cannot serve it[/] on {escape(', '.join(names))}: {escape(reason)}"))
+        console.print(from_markup(f"[red]cannot serve it[/] on {escape(', '.join(names))}: {escape(reason)}"))

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kvsize.api import Scenario
+from kvsize.text import from_markup
 from kvsize.units import format_bytes
 
 
@@ -76,4 +77,4 @@ def serving_lines(scenarios: Sequence[Scenario], *, explain: bool = False) -> li
         if off.recompute_seconds_per_request is not None:
             lines.append(f"recompute (prefill) {off.recompute_seconds_per_request:.3g} s/request (bound)")
         lines.append(f"[dim]link: {escape(off.link_source)}[/]")
-    return [Text.from_markup(line) for line in lines]
+    return [from_markup(line) for line in lines]

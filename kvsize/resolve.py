@@ -35,6 +35,26 @@ class LoadedConfig(msgspec.Struct, frozen=True):
         return f"{self.source}: {self.location}"
 
 
+class AmbiguousKey(ValueError):
+    """A JSON object gives one key twice with different values."""
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice with different values: json.loads (and so transformers and the
+    engines) keeps the last without a word, and a reviewer reading the file may see the first. The same value
+    twice is harmless and kept."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out and out[key] != value:
+            from kvsize.text import clean, shown
+
+            raise AmbiguousKey(
+                f"'{clean(key)[:60]}' is given twice with different values ({shown(out[key])}, then {shown(value)})"
+            )
+        out[key] = value
+    return out
+
+
 def read_json_file(path: Path, *, what: str = "config.json", max_bytes: int = MAX_CONFIG_BYTES) -> Any:
     """A JSON file's content, refusing anything but a regular file under `max_bytes` (kvsize.safe_io) and
     reporting syntax errors on one line."""
@@ -42,7 +62,9 @@ def read_json_file(path: Path, *, what: str = "config.json", max_bytes: int = MA
 
     text = read_small_text(path, max_bytes=max_bytes, what=what)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_one_value_per_key)
+    except AmbiguousKey as exc:
+        raise ConfigError(f"{path}: {exc}", hint="Keep one of the two; the engines read the last.") from None
     except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4300-digit limit
         if not isinstance(exc, json.JSONDecodeError):
             raise ConfigError(f"{path}: not a usable config.json ({exc})") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from kvsize.errors import ConfigError
@@ -123,13 +124,36 @@ def read_prefix(path: Path, *, size: int, offset: int = 0, what: str) -> bytes:
 # the environment, exit 3, as for standard output above (README "Exit codes and errors").
 
 
-def output_path(path: str | os.PathLike[str], option: str) -> Path:
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def output_path(
+    path: str | os.PathLike[str], option: str, *, inputs: Sequence[str | os.PathLike[str] | None] = ()
+) -> Path:
     """The file `option` will write, checked before any work; raises UsageError (exit 2) for a path that
-    cannot be a file, EnvironmentProblem (exit 3) for a folder the user may not write in."""
+    cannot be a file or is one of the run's `inputs` (writing it would destroy what is being read),
+    EnvironmentProblem (exit 3) for a folder the user may not write in."""
     from kvsize.errors import EnvironmentProblem, UsageError
     from kvsize.resolve import printable
 
     shown = printable(str(path))
+    for given in inputs:
+        if given is not None and str(given).strip() and str(path).strip():
+            try:
+                same = _same_file(Path(path).expanduser(), Path(given).expanduser())
+            except RuntimeError:  # '~unknown-user'
+                same = False
+            if same:
+                raise UsageError(
+                    f"{option}: '{shown}' is also an input of this run; writing it would overwrite it",
+                    hint=f"Give {option} another path.",
+                )
     if not str(path).strip():
         raise UsageError(f"{option}: empty path", hint=f"Give {option} the path of a file to write.")
     try:

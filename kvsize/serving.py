@@ -29,7 +29,10 @@ Label = Literal["exact", "bound", "lossy"]
 Pattern = Literal["uniform", "clustered", "recent"]
 PATTERNS: tuple[Pattern, ...] = ("uniform", "clustered", "recent")
 MAX_SIMULATED_TOKENS = 1 << 24
-"""Longest cache `kvsize evict` simulates token by token (clustered and recent patterns)."""
+"""Longest cache `kvsize evict` simulates (the clustered pattern; uniform and recent are closed forms)."""
+MAX_SIMULATED_RUNS = 1 << 19
+"""Kept runs the clustered simulation places in all its trials (a second or two): a --keep close to --tokens
+in small blocks needs ever more random runs to cover the last gaps (a coupon collector)."""
 MAX_EVICT_BLOCK = 1 << 16
 """Largest block `kvsize evict` evaluates (engines page in 16 to a few thousand tokens)."""
 SIMULATION_TRIALS = 64
@@ -331,27 +334,85 @@ def expected_freed_uniform(tokens: int, evicted: int, block: int) -> Fraction:
     return total
 
 
-def _freed(kept: Iterable[int], tokens: int, block: int) -> int:
-    blocks = -(-tokens // block)
-    held = {position // block for position in kept}
-    return blocks - len(held)
+def freed_uniform(tokens: int, evicted: int, block: int) -> float:
+    """`expected_freed_uniform` in floating point, in at most 2 x MAX_EVICT_BLOCK steps: the same product over
+    i < b of (E - i) / (T - i), each factor correctly rounded (relative error about b x 2^-53), stopped once it
+    underflows to 0. The exact Fraction's numerator grows by b x log2(T) bits, minutes for b = 65,536."""
+    if not 0 <= evicted <= tokens:
+        raise UsageError(f"cannot evict {evicted} of {tokens} tokens")
+    full, tail = divmod(tokens, block)
+    total = 0.0
+    for b, n in ((block, full), (tail, 1 if tail else 0)):
+        if not n or b > evicted:
+            continue  # a block larger than the evicted set never empties
+        p = 1.0
+        for i in range(b):
+            p *= (evicted - i) / (tokens - i)
+            if p == 0.0:
+                break
+        total += n * p
+    return total
 
 
-def _simulate(tokens: int, keep: int, block: int, pattern: Pattern, rng: random.Random) -> int:
-    """Blocks freed by one trial. clustered: the kept tokens come in runs of one block's length placed at
-    random (heavy hitters cluster around salient spans, as H2O/SnapKV observe); recent: keep the last `keep`
-    tokens (StreamingLLM without sinks), deterministic."""
-    if pattern == "recent":
-        return _freed(range(tokens - keep, tokens), tokens, block)
-    kept: set[int] = set()
-    while len(kept) < keep:
+def _too_many_runs(tokens: int, keep: int, block: int) -> UsageError:
+    return UsageError(
+        f"--pattern clustered: keeping {keep:,} of {tokens:,} tokens in blocks of {block} needs more than "
+        f"{MAX_SIMULATED_RUNS:,} simulated runs",
+        hint="Keep a smaller share, use larger blocks or fewer tokens, or --pattern uniform (exact) or recent.",
+    )
+
+
+def _clustered(tokens: int, keep: int, block: int, rng: random.Random, runs_left: int) -> tuple[int, int]:
+    """(blocks freed, runs placed) by one trial: the kept tokens come in runs of one block's length placed at
+    random (heavy hitters cluster around salient spans, as H2O/SnapKV observe), the last run cut to `keep`.
+    Returns (-1, runs) once more than `runs_left` runs would be needed."""
+    covered = bytearray(tokens)
+    touched = bytearray(-(-tokens // block))  # a run is at most one block long: it touches at most two blocks
+    need = keep
+    runs = 0
+    while need > 0:
+        if runs == runs_left:
+            return -1, runs
+        runs += 1
         start = rng.randrange(tokens)
-        kept.update(range(start, min(start + block, tokens, start + keep - len(kept))))
-    return _freed(kept, tokens, block)
+        end = min(start + block, tokens, start + need)
+        new = covered.count(0, start, end)
+        if new:
+            covered[start:end] = b"\x01" * (end - start)
+            touched[start // block] = touched[(end - 1) // block] = 1
+            need -= new
+    return len(touched) - touched.count(1), runs
+
+
+def _simulated(tokens: int, keep: int, block: int, seed: int) -> tuple[float, int]:
+    """(mean blocks freed, trials run) of the clustered pattern: SIMULATION_TRIALS seeded trials, fewer when
+    MAX_SIMULATED_RUNS runs out after the first (a long cache varies little from trial to trial)."""
+    blocks = -(-tokens // block)
+    if keep in (0, tokens):
+        return float(blocks if keep == 0 else 0), SIMULATION_TRIALS
+    if -(-keep // block) > MAX_SIMULATED_RUNS:
+        raise _too_many_runs(tokens, keep, block)
+    rng = random.Random(seed)
+    results: list[int] = []
+    left = MAX_SIMULATED_RUNS
+    while len(results) < SIMULATION_TRIALS:
+        freed, runs = _clustered(tokens, keep, block, rng, left)
+        if freed < 0:
+            if not results:
+                raise _too_many_runs(tokens, keep, block)
+            break
+        results.append(freed)
+        left -= runs
+    return sum(results) / len(results), len(results)
 
 
 def evict(tokens: int, keep: int, block_size: int, pattern: Pattern = "uniform", seed: int = 0) -> EvictionResult:
-    """Blocks a paged cache of `tokens` tokens frees when a policy keeps `keep` of them."""
+    """Blocks a paged cache of `tokens` tokens frees when a policy keeps `keep` of them. Bounded work whatever
+    the arguments: uniform and recent are closed forms, clustered a simulation capped at MAX_SIMULATED_TOKENS
+    tokens and MAX_SIMULATED_RUNS runs (UsageError past either)."""
+    for value, what in ((tokens, "--tokens"), (keep, "--keep"), (block_size, "--block-size"), (seed, "--seed")):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"{what} must be a whole number")
     if tokens < 1 or block_size < 1:
         raise UsageError("--tokens and --block-size must be positive")
     if block_size > MAX_EVICT_BLOCK:
@@ -364,20 +425,18 @@ def evict(tokens: int, keep: int, block_size: int, pattern: Pattern = "uniform",
     seed_used: int | None = None
     trials: int | None = None
     if pattern == "uniform":
-        freed: float = float(expected_freed_uniform(tokens, tokens - keep, block_size))
+        freed = freed_uniform(tokens, tokens - keep, block_size)
         method = "exact: hypergeometric expectation sum_b C(T-b, E-b) / C(T, E) over blocks"
+    elif pattern == "recent":  # the kept tail touches every block from the one holding token T - keep on
+        freed = float(blocks if keep == 0 else (tokens - keep) // block_size)
+        seed_used, trials = seed, 1
+        method = "exact: the last --keep tokens are kept"
     else:
         if tokens > MAX_SIMULATED_TOKENS:
             raise UsageError(f"--tokens {tokens} is too many to simulate (at most {MAX_SIMULATED_TOKENS})")
-        rng = random.Random(seed)
-        trials = 1 if pattern == "recent" else SIMULATION_TRIALS
-        freed = sum(_simulate(tokens, keep, block_size, pattern, rng) for _ in range(trials)) / trials
+        freed, trials = _simulated(tokens, keep, block_size, seed)
         seed_used = seed
-        method = (
-            "exact: the last --keep tokens are kept"
-            if pattern == "recent"
-            else f"simulation: mean of {trials} seeded trials (seed {seed}); kept tokens in block-long runs"
-        )
+        method = f"simulation: mean of {trials} seeded trials (seed {seed}); kept tokens in block-long runs"
     return EvictionResult(
         tokens=tokens,
         keep=keep,

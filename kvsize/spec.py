@@ -13,6 +13,7 @@ from math import prod
 import msgspec
 
 from kvsize.record import InvalidRecord, Record, check_at_least
+from kvsize.text import shown
 
 
 class AttentionKind(str, Enum):
@@ -102,7 +103,7 @@ class StateSpec(Record, frozen=True, kw_only=True):
         if not self.ssm_shape or not all(
             isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in self.ssm_shape
         ):
-            raise InvalidRecord(f"StateSpec.ssm_shape must be one or more integers > 0, got {self.ssm_shape!r}")
+            raise InvalidRecord(f"StateSpec.ssm_shape must be one or more integers > 0, got {shown(self.ssm_shape)}")
 
     @property
     def conv_elements(self) -> int:

@@ -109,20 +109,23 @@ def parse_size(text: str | int | float, *, allow_zero: bool = False, what: str =
     return int(value)
 
 
-def parse_tokens(text: str | int) -> int:
-    """'131072', '128k' (= 131072), '1M' (= 1048576), '32K' (or an int) -> tokens, 1 to MAX_TOKENS.
-    k and M are binary (x1024)."""
+def parse_tokens(text: str | int, *, allow_zero: bool = False) -> int:
+    """'131072', '128k' (= 131072), '1M' (= 1048576), '32K' (or an int) -> tokens, 1 (0 with `allow_zero`) to
+    MAX_TOKENS. k and M are binary (x1024)."""
     _not_bool(text, "a token count")
     shown = _shown(text)
     if isinstance(text, int) and not 0 < text <= MAX_TOKENS:  # compare before str(): 10**5000 cannot be printed
-        text = str(min(max(text, 0), MAX_TOKENS + 1))
+        text = str(min(max(text, -1), MAX_TOKENS + 1))
     cleaned = str(text).strip().lower().replace("_", "").replace(",", "") if isinstance(text, (int, str)) else ""
     scale = {"k": 1024, "m": 1024**2}.get(cleaned[-1:], 1)
     digits = cleaned[:-1] if scale > 1 else cleaned
+    if allow_zero and _ASCII_DIGITS.fullmatch(digits) and not digits.lstrip("0"):
+        return 0
     if not _ASCII_DIGITS.fullmatch(digits) or not digits.lstrip("0"):
+        lowest = "non-negative" if allow_zero else "positive"
         raise UsageError(
             f"cannot read the token count {shown}",
-            hint="Use a positive whole number of tokens: 8192, 32k (= 32768) or 1M (= 1048576).",
+            hint=f"Use a {lowest} whole number of tokens: 8192, 32k (= 32768) or 1M (= 1048576).",
         )
     if len(digits.lstrip("0")) > 15 or int(digits) * scale > MAX_TOKENS:  # int() never meets a huge string
         raise UsageError(f"token count {shown} is beyond any model's context (over 2^40)")
@@ -152,6 +155,14 @@ def _number(text: str | float, what: str) -> Decimal | None:
     if isinstance(text, (int, float)):
         return _exact(text)
     return _decimal(text) if isinstance(text, str) else None
+
+
+def parse_number(text: str | float, what: str, *, maximum: int) -> float:
+    """A positive finite number ('12', '12.5' or a number), above 0 and at most `maximum`; no bools."""
+    value = _number(text, what)
+    if value is None or not 0 < value <= maximum:
+        raise UsageError(f"{what} must be a number above 0 and at most {maximum:,}, got {_shown(text)}")
+    return float(value)
 
 
 def parse_fraction(text: str | float, what: str) -> float:

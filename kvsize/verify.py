@@ -34,7 +34,8 @@ DEFAULT_TOLERANCE = 0.02
 DEFAULT_DECODE_STEPS = 4
 DEFAULT_CONTEXTS = {"cuda": (4096,), "cpu": (256,), "meta": (4096,)}
 CPU_PARAMETER_LIMIT = 1_500_000_000
-"""Above this, building every layer on the CPU is refused unless --layers is given (random init takes minutes)."""
+"""Decoder-layer parameters above which a CPU build is refused (random init takes minutes); --layers N builds
+fewer. The embeddings and lm_head are not counted: every build has them, whatever --layers is."""
 INSTALL_HINT = 'Install the extra in the kvsize clone\'s folder (kvsize is not on PyPI): pip install -e ".[verify]"'
 _LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
@@ -799,7 +800,7 @@ def plan(loaded: LoadedConfig, options: VerifyOptions, device: Device) -> _Plan:
     full_spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=options.encoder_len)
     raw, notes = (loaded.raw, []) if options.layers is None else truncate_layers(loaded.raw, options.layers)
     spec = parse_config(raw, source=loaded.location, encoder_tokens=options.encoder_len)
-    _check_cpu_size(device, options.layers, raw)
+    _check_cpu_size(device, options.layers, raw, loaded.raw)
     contexts = list(options.contexts) or list(DEFAULT_CONTEXTS[device])
     _check_run_size(device, spec, contexts, options.batches)
     dtypes, dtype_notes = resolve_kv_dtypes(options.kv_dtypes, loaded.raw, spec)
@@ -895,27 +896,57 @@ def verify(loaded: LoadedConfig, options: VerifyOptions, progress: Progress | No
     )
 
 
-def _check_cpu_size(device: Device, layers: int | None, raw: Mapping[str, Any]) -> None:
-    """Refuse to build a large model on the CPU: the parameters counted are those of the layers that would
-    really be built (`raw` is already cut to --layers; a --layers at or above the model's count builds it all)."""
-    if device != "cpu":
+def _check_cpu_size(device: Device, layers: int | None, raw: Mapping[str, Any], full: Mapping[str, Any]) -> None:
+    """Refuse to build too many decoder layers on the CPU (random init takes minutes). What is counted is the
+    parameters of the layers that would really be built (`raw`, already cut to --layers; a --layers at or above
+    the model's count builds it all), not the embeddings, lm_head or vision tower: every build has those, and
+    no --layers shrinks them. The hint names a --layers that passes this check, or else only --device meta."""
+    counted = _parameters(raw) if device == "cpu" else None
+    if counted is None or counted[1] <= CPU_PARAMETER_LIMIT:
         return
+    params, in_layers = counted
+    total, built = layer_count(full), layer_count(raw)
+    cost = f"on the CPU takes minutes and {format_bytes(2 * params)} of memory"
+    if built is not None and total is not None and built < total:
+        problem = f"building {built} of the {total} layers of this model {cost} ("
+    else:
+        which = f"all {total} layers" if total is not None else "all layers"
+        problem = f"building {which} of this {params / 1e9:.1f}B-parameter model {cost} ("
+        if layers is not None:
+            problem += f"--layers {layers} is not fewer than the model has; "
+    fewer = next((n for n in (2, 1) if total is not None and n < total and _layers_fit(full, n)), None)
+    raise UsageError(
+        f"{problem}{in_layers / 1e9:.1f}B parameters in the layers, over the CPU limit of "
+        f"{CPU_PARAMETER_LIMIT / 1e9:.1f}B)",
+        hint=f"Pass --layers {fewer} (the per-layer figures are scaled to the full model) or --device meta."
+        if fewer is not None
+        else "Check the shapes with --device meta (even one layer of this model is over the CPU limit), or run "
+        "on a GPU.",
+    )
+
+
+_NOT_IN_LAYERS = ("embeddings", "lm_head", "vision")
+"""Parameter kinds (ParamEstimate.breakdown) a build has whatever --layers is."""
+
+
+def _parameters(raw: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(every parameter of `raw`, those in its decoder layers), or None when the config cannot be counted."""
     from kvsize.params import estimate_parameters
 
     try:
-        params = estimate_parameters(raw).total
+        estimate = estimate_parameters(raw)
     except KvsizeError:
-        return
-    if params > CPU_PARAMETER_LIMIT:
-        total = layer_count(raw)
-        built = f"all {total} layers" if total is not None else "all layers"
-        raise UsageError(
-            f"building {built} of this {params / 1e9:.1f}B-parameter model on the CPU takes minutes and "
-            f"{format_bytes(2 * params)} of memory"
-            + (f" (--layers {layers} is not fewer than the model has)" if layers is not None else ""),
-            hint="Pass a small --layers N (e.g. --layers 2: the per-layer figures are scaled to the full model) or "
-            "--device meta.",
-        )
+        return None
+    return estimate.total, estimate.total - sum(estimate.breakdown.get(kind, 0) for kind in _NOT_IN_LAYERS)
+
+
+def _layers_fit(full: Mapping[str, Any], layers: int) -> bool:
+    """Whether --layers `layers` of the model `full` passes the CPU limit."""
+    try:
+        counted = _parameters(truncate_layers(full, layers)[0])
+    except KvsizeError:
+        return False
+    return counted is not None and counted[1] <= CPU_PARAMETER_LIMIT
 
 
 CPU_RUN_BYTES_LIMIT = 16 * 1024**3

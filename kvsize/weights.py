@@ -60,43 +60,85 @@ def _byte_count(value: Any) -> int | None:
 
 
 def weights_from_index(folder: Path) -> WeightsSize | None:
-    """`metadata.total_size` of a local model.safetensors.index.json, if there is one. A total that is not a
-    positive byte count (negative, zero, a string, over 1 EiB) is bad input, not a figure to sum."""
+    """`metadata.total_size` of a local model.safetensors.index.json, if there is one (None when the index
+    gives no total: the shards' headers are counted instead). An index that is not a JSON object, or a total
+    that is not a positive byte count (negative, zero, a string, over 1 EiB), is bad input, not skipped."""
     from kvsize.safe_io import read_small_text
 
     index = folder / "model.safetensors.index.json"
     if not os.path.lexists(index):
         return None
     text = read_small_text(index, max_bytes=MAX_INDEX_BYTES, what="safetensors index")  # regular file, size cap
+    hint = "Fix or remove the index file, or give the weights' size with --weights-mem."
     try:
-        metadata = json.loads(text)["metadata"]
-        if "total_size" not in metadata:
-            return None
-        total = metadata["total_size"]
-    except (ValueError, KeyError, TypeError, RecursionError):
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ConfigError(f"{index}: the safetensors index is not valid JSON", hint=hint) from None
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(metadata, (dict, type(None))):
+        raise ConfigError(f"{index}: the safetensors index must be a JSON object with a metadata object", hint=hint)
+    if metadata is None or "total_size" not in metadata:
         return None
+    total = metadata["total_size"]
     if not _byte_count(total):
         raise ConfigError(
             f"{index}: metadata.total_size must be a positive number of bytes (at most 1 EiB), got {_shown(total)}",
-            hint="Fix or remove the index file, or give the weights' size with --weights-mem.",
+            hint=hint,
         )
     return WeightsSize(total, f"{index} (metadata.total_size)")
+
+
+_CORRUPT_HINT = "The file is corrupt or not a safetensors file; replace it, or give --weights-mem."
+
+
+def _header_error(path: Path, problem: str) -> ConfigError:
+    return ConfigError(f"{path}: {problem}", hint=_CORRUPT_HINT)
+
+
+def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """(the JSON header, the bytes of the data buffer after it) of one .safetensors file, read through
+    kvsize.safe_io (a regular file only; only the header). Every way the header can be unusable is one
+    ConfigError naming the file: fewer than 8 bytes, a length of 0, past the file's end or over the format's
+    100 MiB limit (the length is an unsigned 64-bit count: a "negative" one reads as huge), bytes that are not
+    UTF-8 (the format requires it), invalid JSON, or JSON that is not an object (a list, a number)."""
+    from kvsize.safe_io import open_regular, read_prefix
+
+    fd, file_bytes = open_regular(path, what="safetensors file")
+    os.close(fd)
+    if file_bytes < 8:
+        raise _header_error(path, f"only {file_bytes} bytes: a safetensors file starts with an 8-byte header length")
+    (header_len,) = struct.unpack("<Q", read_prefix(path, size=8, what="safetensors file"))
+    if not 0 < header_len <= min(MAX_HEADER_BYTES, file_bytes - 8):
+        raise _header_error(
+            path,
+            f"header length {header_len:,} does not fit: it must be 1 to {MAX_HEADER_BYTES:,} bytes and within the "
+            f"file's {file_bytes - 8:,} bytes after the length",
+        )
+    raw = read_prefix(path, size=header_len, offset=8, what="safetensors file")
+    if len(raw) != header_len:  # the file shrank while being read
+        raise _header_error(path, f"header cut short ({len(raw):,} of {header_len:,} bytes)")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _header_error(path, f"header is not UTF-8 (byte {exc.start + 8})") from None
+    except (ValueError, RecursionError) as exc:
+        reason = f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise _header_error(path, f"header is not valid JSON ({reason or type(exc).__name__})") from None
+    if not isinstance(header, dict):
+        raise _header_error(path, f"header is a JSON {_json_kind(header)}, not an object of tensors")
+    return header, file_bytes - 8 - header_len
+
+
+def _json_kind(value: Any) -> str:
+    kinds = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"), (list, "list"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
 
 
 def safetensors_data_bytes(path: Path) -> int:
     """Bytes of tensor data in one .safetensors file, from its header alone (no tensor is read). Offsets must
     be whole numbers with 0 <= begin <= end inside the file's data buffer (the safetensors format's own
-    validation); a header that says otherwise is bad input, named with its file. The file is read through
-    kvsize.safe_io: a regular file only (a FIFO would block), and only its header."""
-    from kvsize.safe_io import open_regular, read_prefix
-
-    fd, file_bytes = open_regular(path, what="safetensors file")
-    os.close(fd)
-    (header_len,) = struct.unpack("<Q", read_prefix(path, size=8, what="safetensors file"))
-    if header_len > MAX_HEADER_BYTES:
-        raise ValueError(f"header of {header_len} bytes")
-    header = json.loads(read_prefix(path, size=header_len, offset=8, what="safetensors file"))
-    buffer_bytes = max(file_bytes - 8 - header_len, 0)
+    validation); a header that says otherwise is bad input, named with its file (read_safetensors_header)."""
+    header, buffer_bytes = read_safetensors_header(path)
     total = 0
     for name, tensor in header.items():
         if name == "__metadata__":
@@ -105,23 +147,23 @@ def safetensors_data_bytes(path: Path) -> int:
         pair = offsets if isinstance(offsets, list) and len(offsets) == 2 else (None, None)
         begin, end = _byte_count(pair[0]), _byte_count(pair[1])
         if begin is None or end is None or not begin <= end <= buffer_bytes:
-            raise ConfigError(
-                f"{path}: tensor {_shown(name)} has data_offsets {_shown(offsets)}; offsets must satisfy "
+            raise _header_error(
+                path,
+                f"tensor {_shown(name)} has data_offsets {_shown(offsets)}; offsets must satisfy "
                 f"0 <= begin <= end <= {buffer_bytes:,} (the file's data bytes)",
-                hint="The file is corrupt or not a safetensors file; replace it, or give --weights-mem.",
             )
         total += end - begin
     return total
 
 
 def weights_from_safetensors(folder: Path) -> WeightsSize | None:
+    """The data bytes of the folder's *.safetensors files. A file kvsize cannot count is an error naming it
+    (read_safetensors_header), never skipped: a silent fallback would size the weights from another source
+    without saying why (--weights-mem is the way past it)."""
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         return None
-    try:
-        total = sum(safetensors_data_bytes(f) for f in files)
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
-        return None
+    total = sum(safetensors_data_bytes(f) for f in files)
     return WeightsSize(total, f"{len(files)} safetensors file(s) in {folder} (headers)")
 
 
@@ -131,6 +173,9 @@ def weights_from_hub_counts(counts: dict[str, int], repo: str) -> WeightsSize:
         raise ConfigError(f"hub safetensors metadata of {repo}: {_shown(bad[0])} parameter count {_shown(bad[1])}")
     total = sum(n * SAFETENSORS_DTYPE_BYTES.get(dtype, 2) for dtype, n in counts.items())
     detail = ", ".join(f"{n:,} {dtype}" for dtype, n in sorted(counts.items()))
+    unknown = sorted(dtype for dtype in counts if dtype not in SAFETENSORS_DTYPE_BYTES)
+    if unknown:  # said, not assumed silently: a dtype newer than this table
+        detail += f"; {', '.join(_shown(d) for d in unknown)} unknown to kvsize, taken as 2 bytes each"
     return WeightsSize(total, f"hub safetensors metadata of {repo} ({detail})")
 
 

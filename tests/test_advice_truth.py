@@ -86,8 +86,14 @@ def test_suggestions_are_true_when_pasted_with_a_calibration(tmp_path: Path) -> 
     cal = tmp_path / "h100-llama.yaml"
     log = ROOT / "tests" / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log"
     assert runner.invoke(app, ["log", str(log), "--gpu", "h100", "--save-calibration", str(cal)]).exit_code == 0
-    args = [LLAMA_8B, "--gpu", "h100", "--ctx", "32k", "--batch", "16", "--engine-version", "0.19"]
+    # The log's own model (a calibration applies to the deployment it measured only); the advice keeps the
+    # changes that stay on it (--kv-dtype, --ctx, --batch) and leaves out the card, tp and weights changes.
+    args = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--ctx", "32k", "--batch", "16"]
+    args += ["--engine-version", "0.19"]
     assert_true_when_pasted([*args, "--calibration", str(cal)], "calibration")
+    _, data = sized(*args, "--calibration", str(cal))
+    changes = [sug["change"] for s in data["scenarios"] for sug in s["gpu"]["suggestions"]]
+    assert not any(flag in change.split() for change in changes for flag in ("--gpu", "--tp", "--weights-dtype"))
 
 
 def assert_true_when_pasted(args: list[str], case: str, *, need_advice: bool = True) -> None:

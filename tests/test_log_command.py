@@ -239,11 +239,13 @@ def test_plan_reuses_calibration_on_its_card(tmp_path: Path) -> None:
         "2000",
         "--gpus",
         "h100",
+        "--engine-version",
+        "0.19",
         "--json",
     ]
     plain = runner.invoke(app, args)
     calibrated = runner.invoke(app, [*args, "--calibration", str(cal)])
     assert plain.exit_code == 0 and calibrated.exit_code == 0, calibrated.stderr
-    # vLLM 0.33's defaults (0.92, CUDA graphs subtracted) against the 0.19 start-up's measured parts (no graph
-    # estimate): the measured overheads change the requests one H100 holds.
+    # vLLM 0.19's modelled overheads against the 0.19 start-up's measured parts: the measured overheads change
+    # the requests one H100 holds, and the calibrated layout says so.
     assert json.loads(plain.stdout) != json.loads(calibrated.stdout)

@@ -5,10 +5,13 @@ The commands are the lines of the README's ```bash and ```console blocks that st
 command. They run in a scratch folder that holds the repository's `examples/`, so relative paths resolve as
 in a fresh clone and files they write stay out of the tree. "Runs" means exit 0, or exit 1 where the answer is
 "no" (a scenario that does not fit); never a usage error (2), an environment error (3) or a traceback.
+Verification commands (`kvsize verify`, `--verify`) run too when torch and transformers are installed (CI
+installs them); only those that need a GPU (`--device cuda`) are skipped on a machine without one.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -21,9 +24,27 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BLOCK = re.compile(r"^```(?:bash|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-# Verification builds models with torch and transformers (the `verify` extra) and defaults to a GPU when one is
-# visible; those commands are exercised by tests/test_verify.py and tests/test_hf_oracle.py instead.
+# Verification builds models with torch and transformers (the `verify` extra); a README verification command
+# names its device, so that one meant for a GPU says so (`--device cuda`) and one for the CPU stays small.
 NEEDS_VERIFY_EXTRA = ("kvsize verify", "--verify")
+
+
+def _skip_reason(argv: list[str]) -> str | None:
+    """Why this machine cannot run a README command as written, or None."""
+    if not any(marker in shlex.join(argv) for marker in NEEDS_VERIFY_EXTRA):
+        return None
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"needs the verify extra ({', '.join(missing)} missing): pip install -e '.[verify]'"
+    device = argv[argv.index("--device") + 1] if "--device" in argv[:-1] else None
+    if device is None:
+        return None  # test_readme_verification_commands_name_their_device fails it
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return "needs a CUDA GPU (--device cuda); none is visible to torch"
+    return None
 
 
 def readme_commands() -> list[str]:
@@ -48,17 +69,36 @@ def test_the_readme_has_commands() -> None:
 
 @pytest.mark.parametrize("command", readme_commands())
 def test_readme_command_runs(command: str, tmp_path: Path) -> None:
-    if any(marker in command for marker in NEEDS_VERIFY_EXTRA):
-        pytest.skip("needs the verify extra (torch, transformers); see tests/test_verify.py")
+    reason = _skip_reason(shlex.split(command))
+    if reason is not None:
+        pytest.skip(reason)
     (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     env = {k: v for k, v in os.environ.items() if k not in ("KVSIZE_DEBUG", "HF_TOKEN")}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"), PYTHONPATH=str(ROOT), COLUMNS="100")
     argv = shlex.split(command)
-    done = subprocess.run([sys.executable, "-m", "kvsize", *argv[1:]], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvsize", *argv[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode in (0, 1), done.stderr
     assert "Traceback" not in done.stderr and "Error:" not in done.stderr
     assert done.stdout.strip()
+
+
+def test_readme_verification_commands_name_their_device() -> None:
+    """Without --device a verification picks CUDA when a GPU is visible, else the CPU: a README line meant for a
+    GPU would then build a whole 8B model on a laptop's CPU (refused, exit 2). Each names the device it needs."""
+    verifying = [c for c in readme_commands() if any(marker in c for marker in NEEDS_VERIFY_EXTRA)]
+    assert len(verifying) >= 3
+    for command in verifying:
+        argv = shlex.split(command)
+        assert "--device" in argv[:-1] and argv[argv.index("--device") + 1] in ("cuda", "cpu", "meta"), command
+    assert any("--device cpu" in c for c in verifying)  # one runs anywhere: the CPU line
 
 
 def test_readme_headline_is_current() -> None:
@@ -67,8 +107,15 @@ def test_readme_headline_is_current() -> None:
     shown = text.split("$ kvsize meta-llama/Llama-3.1-8B --ctx 131072 --gpu h100\n", 1)[1].split("```", 1)[0]
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR",)}
     env.update(COLUMNS="80", NO_COLOR="1", PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu",
-                           "h100"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu", "h100"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0
 
     def lines(s: str) -> list[str]:
@@ -85,9 +132,7 @@ def test_ci_runs_the_readme_test_command() -> None:
         for line in block.splitlines()
         if line.startswith("python3 -m venv .venv") and "pytest" in line
     ]
-    ci_lines = [
-        line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if "pytest" in line
-    ]
+    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if "pytest" in line]
     assert len(readme_lines) == 1 and ci_lines == readme_lines
     assert "torch==2.13.0" in ci_lines[0]  # pinned: an open `torch` can pull a multi-GB CUDA build
 
@@ -100,8 +145,14 @@ def test_readme_json_sample_is_current() -> None:
     text = README.read_text(encoding="utf-8")
     sample = text.split("## JSON contract", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu",
-                           "h100", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu", "h100", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     values: dict[str, list[object]] = {}
 
@@ -140,8 +191,14 @@ def readme_outputs() -> list[tuple[str, list[str]]]:
 def test_readme_output_comments_are_current(command: str, shown: list[str], tmp_path: Path) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1", "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, "-m", "kvsize", *shlex.split(command)[1:]], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvsize", *shlex.split(command)[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     printed = " ".join(done.stdout.replace("│", " ").split())
     for line in shown:
         for piece in line.split("..."):

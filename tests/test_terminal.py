@@ -174,7 +174,7 @@ def test_tp_bar_draws_one_gpu() -> None:
 
 
 def test_help_has_the_sizing_options_in_panels() -> None:
-    code, screen = in_terminal("--help", colour=False)
+    code, screen = in_terminal("size", "--help", colour=False)
     assert code == 0
     for panel in ("Model", "Scenario", "Engine", "GPU and budget", "Offload", "Output"):
         assert f"─ {panel} ─" in screen, panel
@@ -182,7 +182,8 @@ def test_help_has_the_sizing_options_in_panels() -> None:
         assert flag in screen
     assert "<bool>" not in screen and "<str>" not in screen
     assert '".[plot]"' in screen  # not swallowed as rich markup
-    assert "Commands" in screen
+    code, overview = in_terminal("--help", colour=False)
+    assert code == 0 and "Commands" in overview and "kvsize size --help" in overview
 
 
 # --- acting on the answer --------------------------------------------------------------------------------

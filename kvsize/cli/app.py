@@ -6,6 +6,7 @@ Command modules hold plain functions; this module registers them, so the import 
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from kvsize.cli.options import stderr_line
 from kvsize.errors import ExitCode
 
 SIZE_COMMAND = "size"
+HELP_FLAGS = ("--help", "-h")
 
 
 class DefaultToSizeGroup(TyperGroup):
@@ -28,7 +30,8 @@ class DefaultToSizeGroup(TyperGroup):
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
     ) -> Any:
         """Run with usage errors (unknown option, missing argument) as one `Error:` line on stderr, like every
-        other error, instead of click's boxed usage block."""
+        other error, instead of click's boxed usage block. Bare `kvsize` is `kvsize --help`: the overview on
+        stdout, exit 0 (asking what kvsize does is no error)."""
         extra.pop("standalone_mode", None)
         argv = list(sys.argv[1:] if args is None else args)
         try:
@@ -49,21 +52,34 @@ class DefaultToSizeGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        """`kvsize --help` leads with the main job: the sizing command's options, then the other commands."""
-        size = self.commands.get(SIZE_COMMAND)
-        if size is not None:
-            with size.make_context("kvsize", ["--help"], parent=None, resilient_parsing=True) as sub:
-                size.format_help(sub, formatter)
+        """`kvsize`, `kvsize --help`: one screen (usage, the commands one line each, examples). The sizing
+        command's options are `kvsize size --help` (= `kvsize MODEL --help`), as the overview says."""
         TyperGroup.format_help(_help_view(self, ctx), ctx, formatter)
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return ["MODEL [OPTIONS] | COMMAND [ARGS]..."]
 
     def get_help_option(self, ctx: Any) -> Any:
         return _flag_without_type(super().get_help_option(ctx))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+        if args and args[0] not in self.commands and args[0] not in (*HELP_FLAGS, "--version"):
             args = [SIZE_COMMAND, *args]
+        if args and args[0] == SIZE_COMMAND:
+            args = [SIZE_COMMAND, *_one_query(args[1:])]
         _light_coercion(self.get_params(ctx))
         return super().parse_args(ctx, args)
+
+
+def _one_query(args: list[str]) -> list[str]:
+    """`kvsize qwen3 235b --ctx 4k` is `kvsize "qwen3 235b" --ctx 4k`: a first word that is no hub id or path
+    (no '/' or '\\', no such file) is a registry search, and takes the words after it, up to the first option.
+    A hub id or a path is one word, so `kvsize meta-llama/Llama-3.1-8B 128k` still names its extra word."""
+    first = args[0] if args else "-"
+    if first.startswith("-") or "/" in first or "\\" in first or os.path.lexists(first):
+        return args
+    words = next((i for i, arg in enumerate(args) if arg.startswith("-")), len(args))
+    return [" ".join(args[:words]), *args[words:]] if words > 1 else args
 
 
 def _flag_without_type(option: Any) -> Any:
@@ -151,12 +167,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
-    help="How much GPU memory an LLM's KV cache takes, and whether a deployment fits.",
+    help="How much GPU memory an LLM's KV cache takes, and whether a deployment fits.\n\n"
+    "MODEL: a hub id (org/name), a config.json or its folder, or words to search for (qwen3 235b).",
     # One example per line (typer keeps single newlines in rich markup mode): a command is never broken in two.
     epilog="Examples:\n"
     "kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100\n"
     "kvsize examples/configs/acme-chat-3b --ctx 8k,32k --kv-dtype bf16,fp8 --json\n"
-    "kvsize gpus",
+    "kvsize gpus\n\n"
+    "Every sizing option: kvsize size --help (or kvsize MODEL --help)\n"
+    "Any command's options: kvsize COMMAND --help",
 )
 
 
@@ -178,26 +197,50 @@ def _main(
     """How much GPU memory an LLM's KV cache takes, and whether a deployment fits."""
 
 
-app.command(SIZE_COMMAND, cls=Command, epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100")(
-    size.size
-)
-app.command("gpus", cls=Command)(listing.gpus)
-app.command("models", cls=Command)(listing.models)
-app.command("check", cls=Command, epilog="Example: kvsize check capacity.yaml --junit kvsize.xml")(check.check)
-app.command("schema", cls=Command)(check.schema)
+# short_help: the overview (`kvsize --help`) gives each command one line at 80 columns (at most 66 characters).
 app.command(
-    "plan", cls=Command, epilog="Example:\nkvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64"
+    SIZE_COMMAND,
+    cls=Command,
+    short_help="KV cache of MODEL per context, batch and dtype (the default)",
+    epilog="Example: kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100",
+)(size.size)
+app.command("gpus", cls=Command, short_help="The GPU profiles --gpu accepts")(listing.gpus)
+app.command("models", cls=Command, short_help="The built-in models (offline, no token needed)")(listing.models)
+app.command(
+    "check",
+    cls=Command,
+    short_help="Check a capacity file (CI): exit 1 when a deployment stops fitting",
+    epilog="Example: kvsize check capacity.yaml --junit kvsize.xml",
+)(check.check)
+app.command("schema", cls=Command, short_help="The JSON Schema of capacity files")(check.schema)
+app.command(
+    "plan",
+    cls=Command,
+    short_help="Rank GPUs by how many serve --concurrency requests, and cost",
+    epilog="Example:\nkvsize plan meta-llama/Llama-3.1-70B-Instruct --ctx 32k --concurrency 64",
 )(plan.plan)
-app.command("verify", cls=Command, epilog=verify.VERIFY_EPILOG)(verify.verify_command)
-app.command("log", cls=Command, epilog=LOG_EPILOG)(log_command)
-app.command("evict", cls=Command, epilog="Example: kvsize evict --tokens 16000 --keep 10% --block-size 16")(evict.evict)
+app.command(
+    "verify",
+    cls=Command,
+    short_help="Run MODEL with transformers; compare its cache with kvsize's",
+    epilog=verify.VERIFY_EPILOG,
+)(verify.verify_command)
+app.command("log", cls=Command, short_help="Check an engine's start-up log against kvsize", epilog=LOG_EPILOG)(
+    log_command
+)
+app.command(
+    "evict",
+    cls=Command,
+    short_help="Blocks an eviction policy (StreamingLLM, H2O, SnapKV) frees",
+    epilog="Example: kvsize evict --tokens 16000 --keep 10% --block-size 16",
+)(evict.evict)
 
 
 def app_for(argv: Sequence[str]) -> typer.Typer:
     """The app with only the command `argv` runs registered. Typer builds every registered command's options
     before it dispatches (some 10 ms for all of them), so a run builds its own alone; help (no arguments,
     `--help`) keeps them all, to list them."""
-    if not argv or argv[0] in ("--help", "-h"):
+    if not argv or argv[0] in HELP_FLAGS:
         return app
     name = argv[0] if any(c.name == argv[0] for c in app.registered_commands) else SIZE_COMMAND
     lean = copy.copy(app)

@@ -13,9 +13,9 @@ from kvsize.cli.options import (
     DebugOpt,
     JsonOpt,
     make_console,
-    stderr_line,
     user_errors,
 )
+from kvsize.cli.streams import workflow_command
 from kvsize.errors import ExitCode
 
 CapacityArg = Annotated[
@@ -41,23 +41,26 @@ def check(
         from kvsize.errors import KvsizeError
         from kvsize.safe_io import output_path, write_output
 
-        junit_target = output_path(junit, "--junit") if junit is not None else None  # before any work
+        inputs = (path, calibration)  # never overwrite what is being read
+        junit_target = output_path(junit, "--junit", inputs=inputs) if junit is not None else None  # before any work
         try:
             results = check_file(path, calibration)
         except KvsizeError as exc:  # exit 2 (or 3): the runner still shows it on the file, and the line if known
             if os.environ.get("GITHUB_ACTIONS") == "true":
-                stderr_line(github_error_annotation(exc, file=str(path)))
+                workflow_command(github_error_annotation(exc, file=str(path)))
             raise
         if junit_target is not None:
             write_output(junit_target, junit_xml(results), "--junit")  # refused now: exit 3
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(results, file=str(path)):
-            stderr_line(line)  # the runner reads workflow commands from both streams; stdout stays clean for --json
+            workflow_command(line)  # the runner reads both streams; stdout stays clean for --json
     if json_output:
         import json
 
         payload = {"deployments": [r.model_dump(mode="json", by_alias=True) for r in results]}
-        typer.echo(json.dumps(payload, indent=2))
+        from kvsize.text import json_safe
+
+        typer.echo(json_safe(json.dumps(payload, indent=2)))
     else:
         from kvsize.report import render_check
 

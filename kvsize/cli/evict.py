@@ -30,21 +30,35 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the clustered simu
 
 
 def _keep(text: str, tokens: int) -> int:
+    """--keep as tokens (0 allowed, at most --tokens) or a share of --tokens (exact decimal arithmetic)."""
+    from decimal import Decimal, InvalidOperation
+
     from kvsize.errors import UsageError
     from kvsize.units import parse_tokens
 
     cleaned = text.strip()
     if cleaned.endswith("%"):
+        number = cleaned[:-1].strip().replace("_", "")
         try:
-            share = float(cleaned[:-1])
-        except ValueError:
-            share = -1.0
-        if not 0 <= share <= 100:
-            raise UsageError(f"cannot read --keep '{text}'", hint="Give tokens (1600) or a share (10%).")
-        return round(tokens * share / 100)
-    if cleaned == "0":
-        return 0
-    return parse_tokens(cleaned)
+            share = Decimal(number) if number.isascii() and number else Decimal(-1)
+        except InvalidOperation:
+            share = Decimal(-1)
+        if not share.is_finite() or not 0 <= share <= 100:
+            raise UsageError(
+                f"cannot read --keep {shown(text)}", hint="Give tokens (1600) or a share from 0% to 100% (10%)."
+            )
+        return int((tokens * share / 100).to_integral_value())
+    kept = parse_tokens(cleaned, allow_zero=True)
+    if kept > tokens:
+        raise UsageError(f"--keep {kept:,} is more than --tokens {tokens:,}", hint="Keep at most every token.")
+    return kept
+
+
+def shown(text: str) -> str:
+    from kvsize.text import clean
+
+    cleaned = clean(text)
+    return f"'{cleaned[:60]}...'" if len(cleaned) > 60 else f"'{cleaned}'"
 
 
 def evict(
@@ -63,15 +77,16 @@ def evict(
     Uniform is exact (hypergeometric); clustered is a seeded simulation."""
     with user_errors(debug):
         from kvsize.errors import UsageError
-        from kvsize.serving import PATTERNS
+        from kvsize.serving import MAX_EVICT_BLOCK, PATTERNS
         from kvsize.serving import evict as run
         from kvsize.units import parse_count, parse_tokens
 
         total = parse_tokens(tokens)
         name = pattern.strip().lower()
         if name not in PATTERNS:
-            raise UsageError(f"unknown --pattern '{pattern}'", hint=f"Choose one of: {', '.join(PATTERNS)}.")
-        result = run(total, _keep(keep, total), parse_count(block_size, "block size"), name, seed)
+            raise UsageError(f"unknown --pattern {shown(pattern)}", hint=f"Choose one of: {', '.join(PATTERNS)}.")
+        block = parse_count(block_size, "block size", maximum=MAX_EVICT_BLOCK)
+        result = run(total, _keep(keep, total), block, name, seed)
 
     def render(console: object) -> None:
         from rich.console import Console

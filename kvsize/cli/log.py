@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,7 +23,8 @@ from kvsize.cli.options import (
     user_errors,
 )
 
-MAX_LOG_BYTES = 64 * 1024 * 1024
+MIB = 1024 * 1024
+MAX_LOG_BYTES = 64 * MIB
 LOG_EPILOG = "Example: vllm serve ... 2>&1 | tee vllm.log; kvsize log vllm.log --gpu h100"
 
 LogFileArg = Annotated[
@@ -72,29 +74,114 @@ MaxModelLenOpt = Annotated[
 ]
 
 
-def read_log(path: str) -> str:
+def _stdin_bytes(limit: int) -> bytes:
+    """At most `limit` + 1 bytes of standard input, as bytes (the log's own encoding is decided by `decode_log`,
+    not by the locale's)."""
     from kvsize.errors import UsageError
 
-    if path == "-":
-        return sys.stdin.read(MAX_LOG_BYTES)
+    stream = sys.stdin
+    if stream is None:  # started with standard input closed (<&-)
+        raise UsageError("there is no standard input to read the log from", hint="Pipe a log in, or give a file.")
+    source: Any = getattr(stream, "buffer", stream)
+    chunks: list[bytes] = []
+    total = 0
     try:
-        with Path(path).open("rb") as fh:
-            data = fh.read(MAX_LOG_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"cannot read log '{path}': {exc.strerror or exc}", hint="Give a log file, or -.") from None
-    if len(data) > MAX_LOG_BYTES:
-        raise UsageError(f"log '{path}' is over {MAX_LOG_BYTES // 1024**2} MiB", hint="Give the start-up part only.")
-    return data.decode("utf-8", errors="replace")
+        while total <= limit:  # bounded: stops one chunk past the cap, never reads a stream to its end
+            chunk = source.read(min(MIB, limit + 1 - total))
+            if not chunk:
+                break
+            if isinstance(chunk, str):  # a text-only stream (no .buffer)
+                chunk = chunk.encode("utf-8", "surrogateescape")
+            chunks.append(chunk)
+            total += len(chunk)
+    except (OSError, ValueError) as exc:  # ValueError: a closed stream
+        raise UsageError(f"cannot read standard input ({exc})", hint="Pipe a log in, or give a file.") from None
+    return b"".join(chunks)
 
 
-def write_calibration(path: str, calibration: Any) -> None:
+def decode_log(data: bytes, name: str) -> tuple[str, list[str]]:
+    """The log's text and a note when some bytes were not UTF-8.
+
+    Engines write UTF-8, but a log is a capture: a progress bar or a `head -c` cut mid-character, a path or a
+    model name in Latin-1, a terminal's stray bytes. The figures kvsize reads are ASCII, so refusing a whole log
+    for one odd byte would lose them: undecodable bytes become U+FFFD, and a note says how many. A file that is
+    not text at all (compressed, binary, over 1% undecodable or NUL) is refused, exit 2; a UTF-16 capture
+    (PowerShell's `>` and Tee-Object write one, with a byte-order mark) is decoded as such."""
+    from kvsize.errors import UsageError
+
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16"), []
+        except UnicodeDecodeError:
+            raise UsageError(f"{name} is not a text log (a broken UTF-16 file)", hint=_TEXT_HINT) from None
+    if data.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"PK\x03\x04")):
+        raise UsageError(f"{name} is compressed, not a text log", hint="Decompress it first (gunzip, unzstd, unzip).")
+    text = data.decode("utf-8-sig", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())  # replacement characters the log really holds
+    nul = data.count(b"\x00")
+    if bad + nul > max(16, len(data) // 100):
+        what = f"{bad:,} byte sequences are not UTF-8" if bad > nul else f"{nul:,} NUL bytes: UTF-16 without a BOM?"
+        raise UsageError(f"{name} is not a text log ({what})", hint=_TEXT_HINT)
+    notes = (
+        [f"{bad:,} byte sequence{'s' if bad > 1 else ''} in the log that are not UTF-8 read as U+FFFD"] if bad else []
+    )
+    return text, notes
+
+
+_TEXT_HINT = "Give the engine's start-up log as text (UTF-8), as the engine wrote it."
+
+
+def read_log(path: str) -> tuple[str, list[str]]:
+    """The log at `path` (- for standard input) as text, and notes on its decoding. A file is read through
+    kvsize.safe_io (a regular file only: a FIFO or a device is refused without blocking); either is capped at
+    MAX_LOG_BYTES."""
+    from kvsize.errors import ConfigError, UsageError
+    from kvsize.resolve import printable
+    from kvsize.safe_io import read_small_file
+
+    if path == "-":
+        data = _stdin_bytes(MAX_LOG_BYTES)
+        if len(data) > MAX_LOG_BYTES:
+            raise UsageError(
+                f"standard input is over {MAX_LOG_BYTES // MIB} MiB", hint="Give the start-up part of the log only."
+            )
+        return decode_log(data, "standard input")
+    try:
+        data = read_small_file(Path(path).expanduser(), max_bytes=MAX_LOG_BYTES, what="log")
+    except ConfigError as exc:  # missing, unreadable, a folder, a FIFO, a device, over the cap: exit 2
+        raise UsageError(f"cannot read log: {exc}", hint=exc.hint or "Give a log file, or -.") from None
+    return decode_log(data, printable(path))
+
+
+def same_file(a: str, b: Path) -> bool:
+    """Whether the log `a` (- for standard input: `kvsize log - < vllm.log`) and the output `b` are one file:
+    the same inode (a hard link, a symlink, another spelling of the path), or the same resolved path when either
+    does not exist yet."""
+    import os
+
+    if a == "-":
+        try:
+            read, written = os.fstat(sys.stdin.fileno()), os.stat(b)
+        except (OSError, ValueError, AttributeError):  # no such file yet, no real stdin (a test runner's)
+            return False
+        return (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino)
+    try:
+        return os.path.samefile(Path(a).expanduser(), b)
+    except (OSError, ValueError):
+        try:
+            return Path(a).expanduser().resolve() == b.resolve()
+        except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop
+            return Path(a) == b
+
+
+def write_calibration(target: Path, calibration: Any) -> None:
     import yaml
 
-    from kvsize.safe_io import output_path, write_output
+    from kvsize.safe_io import write_output
 
     text = "# kvsize calibration: overheads one engine start-up measured (kvsize log --save-calibration)\n"
     text += yaml.safe_dump(calibration.as_dict(), sort_keys=False)
-    write_output(output_path(path, "--save-calibration"), text, "--save-calibration")  # refused: exit 3
+    write_output(target, text, "--save-calibration")  # refused: exit 3
 
 
 def _resolve_model(log: Any, config: str | None, notes: list[str]) -> Any:
@@ -139,29 +226,38 @@ def log_command(
 
     The figures: KV memory, pool tokens/blocks, concurrency, weights, llama.cpp cache sizes.
 
-    Exit 0: every figure within --tolerance; 1: some are not; 2: not an engine log, or nothing to predict."""
+    Exit 0: every figure within --tolerance; 1: some are not, or the start-up failed; 2: not an engine log, or
+    nothing to predict."""
     with user_errors(debug):
         from kvsize.calibration import Deployment, calibration_from_log, check_log, read_calibration
         from kvsize.engine_log import parse_log
         from kvsize.engines.context import Device
         from kvsize.errors import UsageError
+        from kvsize.resolve import printable
         from kvsize.units import parse_count, parse_fraction, parse_size
 
-        if tolerance < 0:
-            raise UsageError(f"--tolerance must be >= 0, got {tolerance}")
-        if save_calibration:
+        if not math.isfinite(tolerance) or tolerance < 0:  # inf would pass an infinite error, nan fail every figure
+            raise UsageError(f"--tolerance must be a number >= 0, got {tolerance}")
+        name = "standard input" if file == "-" else printable(file)
+        cal_target = None
+        if save_calibration is not None:  # '' too: output_path refuses an empty path (a mistyped variable)
             from kvsize.safe_io import output_path
 
-            output_path(save_calibration, "--save-calibration")  # before any work: exit 2 or 3 now
-        text = read_log(file)
+            cal_target = output_path(save_calibration, "--save-calibration")  # before any work: exit 2 or 3 now
+            if same_file(file, cal_target):
+                raise UsageError(
+                    f"--save-calibration would overwrite the log it reads ({name})",
+                    hint="Give --save-calibration another file.",
+                )
+        text, read_notes = read_log(file)
         log = parse_log(text)
-        name = "standard input" if file == "-" else file
+        del text  # up to MAX_LOG_BYTES: not kept while the model loads
         if log is None:
             raise UsageError(
                 f"{name} is not an engine start-up log kvsize can place",
                 hint="kvsize reads vLLM, SGLang, llama.cpp and TensorRT-LLM start-up logs.",
             )
-        notes: list[str] = []
+        notes: list[str] = [*read_notes, *log.notes]
         spec, loaded = _resolve_model(log, config, notes)
         profile = None
         if gpu is not None:
@@ -187,51 +283,99 @@ def log_command(
             gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
             kv_dtype=kv_dtype or None,
             calibration=cal,
+            gpu_id=profile.id if profile is not None else None,
         )
         result = check_log(log, dep)
         result.notes[:0] = notes
-        if save_calibration:
-            measured = calibration_from_log(log, gpu=profile.id if profile is not None else None, source=name)
-            if measured is None:
-                raise UsageError(f"{name} prints no overheads to calibrate from", hint="Use a vLLM start-up log.")
-            write_calibration(save_calibration, measured)
-        if not result.figures:
+        if log.failure is None and not result.figures:
             raise UsageError(
                 f"nothing in {name} that kvsize can predict"
-                + (f" ({'; '.join(result.notes)})" if result.notes else ""),
+                + (f" ({'; '.join(result.notes[:MAX_MESSAGE_NOTES])})" if result.notes else ""),
             )
-    import json
-
+        if log.failure is None and not any(f.name != WEIGHTS_FIGURE for f in result.figures):
+            # Only the weights compared: within tolerance, but the KV cache, the point of the check, was not.
+            result.notes.append(
+                "no KV cache figure compared: the log printed none (it may end before the engine sized its KV cache)"
+                if not log.has_kv_figure()
+                else "no KV cache figure compared: kvsize predicted none of those the log printed"
+            )
+        if cal_target is not None:
+            if log.failure is not None:
+                result.notes.append(f"--save-calibration: nothing written, the start-up failed ({name})")
+            else:
+                measured = calibration_from_log(log, gpu=profile.id if profile is not None else None, source=name)
+                if measured is None:
+                    raise UsageError(f"{name} prints no overheads to calibrate from", hint="Use a vLLM start-up log.")
+                write_calibration(cal_target, measured)
+    passed = log.failure is None and result.passed(tolerance)
     emit(
-        lambda console: render_log_check(console, result, tolerance),
-        lambda: json.dumps(result.as_dict(tolerance), indent=2),
+        lambda console: render_log_check(console, result, tolerance, failure=log.failure),
+        lambda: json_document(result, tolerance, failure=log.failure),
         json_output,
     )
-    if not result.passed(tolerance):
+    if not passed:
         raise typer.Exit(1)
 
 
-def render_log_check(console: Any, result: Any, tolerance: float) -> None:
+WEIGHTS_FIGURE = "weights per rank"  # kvsize.calibration's one figure that is not about the KV cache
+MAX_MESSAGE_NOTES = 5  # an error message quotes at most this many notes
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by None: JSON has no Infinity or NaN."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_document(result: Any, tolerance: float, *, failure: str | None) -> str:
+    """The --json document: LogCheck.as_dict, "pass" false when the start-up failed, and "startup_failed" (the
+    reason, or null). Strict JSON (allow_nan=False): an error against a logged 0 is null, never Infinity."""
+    import json
+
+    data = result.as_dict(tolerance)
+    data["pass"] = bool(data["pass"]) and failure is None
+    data["startup_failed"] = failure
+    return json.dumps(_finite(data), indent=2, allow_nan=False)
+
+
+def render_log_check(console: Any, result: Any, tolerance: float, *, failure: str | None = None) -> None:
     from rich.table import Table
 
-    version = f" {result.engine_version}" if result.engine_version else ""
-    title = f"{result.engine}{version} log" + (f": {result.model}" if result.model else "")
-    table = Table(title=title, title_justify="left")
-    for column in ("figure", "logged", "kvsize", "error", "unit", "kvsize given"):
-        table.add_column(column, justify="right" if column in ("logged", "kvsize", "error") else "left")
-    for f in result.figures:
-        ok = f.within(tolerance)
-        style = "green" if ok else "bold red"
-        table.add_row(
-            f.name,
-            f"{f.logged:,.2f}".rstrip("0").rstrip("."),
-            f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
-            f"[{style}]{f.error_pct:+.2f}%[/{style}]",
-            f.unit,
-            f.basis,
-        )
-    console.print(table)
+    from kvsize.text import from_markup, markup
+
+    # Model names, notes and the failure line come from the log: escaped, never read as rich markup.
+    version = f" {markup(result.engine_version)}" if result.engine_version else ""
+    title = f"{markup(result.engine)}{version} log" + (f": {markup(result.model)}" if result.model else "")
+    if result.figures:
+        table = Table(title=from_markup(title), title_justify="left")
+        for column in ("figure", "logged", "kvsize", "error", "unit", "kvsize given"):
+            table.add_column(column, justify="right" if column in ("logged", "kvsize", "error") else "left")
+        for f in result.figures:
+            ok = f.within(tolerance)
+            style = "green" if ok else "bold red"
+            error = f"{f.error_pct:+.2f}%" if math.isfinite(f.error_pct) else "n/a"  # against a logged 0
+            table.add_row(
+                markup(f.name),
+                f"{f.logged:,.2f}".rstrip("0").rstrip("."),
+                f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
+                from_markup(f"[{style}]{error}[/{style}]"),
+                markup(f.unit),
+                markup(f.basis),
+            )
+        console.print(table)
+    else:
+        console.print(from_markup(title))
     for note in result.notes:
-        console.print(f"note: {note}")
+        console.print(from_markup(f"note: {markup(note)}"))
+    if failure is not None:
+        console.print(from_markup(f"[bold red]start-up failed[/bold red]: {markup(failure)}"))
+        return
     verdict = "[green]all within[/green]" if result.passed(tolerance) else "[bold red]outside[/bold red]"
-    console.print(f"{verdict} {tolerance:g}%")
+    console.print(from_markup(f"{verdict} {tolerance:g}%"))

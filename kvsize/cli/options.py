@@ -498,8 +498,13 @@ def stderr_line(line: str) -> None:
     """One line on stderr, control characters from user text escaped (kvsize.text.clean)."""
     from kvsize.text import clean
 
-    if sys.stderr is not None:  # started with stderr closed (2>&-): the exit code still tells
+    if sys.stderr is None:  # started with stderr closed (2>&-): the exit code still tells
+        return
+    try:
         sys.stderr.write(clean(line) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a stderr that cannot be written (2>/dev/full): the exit code still tells
+        pass
 
 
 def serving_kwargs(**options: Any) -> dict[str, Any]:
@@ -551,7 +556,7 @@ def console_width() -> int | None:
 def make_console() -> Any:
     from rich.console import Console
 
-    return Console(highlight=False, width=console_width())
+    return Console(highlight=False, emoji=False, width=console_width())
 
 
 def emit(render: Any, json_text: Any, json_output: bool) -> None:

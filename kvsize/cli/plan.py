@@ -9,6 +9,7 @@ import typer
 from kvsize.cli.options import (
     CalibrationOpt,
     DebugOpt,
+    EngineVersionOpt,
     JsonOpt,
     ModelArg,
     RevisionOpt,
@@ -76,6 +77,7 @@ def plan(
     ctx: PlanCtxOpt = None,
     concurrency: ConcurrencyOpt = "1",
     engine: PlanEngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
     kv_dtype: PlanKvDtypeOpt = "auto",
     gpus: GpusOpt = None,
     all_gpus: AllGpusOpt = False,
@@ -109,7 +111,8 @@ def plan(
             raise UsageError(f"kvsize plan takes one --kv-dtype, got '{kv_dtype}'", hint="For example --kv-dtype fp8.")
         if engine.strip().lower() == "all" or "," in engine:
             raise UsageError(f"kvsize plan takes one --engine, got '{engine}'", hint="For example --engine vllm.")
-        rules = get_engine(engine.strip().lower())  # an unknown engine is bad input (exit 2), not a row of errors
+        # an unknown engine (or release) is bad input (exit 2), not a row of errors
+        rules = get_engine(engine.strip().lower(), engine_version)
         loaded = load_model_config(model, revision=revision)
         spec = parse_config(loaded.raw, source=loaded.location)
         [dtype], _ = resolve_kv_dtypes([kv_dtype], loaded.raw, spec)
@@ -127,6 +130,7 @@ def plan(
             ctx=ctx_tokens,
             concurrency=requests,
             engine=engine.strip().lower(),
+            engine_version=engine_version,
             kv_dtype=dtype.value,
             gpus=chosen,
             calibration=read_calibration(calibration) if calibration else None,

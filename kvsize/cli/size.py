@@ -211,9 +211,17 @@ def size(
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
-            from kvsize.calibration import apply_calibration, read_calibration
+            from kvsize.calibration import apply_calibration, calibration_target, read_calibration
 
-            options = apply_calibration(options, read_calibration(calibration))
+            target = calibration_target(
+                loaded.model,
+                gpu=gpu,
+                engine=split_list(engine),
+                engine_version=engine_version,
+                tp=settings.tp,
+                pp=settings.pp,
+            )
+            options = apply_calibration(options, read_calibration(calibration), target=target, source=calibration)
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -237,6 +245,10 @@ def size(
             **options,
             with_advice=True,
         )
+        if calibration is not None:
+            from kvsize.calibration import calibrated_advice
+
+            result = calibrated_advice(result)
         from kvsize.record import to_json  # not kvsize.report: a JSON run imports no rich
 
         if plot:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from kvsize.errors import ExitCode
+from kvsize.text import CommandGuard
 
 # What the tables, bars and notes draw, in ASCII, for streams whose encoding lacks them (PYTHONIOENCODING=ascii,
 # a Latin-1 locale). Anything else unencodable is written as a backslash escape.
@@ -80,13 +81,15 @@ codecs.register_error(ERROR_HANDLER, _degrade)
 
 
 class WatchedOutput(io.RawIOBase):
-    """Standard output's file descriptor, remembering the first write that failed: an OSError raised while
-    printing is then known to be the output's own failure (exit 3), not a bug elsewhere. Closing it leaves the
-    descriptor open: it belongs to the process, as sys.stdout's does."""
+    """A standard stream's file descriptor, remembering the first write that failed: an OSError raised while
+    printing is then known to be the output's own failure (exit 3), not a bug elsewhere. Every byte passes a
+    kvsize.text.CommandGuard, so that no user text forms a CI runner's command (`::error`, `##[`, `##vso[`).
+    Closing it leaves the descriptor open: it belongs to the process, as sys.stdout's does."""
 
     def __init__(self, fd: int) -> None:
         super().__init__()
         self._fd = fd
+        self._guard = CommandGuard()
         self.failure: OSError | None = None
 
     def writable(self) -> bool:
@@ -98,39 +101,83 @@ class WatchedOutput(io.RawIOBase):
     def isatty(self) -> bool:
         return os.isatty(self._fd)
 
-    def write(self, data: Any) -> int:
+    def _write_all(self, data: bytes) -> None:
         try:
-            return os.write(self._fd, data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
         except OSError as exc:
             self.failure = self.failure or exc
             raise
 
+    def write(self, data: Any) -> int:
+        self._write_all(self._guard.feed(bytes(data)))
+        return len(data)
 
-def prepare_streams() -> WatchedOutput | None:
-    """Let stdout and stderr degrade unencodable characters instead of raising UnicodeEncodeError, and put
-    stdout (when it is a real file descriptor) on a WatchedOutput."""
-    watched = None
-    stdout = sys.stdout
+    def finish(self) -> None:
+        """Write the few bytes the guard still holds (the end of the output)."""
+        self._write_all(self._guard.finish())
+
+    def write_unguarded(self, data: bytes) -> None:
+        """A workflow command of kvsize's own, past the guard, at the start of a line."""
+        self._write_all(self._guard.finish())
+        self._write_all(data)
+
+
+_GUARDED: dict[str, WatchedOutput] = {}
+
+
+def _guarded_stream(stream: Any, name: str) -> Any:
+    """`stream` (sys.stdout or sys.stderr) rebuilt on a WatchedOutput of its descriptor; unchanged when it has
+    no real descriptor (captured by a test runner)."""
     try:
-        fd = stdout.fileno() if stdout is not None else -1
+        fd = stream.fileno() if stream is not None else -1
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # captured (StringIO, test runners)
         fd = -1
-    if fd >= 0 and isinstance(stdout, io.TextIOWrapper):
-        stdout.flush()
-        watched = WatchedOutput(fd)
-        sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(watched),
-            encoding=stdout.encoding,
-            errors=ERROR_HANDLER,
-            line_buffering=stdout.line_buffering,
-        )
+    if fd < 0 or not isinstance(stream, io.TextIOWrapper):
+        return stream
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()
+    watched = WatchedOutput(fd)
+    _GUARDED[name] = watched
+    return io.TextIOWrapper(
+        io.BufferedWriter(watched),
+        encoding=stream.encoding,
+        errors=ERROR_HANDLER,
+        line_buffering=stream.line_buffering,
+        write_through=name == "stderr",  # stderr as Python keeps it: nothing waits in a buffer
+    )
+
+
+def prepare_streams() -> WatchedOutput | None:
+    """Let stdout and stderr degrade unencodable characters instead of raising UnicodeEncodeError, and put both
+    (when they are real file descriptors) on a WatchedOutput behind a CommandGuard."""
+    sys.stdout = _guarded_stream(sys.stdout, "stdout")
+    sys.stderr = _guarded_stream(sys.stderr, "stderr")
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is None:
             continue
         with contextlib.suppress(ValueError, OSError, TypeError):  # a stream that cannot change (detached)
             reconfigure(errors=ERROR_HANDLER)
-    return watched
+    return _GUARDED.get("stdout")
+
+
+def workflow_command(line: str) -> None:
+    """One GitHub Actions workflow command of kvsize's own (its user text already escaped by
+    kvsize.text.workflow_message / workflow_property) on stderr, past the guard that defuses everyone else's.
+    A stderr that cannot be written loses the line, never the exit code."""
+    if sys.stderr is None:
+        return
+    try:
+        sys.stderr.flush()
+        watched = _GUARDED.get("stderr")
+        if watched is not None:
+            watched.write_unguarded((line + "\n").encode(sys.stderr.encoding or "utf-8", ERROR_HANDLER))
+        else:
+            sys.stderr.write(line + "\n")
+    except (OSError, ValueError):
+        pass
 
 
 def _stderr_line(text: str) -> None:
@@ -186,6 +233,26 @@ def run_checked(app: Callable[[], Any]) -> NoReturn:
         _output_failed(watched.failure)
     try:
         sys.stdout.flush()
+        if watched is not None:
+            watched.finish()
     except (OSError, ValueError) as exc:
         _output_failed(exc)
+    _finish_stderr()
     sys.exit(code)
+
+
+def _finish_stderr() -> None:
+    """Flush stderr; one that cannot be written (2>/dev/full, closed) loses its text but never changes the exit
+    code (Python would report the failed flush at exit and exit 120)."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        if "stderr" in _GUARDED:
+            _GUARDED["stderr"].finish()
+    except (OSError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        except OSError:
+            pass

@@ -249,7 +249,7 @@ def _rich_progress() -> Iterator[_RichSteps]:
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, emoji=False)
     if not console.is_terminal:
         yield _RichSteps(None, console)
         return
