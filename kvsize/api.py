@@ -515,6 +515,8 @@ def estimate_loaded(
             notes.append(f"{rules.name}: {' '.join(str(exc).split())}")  # --engine all: show the rest
             continue
         scenarios.extend(produced)
+        if rules.release_note:
+            notes.append(rules.release_note)
         notes.extend(rules.estimate_notes(spec))
         if card is None:  # with a card, each scenario's gpu.context_limit says it (and the verdict follows)
             notes.extend(_past_maximum_notes(rules, spec, contexts))

@@ -501,14 +501,10 @@ def _card_of_log(log: EngineLog) -> str | None:
     name = log.settings.get("gpu_name")
     if not isinstance(name, str) or not name.strip():
         return None
-    from kvsize.profiles import load_profiles, resolve_gpu
+    from kvsize.profiles import resolve_gpu
 
-    wanted = " ".join(name.split()).casefold()
-    for profile in load_profiles().values():  # the name the driver reports (nvidia-smi, torch.cuda)
-        if profile.driver_name and " ".join(profile.driver_name.split()).casefold() == wanted:
-            return profile.id
     try:
-        return resolve_gpu(name).id
+        return resolve_gpu(name).id  # an id, an alias or the name the driver reports
     except KvsizeError:
         return None
 

@@ -404,20 +404,35 @@ def _suggest(key: str, names: Mapping[str, str]) -> list[str]:
 
 
 def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
-    """The profile whose id or alias is `name`, ignoring case and treating spaces/underscores as hyphens.
+    """The profile whose id, alias or driver-reported name is `name`, ignoring case and treating
+    spaces/underscores as hyphens.
 
     Without `profiles`, the built-in ones."""
     if profiles is None:
         profiles = load_profiles()
     names: dict[str, str] = {}
+    reported: dict[str, str] = {}
     for profile in profiles.values():
         names[profile.id] = profile.id
         for alias in profile.aliases:
             names.setdefault(alias, profile.id)
+        # The names the driver reports (nvidia-smi, torch.cuda.get_device_name, vLLM's log), ' / '-separated
+        # where one profile covers two boards: 'NVIDIA H100 80GB HBM3' is h100-sxm.
+        for reported_name in (profile.driver_name or "").split(" / "):
+            if reported_name.strip():
+                reported.setdefault(_normalize(reported_name), profile.id)
     key = _normalize(name)
     if key in names:
         return profiles[names[key]]
+    if key in reported:
+        return profiles[reported[key]]
     suggestions = _suggest(key, names) if key else []
+    several = [pid for pid in suggestions if pid.startswith(key + "-")] if key else []
+    if len(several) > 1:  # 'a100': two cards of one name; kvsize does not guess which memory size
+        raise UnknownGpuProfile(
+            f"GPU '{name}' is {len(several)} cards: {', '.join(several)}",
+            hint="Name the one you have (nvidia-smi shows its memory).",
+        )
     hint = f"Did you mean: {', '.join(suggestions)}? ({_LIST_HINT})" if suggestions else f"({_LIST_HINT})"
     raise UnknownGpuProfile(f"unknown GPU profile '{name}'", hint=hint)
 

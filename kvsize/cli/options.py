@@ -65,7 +65,11 @@ EngineVersionOpt = Annotated[
     str | None,
     typer.Option(
         "--engine-version",
-        help="Engine release whose rule to mirror (default: the newest modelled).",
+        help=(
+            "Engine release whose rule to mirror, as the engine prints it (0.19.1, v0.33, 0.11.0+nv25.11): vLLM "
+            "0.33, 0.19, 0.11 and their patch releases; newer releases use the newest rules (a note says so); "
+            "releases between them are refused (default: the newest modelled)."
+        ),
         show_default=False,
         metavar="VERSION",
         rich_help_panel="Engine",

@@ -104,15 +104,16 @@ class Engine(ABC):
     context: EngineContext = DEFAULT_CONTEXT
     """The device and scheduler settings the rules are evaluated for (`with_context`)."""
 
+    release_note: str | None = None
+    """Set when the release asked for is sized with another modelled release's rules (0.19.1 -> 0.19)."""
+
     def __init__(self, version: str | None = None) -> None:
-        if version is None:
-            version = self.versions[0]
-        if version not in self.versions:
-            raise UsageError(
-                f"--engine-version '{version}' is not modelled for {self.name}",
-                hint=f"Choose one of: {', '.join(self.versions)}.",
-            )
-        self.version = version
+        if version is not None and version not in self.versions:
+            from kvsize.engines.releases import resolve_release
+
+            release = resolve_release(self.name, self.title, self.versions, version)
+            version, self.release_note = release.rules, release.note
+        self.version = version if version is not None else self.versions[0]
 
     def with_context(self, context: EngineContext | None) -> Self:
         """This engine evaluated for `context` (the GPU, scheduler settings); None keeps the current one."""
