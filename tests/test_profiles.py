@@ -293,9 +293,8 @@ def test_unknown_name_suggests_close_names(name: str) -> None:
 def test_ambiguous_names_are_not_aliases(name: str, expected: list[str]) -> None:
     with pytest.raises(UnknownGpuProfile) as info:
         resolve_gpu(name)
-    assert info.value.hint is not None
-    for pid in expected:
-        assert pid in info.value.hint
+    for pid in expected:  # the cards the name could be are named in the message itself
+        assert pid in str(info.value)
 
 
 def test_unknown_name_without_suggestions() -> None:
