@@ -818,7 +818,7 @@ def _host_link(profile: Any) -> tuple[int | None, str | None]:
 # Specs and parameter counts of recently used configs, keyed by the config dict's identity: a capacity check
 # sizes the same model for many deployments.
 _PARSED: dict[tuple[int, int | None], tuple[dict[str, Any], ArchSpec]] = {}
-_ACTIVE: dict[int, tuple[dict[str, Any], int | None]] = {}
+_ACTIVE: dict[int, tuple[dict[str, Any], tuple[int | None, int | None]]] = {}
 _CACHE_LIMIT = 256
 
 
@@ -834,21 +834,24 @@ def _parsed(loaded: LoadedConfig, encoder_len: int | None) -> ArchSpec:
     return spec
 
 
-def _active_parameters(raw: dict[str, Any]) -> int | None:
+def _parameters(raw: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(active, total) parameters of a config; active is the total for a dense model; (None, None) when they
+    cannot be counted."""
     hit = _ACTIVE.get(id(raw))
     if hit is not None and hit[0] is raw:
         return hit[1]
     from kvsize.params import estimate_parameters
 
+    counts: tuple[int | None, int | None]
     try:
         counted = estimate_parameters(raw)
-        active: int | None = counted.active or counted.total
+        counts = (counted.active or counted.total, counted.total)
     except KvsizeError:
-        active = None
+        counts = (None, None)
     if len(_ACTIVE) >= _CACHE_LIMIT:
         _ACTIVE.clear()
-    _ACTIVE[id(raw)] = (raw, active)
-    return active
+    _ACTIVE[id(raw)] = (raw, counts)
+    return counts
 
 
 def _hardware(
@@ -856,13 +859,14 @@ def _hardware(
 ) -> Hardware | None:
     if card is None:
         return None
-    active = _active_parameters(loaded.raw) if card.bf16_flops else None
+    active, total = _parameters(loaded.raw) if card.bf16_flops or card.bandwidth_bytes_per_s else (None, None)
     heads = spec.num_attention_heads or 0
     head_dim = max((layer.attention.head_dim for layer in spec.layers if layer.attention), default=0)
     return Hardware(
         bandwidth_bytes_per_s=card.bandwidth_bytes_per_s,
         bf16_flops=card.bf16_flops,
         active_parameters=active,
+        total_parameters=total,
         num_layers=sum(1 for layer in spec.layers if layer.attention is not None),
         attention_width=heads * head_dim,
         cpu_mem_bytes=offload[0] if offload else None,

@@ -298,6 +298,8 @@ class Hardware(msgspec.Struct, frozen=True):
     bf16_flops: float | None = None
     """Dense bf16 FLOP/s of one GPU."""
     active_parameters: int | None = None
+    total_parameters: int | None = None
+    """With active_parameters below it (MoE), a decode step need read only the routed share of the weights."""
     num_layers: int = 0
     attention_width: int = 0
     """num_attention_heads x head_dim, for the causal attention FLOPs of prefill."""
@@ -307,12 +309,23 @@ class Hardware(msgspec.Struct, frozen=True):
     """Where link_bytes_per_s comes from (--link-bandwidth or the GPU profile's host link)."""
 
 
+def weights_read_per_step(weights_per_gpu: int, hw: Hardware) -> int:
+    """The fewest weight bytes one decode step reads on a GPU: all of them for a dense model; for an MoE the
+    active share (active / total parameters: the shared parts and top_k experts per layer), which is what a
+    step reads when the batch's tokens route to the same experts. Reading more is slower, so this keeps the
+    bound an upper bound; counting every expert (issue 20) made Qwen3-30B-A3B ~10x slower than it runs."""
+    active, total = hw.active_parameters, hw.total_parameters
+    if active and total and active < total:
+        return weights_per_gpu * active // total
+    return weights_per_gpu
+
+
 def speed_bound(
     *, weights_per_gpu: int, kv_per_gpu: int, ctx: int, batch: int, tp: int, hw: Hardware
 ) -> SpeedBound | None:
     if not hw.bandwidth_bytes_per_s:
         return None
-    step = (weights_per_gpu + kv_per_gpu) / hw.bandwidth_bytes_per_s
+    step = (weights_read_per_step(weights_per_gpu, hw) + kv_per_gpu) / hw.bandwidth_bytes_per_s
     prefill = None
     if hw.bf16_flops and hw.active_parameters:
         # Linear layers: 2 FLOPs per parameter per token; causal attention: QK^T and PV over half the square.
@@ -325,8 +338,8 @@ def speed_bound(
         prefill_seconds_min=prefill,
         requests=batch,
         bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s,
-        rule="memory-bandwidth roofline: every decode step reads the GPU's weights and the batch's KV once; "
-        "prefill at the bf16 dense peak",
+        rule="memory-bandwidth roofline: every decode step reads the GPU's weights (an MoE's routed share: "
+        "active/total parameters) and the batch's KV once; prefill at the bf16 dense peak",
     )
 
 

@@ -14,7 +14,7 @@ from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
 from kvsize.engines.formula import FormulaEngine
 from kvsize.errors import UsageError
-from kvsize.fit import GpuFit, Hardware, OffloadTier, engine_max_context, within_model_context
+from kvsize.fit import GpuFit, Hardware, OffloadTier, engine_max_context, weights_read_per_step, within_model_context
 from kvsize.serving import (
     NO_SERVING,
     PrefixShare,
@@ -222,7 +222,7 @@ def serving_figures(
             conc = min(work.steady_state_concurrency, cap) if isinstance(cap, int) else work.steady_state_concurrency
             update["throughput"] = littles_law(
                 concurrency=conc,
-                weights_bytes=fit.weights_bytes,
+                weights_bytes=weights_read_per_step(fit.weights_bytes, hw),
                 kv_bytes=min(conc * work.mean_resident_bytes, usable),
                 bandwidth=hw.bandwidth_bytes_per_s,
                 output=round(mean_o),
