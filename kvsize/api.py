@@ -31,6 +31,7 @@ from kvsize.weights import WeightsSize
 
 if TYPE_CHECKING:
     from kvsize.advice import Rerun
+    from kvsize.profiles import GpuProfile
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072, 1048576)
 ALL_ENGINES = "all"
@@ -701,7 +702,7 @@ def _advised(loaded: LoadedConfig, spec: ArchSpec, s: Scenario, options: dict[st
         kv_heads=tuple({layer.attention.num_kv_heads for layer in spec.layers if layer.attention}),
         model_dtype=spec.model_dtype,
         weights_given=bool(options["weights_given"]),
-        larger_cards=_larger_cards(options.get("gpu")) if options.get("gpu_mem") is None else (),
+        larger_cards=_larger_cards(options.get("gpu"), spec.model_dtype) if options.get("gpu_mem") is None else (),
         min_context=_shortest_context(options),
         engine_named=options["several_engines"],
     )
@@ -736,23 +737,40 @@ def _judged_across_engines(
     return judged
 
 
-def _larger_cards(gpu: str | None) -> tuple[tuple[str, str, int], ...]:
-    """Profiles of the same vendor and class with more memory than `gpu`, smallest first."""
+LARGER_CARD_STEP = 105  # percent: a "larger" card has at least 5% more memory, not the same 80 GB of another kind
+
+
+def _larger_cards(gpu: str | None, model_dtype: str | None = None) -> tuple[tuple[str, str, int], ...]:
+    """Profiles of the same vendor and class with really more memory than `gpu` (LARGER_CARD_STEP), of no older
+    generation (compute capability at least `gpu`'s, where both are known) and able to run the model's dtype
+    natively (bf16 needs sm_80+); the same architecture first, then by memory."""
+    from kvsize.engines.context import compute_capability
     from kvsize.profiles import load_profiles, resolve_gpu
     from kvsize.units import format_bytes
 
     if gpu is None:
         return ()
     this = resolve_gpu(gpu)
+    here = compute_capability(this.arch)
+
+    def candidate(p: GpuProfile) -> bool:
+        theirs = compute_capability(p.arch)
+        if p.vendor != this.vendor or p.segment != this.segment:
+            return False
+        if p.memory_bytes * 100 < this.memory_bytes * LARGER_CARD_STEP:
+            return False
+        if here is not None and theirs is not None and theirs < here:
+            return False  # an older generation is no step up (a V100 for an L4)
+        return not (model_dtype == "bf16" and theirs is not None and theirs < (8, 0))
+
+    def family(p: GpuProfile) -> str:
+        return (p.arch or "").split(",")[0]
+
     larger = sorted(
-        (p for p in load_profiles().values() if p.vendor == this.vendor and p.segment == this.segment),
-        key=lambda p: (p.memory_bytes, p.id),
+        (p for p in load_profiles().values() if candidate(p)),
+        key=lambda p: (family(p) != family(this), p.memory_bytes, p.id),
     )
-    return tuple(
-        (p.id, f"{p.name}, {format_bytes(p.memory_bytes)}", p.memory_bytes)
-        for p in larger
-        if p.memory_bytes > this.memory_bytes
-    )
+    return tuple((p.id, f"{p.name}, {format_bytes(p.memory_bytes)}", p.memory_bytes) for p in larger)
 
 
 class _Card(msgspec.Struct, frozen=True):

@@ -35,3 +35,26 @@ def test_every_driver_name_resolves_to_its_own_profile() -> None:
 def test_a_name_of_two_cards_is_refused_naming_both(name: str, cards: str) -> None:
     with pytest.raises(UnknownGpuProfile, match=f"is 2 cards: {cards}"):
         resolve_gpu(name)
+
+
+def test_larger_cards_are_a_real_step_up() -> None:
+    from kvsize.api import _larger_cards
+
+    def ids(gpu: str, dtype: str = "bf16") -> list[str]:
+        return [card[0] for card in _larger_cards(gpu, dtype)]
+
+    # H100 SXM (79.65 GiB): not the A100 80GB (the same memory, an older generation), not the H100 PCIe (80 GB).
+    assert "a100-80gb" not in ids("h100") and "h100-pcie" not in ids("h100")
+    assert ids("h100")[0] == "h100-nvl"  # the same architecture first (94 GB)
+    # A100 40GB: its own 80 GB sibling first, before any Ada or Hopper card
+    assert ids("a100-40gb")[0] == "a100-80gb"
+    # L4 (sm_89) serving bf16: never a V100 or a T4 (sm_70/sm_75: older, and no bf16)
+    assert not {"v100-16gb", "v100-32gb", "t4"} & set(ids("l4"))
+    # T4 serving fp16: a V100 32GB is larger but older (sm_70 < sm_75): not offered either
+    assert "v100-32gb" not in ids("t4", "fp16")
+    # every card offered has at least 5% more memory
+    from kvsize.profiles import resolve_gpu
+
+    for gpu in ("h100", "a100-40gb", "l4", "rtx-4090", "mi300x"):
+        for card in _larger_cards(gpu, "bf16"):
+            assert card[2] * 100 >= resolve_gpu(gpu).memory_bytes * 105, (gpu, card)
