@@ -261,5 +261,8 @@ def size(
         lambda: to_json(result),
         json_output,
     )
-    if any(s.gpu is not None and not s.gpu.fits for s in result.scenarios):
-        raise typer.Exit(int(ExitCode.CHECK_FAILED))  # the answer is "no": printed above, then exit 1
+    verdicts = [s.gpu.fits for s in result.scenarios if s.gpu is not None]
+    # The answer is "no" (printed above, then exit 1) when a scenario the user asked for does not fit. Without
+    # --ctx the contexts are kvsize's own grid, so the question was "does it fit at all": no only if none fits.
+    if verdicts and (not all(verdicts) if ctx is not None else not any(verdicts)):
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
