@@ -355,7 +355,7 @@ def render_log_check(console: Any, result: Any, tolerance: float, *, failure: st
     title = f"{markup(result.engine)}{version} log" + (f": {markup(result.model)}" if result.model else "")
     if result.figures:
         table = Table(title=from_markup(title), title_justify="left")
-        for column in ("figure", "logged", "kvsize", "error", "unit", "kvsize given"):
+        for column in ("figure", "logged", "kvsize", "error", "result", "unit", "kvsize given"):
             table.add_column(column, justify="right" if column in ("logged", "kvsize", "error") else "left")
         for f in result.figures:
             ok = f.within(tolerance)
@@ -366,6 +366,8 @@ def render_log_check(console: Any, result: Any, tolerance: float, *, failure: st
                 f"{f.logged:,.2f}".rstrip("0").rstrip("."),
                 f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
                 from_markup(f"[{style}]{error}[/{style}]"),
+                # A word as well as a colour: without colour (NO_COLOR, a CI log) the row still says it is off.
+                from_markup(f"[{style}]{'ok' if ok else 'off'}[/{style}]"),
                 markup(f.unit),
                 markup(f.basis),
             )
@@ -377,5 +379,9 @@ def render_log_check(console: Any, result: Any, tolerance: float, *, failure: st
     if failure is not None:
         console.print(from_markup(f"[bold red]start-up failed[/bold red]: {markup(failure)}"))
         return
-    verdict = "[green]all within[/green]" if result.passed(tolerance) else "[bold red]outside[/bold red]"
-    console.print(from_markup(f"{verdict} {tolerance:g}%"))
+    off = sum(not f.within(tolerance) for f in result.figures)
+    if off:
+        count = f"{off} of {len(result.figures)} figure{'s' if len(result.figures) != 1 else ''} off"
+        console.print(from_markup(f"[bold red]{count}[/bold red]: outside {tolerance:g}%"))
+    else:
+        console.print(from_markup(f"[green]all within[/green] {tolerance:g}%"))
