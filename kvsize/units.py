@@ -123,8 +123,11 @@ def parse_tokens(text: str | int, *, allow_zero: bool = False) -> int:
         return 0
     if not _ASCII_DIGITS.fullmatch(digits) or not digits.lstrip("0"):
         lowest = "non-negative" if allow_zero else "positive"
+        read_but_out_of_range = _ASCII_DIGITS.fullmatch(digits.removeprefix("-")) is not None
         raise UsageError(
-            f"cannot read the token count {shown}",
+            f"the token count must be {lowest}, got {shown}"
+            if read_but_out_of_range
+            else f"cannot read the token count {shown}",
             hint=f"Use a {lowest} whole number of tokens: 8192, 32k (= 32768) or 1M (= 1048576).",
         )
     if len(digits.lstrip("0")) > 15 or int(digits) * scale > MAX_TOKENS:  # int() never meets a huge string
@@ -141,7 +144,14 @@ def parse_count(text: str | int, what: str, *, maximum: int = MAX_COUNT, allow_z
     cleaned = str(text).strip().replace("_", "") if isinstance(text, (int, str)) else ""
     lowest = 0 if allow_zero else 1
     too_long = len(cleaned.lstrip("0")) > 20  # int() never meets a huge string
-    if not _ASCII_DIGITS.fullmatch(cleaned) or too_long or not lowest <= int(cleaned) <= maximum:
+    negative = cleaned.startswith("-") and _ASCII_DIGITS.fullmatch(cleaned[1:]) is not None
+    if negative or (_ASCII_DIGITS.fullmatch(cleaned) and (too_long or not lowest <= int(cleaned) <= maximum)):
+        # Read, but out of range: say so rather than "cannot read" a plain number.
+        raise UsageError(
+            f"the {what} must be from {lowest} to {maximum:,}, got {shown}",
+            hint=f"Give the {what} as a whole number from {lowest} to {maximum:,}.",
+        )
+    if not _ASCII_DIGITS.fullmatch(cleaned):
         raise UsageError(
             f"cannot read the {what} {shown}",
             hint=f"Give the {what} as a whole number from {lowest} to {maximum:,}.",
