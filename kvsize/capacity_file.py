@@ -88,7 +88,7 @@ def _settings_fields() -> dict[str, Any]:
 
 
 if TYPE_CHECKING:
-    from kvsize.calibration import Calibration
+    from kvsize.calibration import Calibration, CalibrationTarget
 
 if TYPE_CHECKING:  # type checkers see a plain model; its fields are read through `Deployment.settings()`
     _Settings = BaseModel
@@ -336,21 +336,9 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: Calibrat
         return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
     options = settings.estimate_options()
     if d.calibration or default_calibration is not None:
-        from kvsize.calibration import (
-            apply_calibration,
-            calibration_mismatches,
-            calibration_target,
-            read_calibration,
-        )
+        from kvsize.calibration import apply_calibration, calibration_mismatches, read_calibration
 
-        target = calibration_target(
-            d.model,
-            gpu=d.gpu,
-            engine=d.engine,
-            engine_version=d.engine_version,
-            tp=settings.tp,
-            pp=settings.pp,
-        )
+        target = _calibration_target(d)
         if d.calibration:  # the deployment's own: it must be about this deployment (exit 2 otherwise)
             path = str(base / d.calibration)
             options = apply_calibration(options, read_calibration(path), target=target, source=path)
@@ -463,6 +451,16 @@ def _summary(req: Requirement, concurrency: int) -> str:
     return f"ok: {concurrency:,} request{'s' if concurrency != 1 else ''} of {req.ctx:,} tokens fit"
 
 
+def _calibration_target(d: Deployment) -> CalibrationTarget:
+    """The deployment a calibration must have measured to apply to `d`."""
+    from kvsize.calibration import calibration_target
+
+    settings = d.settings()
+    return calibration_target(
+        d.model, gpu=d.gpu, engine=d.engine, engine_version=d.engine_version, tp=settings.tp, pp=settings.pp
+    )
+
+
 def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
     """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
     checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line.
@@ -470,9 +468,21 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
     measured (model, card, engine, release, tp x pp), to no other; one that matches none is bad input."""
     capacity = load_capacity(path)
     base = path.parent
+    for index, d in enumerate(capacity.deployments):  # a requirement that cannot be judged is bad input: exit 2
+        problem = _unjudgeable(d)
+        if problem is not None:
+            line = capacity.line_of(index)
+            where = f"{path}: line {line}: deployment '{d.name}'" if line else f"{path}: deployment '{d.name}'"
+            error = ConfigError(
+                f"{where}: {problem}",
+                hint="min_pool_tokens judges the pool vllm, sglang and trtllm allocate at start-up; for other "
+                "engines require min_concurrency or max_kv_fraction.",
+            )
+            error.line = line
+            raise error
     measured: Calibration | None = None
     if calibration:
-        from kvsize.calibration import calibration_mismatches, calibration_target, read_calibration, require_match
+        from kvsize.calibration import calibration_mismatches, read_calibration, require_match
 
         measured = read_calibration(calibration)
         targets = []
@@ -480,17 +490,7 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             if d.calibration:
                 continue
             try:
-                settings = d.settings()
-                targets.append(
-                    calibration_target(
-                        d.model,
-                        gpu=d.gpu,
-                        engine=d.engine,
-                        engine_version=d.engine_version,
-                        tp=settings.tp,
-                        pp=settings.pp,
-                    )
-                )
+                targets.append(_calibration_target(d))
             except KvsizeError:  # reported with its deployment's line below
                 continue
         if targets and all(calibration_mismatches(measured, t) for t in targets):
@@ -514,6 +514,30 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             exc.line = line
             raise
     return results
+
+
+def _unjudgeable(d: Deployment) -> str | None:
+    """Why `d`'s requirement cannot be judged, or None. min_pool_tokens is the engine's own KV pool (vLLM "GPU KV
+    cache size", SGLang max_total_num_tokens, TensorRT-LLM allocatePools: kvsize/fit.py pool_figures); formula,
+    hf and llama.cpp have none, so the requirement would otherwise read as a pool of 0 tokens."""
+    if d.require.min_pool_tokens is None:
+        return None
+    from kvsize.engines import ENGINES, get_engine
+    from kvsize.engines.sglang import SglangEngine
+    from kvsize.engines.trtllm import TrtllmEngine
+    from kvsize.engines.vllm import VllmEngine
+
+    pooled = (VllmEngine, SglangEngine, TrtllmEngine)
+    if d.engine.strip().lower() == "all":
+        without = [name for name, cls in ENGINES.items() if not issubclass(cls, pooled)]
+        return f"engine all includes {', '.join(without)}, which have no KV pool to hold min_pool_tokens"
+    try:
+        engine = get_engine(d.engine)
+    except KvsizeError:  # an unknown engine is reported with its deployment when it is sized
+        return None
+    if isinstance(engine, pooled):
+        return None
+    return f"engine {d.engine} has no KV pool to hold min_pool_tokens"
 
 
 def _plural(count: int, word: str) -> str:
