@@ -125,6 +125,10 @@ class CommandGuard:
         held, self._held = self._held, b""
         return self._segment(held, final=True)
 
+    def line_written_past(self) -> None:
+        """A whole line (ending in a line break) went out past the guard: what follows starts a line."""
+        self._line_start = True
+
     def _segment(self, segment: bytes, *, final: bool) -> bytes:
         """Rewrite one line's bytes (or its start); unless `final`, hold back a tail that may begin a trigger."""
         keep = 0

@@ -120,8 +120,12 @@ class WatchedOutput(io.RawIOBase):
 
     def write_unguarded(self, data: bytes) -> None:
         """A workflow command of kvsize's own, past the guard, at the start of a line."""
-        self._write_all(self._guard.finish())
+        pending = self._guard.finish()
+        if pending and not pending.endswith((b"\n", b"\r")):
+            pending += b"\n"  # the command must start a line of its own
+        self._write_all(pending)
         self._write_all(data)
+        self._guard.line_written_past()
 
 
 _GUARDED: dict[str, WatchedOutput] = {}
