@@ -28,6 +28,8 @@ def capacity_file(n: int = 1000) -> dict[str, object]:
     combos = itertools.cycle(itertools.product(MODELS, GPUS, ENGINES, (1, 2, 4, 8), REQUIREMENTS))
     deployments = []
     for i, (model, gpu, engine, tp, req) in zip(range(n), combos, strict=False):
+        if engine == "formula" and "min_pool_tokens" in req:  # no pool to hold them: bad input (exit 2)
+            req = {"ctx": req["ctx"], "min_concurrency": 4}
         deployments.append({"name": f"d{i}", "model": model, "gpu": gpu, "engine": engine, "tp": tp,
                             "kv_dtype": "fp8" if i % 3 == 0 else "auto", "require": req})
     return {"deployments": deployments}

@@ -21,6 +21,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 
@@ -140,6 +141,14 @@ class Deployment(_Settings):
     calibration: str | None = None
     """A file written by `kvsize log --save-calibration` (relative paths: from this file's folder)."""
     require: Requirement
+
+    @field_validator("engine")
+    @classmethod
+    def _one_engine(cls, value: str) -> str:
+        # One verdict per deployment: 'all' or a list would be judged on its first engine alone, silently.
+        if value.strip().lower() == "all" or "," in value:
+            raise ValueError("a deployment is sized under one engine; write one deployment per engine")
+        return value
 
     @model_validator(mode="after")
     def _settings_combine(self) -> Deployment:
@@ -463,7 +472,8 @@ def _calibration_target(d: Deployment) -> CalibrationTarget:
 
 def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
     """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
-    checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line.
+    checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line, and so is
+    a requirement that cannot be judged (min_pool_tokens under an engine with no pool).
     `calibration` (kvsize check --calibration) applies to the deployments without one of their own that it
     measured (model, card, engine, release, tp x pp), to no other; one that matches none is bad input."""
     capacity = load_capacity(path)
@@ -522,15 +532,12 @@ def _unjudgeable(d: Deployment) -> str | None:
     hf and llama.cpp have none, so the requirement would otherwise read as a pool of 0 tokens."""
     if d.require.min_pool_tokens is None:
         return None
-    from kvsize.engines import ENGINES, get_engine
+    from kvsize.engines import get_engine
     from kvsize.engines.sglang import SglangEngine
     from kvsize.engines.trtllm import TrtllmEngine
     from kvsize.engines.vllm import VllmEngine
 
     pooled = (VllmEngine, SglangEngine, TrtllmEngine)
-    if d.engine.strip().lower() == "all":
-        without = [name for name, cls in ENGINES.items() if not issubclass(cls, pooled)]
-        return f"engine all includes {', '.join(without)}, which have no KV pool to hold min_pool_tokens"
     try:
         engine = get_engine(d.engine)
     except KvsizeError:  # an unknown engine is reported with its deployment when it is sized

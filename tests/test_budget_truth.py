@@ -3,8 +3,11 @@ memory by interconnect, the A100 batch exclusion, and the running-request cap.""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import kvsize
-from kvsize.budget import NON_TORCH_NVLS, NON_TORCH_TP1, BudgetSettings, kv_budget, vllm_activation_bytes
+from kvsize.budget import BudgetSettings, kv_budget, vllm_activation_bytes
 from kvsize.config import parse_config
 from kvsize.engines.context import Device
 from kvsize.profiles import resolve_gpu
@@ -67,9 +70,23 @@ def test_a100_profiles_the_small_batch_tier() -> None:
 
 def test_non_torch_by_interconnect() -> None:
     # NCCL NVLS buffers only on NVSwitch Hopper/Blackwell systems: 2.08 GiB per rank at tp 2 on H100 SXM,
-    # the tp-1 figure on an L40S (PCIe) and on an A100.
+    # the tp-1 figure on an L40S (PCIe) and on an A100. The figures are the vLLM 0.19 logs' "non-torch forward
+    # increase memory" (v1/worker/gpu_worker.py determine_available_memory), as kvsize/budget.py cites them:
+    #   tp 1: 0.25 GiB = 0.25 x 1,073,741,824 = 268,435,456 B
+    #   tp >= 2 with NVLS: 2.08 GiB = 2.08 x 1,073,741,824 = 2,233,382,993.92 B, held in whole KiB:
+    #   round(2.08 x 1,048,576) = 2,181,038 KiB x 1,024 = 2,233,382,912 B
+    tp1, nvls = 268_435_456, 2_233_382_912
+    assert tp1 == GIB // 4 and nvls == round(2.08 * 1024**2) * 1024
+    # ...which sits inside what the H100 tp 2 / tp 4 logs in tests/data/logs print (2.06-2.21 GiB), read here.
+    logs = Path(__file__).parent / "data" / "logs"
+    logged = [
+        float(m)
+        for log in logs.glob("llmd-*tp[248]pp1dp1-*.log")
+        for m in re.findall(r"non-torch forward increase memory: ([0-9.]+)GiB", log.read_text())
+    ]
+    assert len(logged) >= 10 and min(logged) * GIB <= nvls <= max(logged) * GIB
     spec = spec_of("meta-llama/Llama-3.1-8B-Instruct")
-    for device, expected in ((H100, NON_TORCH_NVLS), (L40S, NON_TORCH_TP1), (A100, NON_TORCH_TP1)):
+    for device, expected in ((H100, nvls), (L40S, tp1), (A100, tp1)):
         b = kv_budget(
             "vllm", "0.19", spec, memory_bytes=device.total_memory_bytes, weights_bytes=8 * GIB, tp=2, device=device
         )
@@ -105,3 +122,30 @@ def test_weights_mem_per_gpu_is_per_rank() -> None:
     assert json.loads(whole.stdout)["scenarios"][0]["gpu"]["weights_bytes"] == 7 * GIB // 2
     both = runner.invoke(app, [*base, "--weights-mem", "7GiB", "--weights-mem-per-gpu", "7GiB"])
     assert both.exit_code == 2 and both.stderr.startswith("Error:")
+
+
+def test_trtllm_budget_is_nine_tenths_of_what_the_warm_up_leaves() -> None:
+    # TensorRT-LLM 1.2, KvCacheCreator._cal_max_memory (_torch/pyexecutor/_util.py): the KV cache gets
+    # free_gpu_memory_fraction = 0.9 (llmapi/llm_args.py KvCacheConfig) of what the warm-up run left free.
+    # kvsize.budget: floor((CUDA-visible - weights - warm-up peak - non-torch) x 0.9). Llama-3.1-8B bf16 on one
+    # H100 SXM (nvidia-smi 85,520,809,984 B):
+    #   CUDA-visible   85,520,809,984 - 494,927,872 (CUDA context)                        = 85,025,882,112
+    #   weights        8,030,261,248 parameters x 2 B                                     = 16,060,522,496
+    #   warm-up peak   vLLM 0.33 H100 tier 8192 tokens / 1024 seqs, as in the first test  =  1,973,506,048
+    #   non-torch      tp 1: 0.25 GiB                                                     =    268,435,456
+    #   free           85,025,882,112 - 16,060,522,496 - 1,973,506,048 - 268,435,456      = 66,723,418,112
+    #   KV budget      66,723,418,112 x 0.9 = 60,051,076,300.8 -> 60,051,076,300
+    # (0.8 would give 53,378,734,489; 0.95 63,387,247,206.)
+    spec = spec_of("meta-llama/Llama-3.1-8B-Instruct")
+    b = kv_budget("trtllm", "1.2", spec, memory_bytes=85_520_809_984, weights_bytes=16_060_522_496, device=H100)
+    assert b.utilization == 0.9
+    assert (b.requested_bytes, b.activation_bytes) == (85_025_882_112, 1_973_506_048)
+    assert (b.non_torch_bytes, b.cuda_graph_bytes) == (268_435_456, 0)
+    assert b.kv_budget_bytes == 60_051_076_300
+    # End to end, the pool takes that budget once (not 0.9 x 0.9): 60,051,076,300 // 131,072 B per token
+    # (32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B) = 458,153 tokens -> 14,317 blocks of 32 = 458,144 tokens
+    # (KVCacheManager::allocatePools whole blocks).
+    (s,) = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=8192, gpu="h100", engine="trtllm").scenarios
+    assert s.gpu is not None
+    assert (s.gpu.weights_bytes, s.gpu.kv_budget_bytes) == (16_060_522_496, 60_051_076_300)
+    assert s.gpu.kv_pool_tokens == 458_144

@@ -187,3 +187,69 @@ def test_junit_onto_a_full_disk_is_an_environment_error() -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert missing.returncode == 2 and missing.stderr.count("Error:") == 1
+
+
+# --- as a process: the exit code the shell and CI see ------------------------------------------------------
+
+
+def run_check(path: Path, *args: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kvsize", "check", str(path), *args], capture_output=True, text=True, timeout=120
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def deployment(name: str, requirement: str, engine: str = "vllm") -> str:
+    return f"  - name: {name}\n    model: {LLAMA}\n    gpu: h100\n    engine: {engine}\n    require: {requirement}\n"
+
+
+# Llama-3.1-8B under vLLM 0.33 on one H100: BUDGET // PER_8K requests of 8k fit (worked out at the top of this
+# file: ceil(85,025,882,112 x 0.92) - weights - activation - non-torch - CUDA graphs, over 8192 x 131,072 B).
+FITS = f"{{ctx: 8k, min_concurrency: {BUDGET // PER_8K}}}"
+ONE_TOO_MANY = f"{{ctx: 8k, min_concurrency: {BUDGET // PER_8K + 1}}}"
+
+
+def test_check_exits_1_when_any_deployment_fails(tmp_path: Path) -> None:
+    # kvsize check: exit 0 only when every deployment passes. The failing one sits between two passing ones,
+    # so neither "any passes", "the first decides" nor "the last decides" reads 0.
+    body = "deployments:\n" + deployment("a", FITS) + deployment("b", ONE_TOO_MANY) + deployment("c", FITS)
+    code, stdout, stderr = run_check(write(tmp_path, body), "--json")
+    assert code == 1, stderr
+    rows = json.loads(stdout)["deployments"]
+    assert [(r["name"], r["pass"]) for r in rows] == [("a", True), ("b", False), ("c", True)]
+    most = BUDGET // PER_8K
+    assert rows[1]["reason"] == f"max concurrency at 8,192 tokens is {most:,}, below {most + 1:,}"
+
+
+def test_check_exits_0_when_every_deployment_passes(tmp_path: Path) -> None:
+    body = "deployments:\n" + deployment("a", FITS) + deployment("b", "{ctx: 8k}")
+    code, stdout, stderr = run_check(write(tmp_path, body), "--json")
+    assert code == 0, stderr
+    rows = json.loads(stdout)["deployments"]
+    assert [(r["name"], r["pass"]) for r in rows] == [("a", True), ("b", True)]
+
+
+@pytest.mark.parametrize("engine", ["hf", "formula", "llamacpp"])
+def test_min_pool_tokens_without_a_pool_is_a_bad_file(tmp_path: Path, engine: str) -> None:
+    # Only vLLM, SGLang and TensorRT-LLM allocate a KV pool at start-up (kvsize/fit.py pool_figures): under any
+    # other engine min_pool_tokens cannot be judged, so the file is bad input (exit 2) naming the deployment,
+    # its line and the key -- not a pass, and not a failure reading "the pool holds 0 tokens". The first
+    # deployment passes and the file is still refused as a whole, with nothing on stdout.
+    body = "deployments:\n" + deployment("ok", FITS) + deployment("pooled", "{ctx: 8k, min_pool_tokens: 1000}", engine)
+    path = write(tmp_path, body)
+    code, stdout, stderr = run_check(path, "--json")
+    assert code == 2, stderr
+    assert stdout == ""
+    assert stderr.startswith(
+        f"Error: {path}: line 7: deployment 'pooled': engine {engine} has no KV pool to hold min_pool_tokens"
+    )
+    assert stderr.count("Error:") == 1 and "Traceback" not in stderr
+    # The same requirement under a pooled engine is judged: vLLM's pool holds BUDGET // 2 MiB blocks x 16 tokens.
+    pooled = "deployments:\n" + deployment("pooled", "{ctx: 8k, min_pool_tokens: 1000}", "vllm")
+    code, stdout, stderr = run_check(write(tmp_path, pooled), "--json")
+    assert code == 0, stderr
+    [row] = json.loads(stdout)["deployments"]
+    assert row["pass"] is True and row["kv_pool_tokens"] == BUDGET // (2 * 1024**2) * 16

@@ -554,3 +554,15 @@ def test_config_key_given_twice_with_different_values_is_refused(tmp_path: Path)
     # 2 x 32 layers x 8 kv heads x 128 head dim x 2 bytes (bf16: no torch_dtype, kvsize's default) per token
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["scenarios"][0]["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+
+
+def test_a_deployment_names_one_engine(tmp_path: Path) -> None:
+    # 'engine: all' used to be judged on its first engine alone, without a word.
+    for engine in ("all", "vllm,sglang"):
+        path = tmp_path / "c.yaml"
+        path.write_text(
+            f"deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    engine: '{engine}'\n"
+            "    require: {ctx: 8k}\n"
+        )
+        done = kvsize("check", str(path))
+        assert done.returncode == 2 and "one engine" in done.stderr and "line 5" in done.stderr
