@@ -125,6 +125,8 @@ class Deployment(msgspec.Struct, frozen=True):
     calibration: Calibration | None = None
     gpu_id: str | None = None
     """The GPU profile id given (--gpu), which a calibration must have been measured on."""
+    model_id: str | None = None
+    """The model the user named (--config's, or the log's resolved), which a calibration must have measured."""
 
 
 # --- versions ---------------------------------------------------------------------------------------------
@@ -424,12 +426,13 @@ def check_log(log: EngineLog, dep: Deployment) -> LogCheck:
     if dep.calibration is not None:  # evidence about one deployment: this log's, or none
         s = log.settings
         target = calibration_target(
-            log.model or dep.calibration.model or "",
+            dep.model_id or log.model or "(a model the log does not name)",
             gpu=dep.gpu_id or _card_of_log(log),
             engine=log.engine,
             engine_version=None,
             tp=dep.tp or _int_setting(s.get("tensor_parallel_size") or s.get("tp_size")) or 1,
             pp=dep.pp or _int_setting(s.get("pipeline_parallel_size") or s.get("pp_size")) or 1,
+            weights_bytes=dep.weights_bytes,
         )
         # The release is the log's own, compared by the rules it maps to (a full version string such as 0.11.0).
         target = msgspec.structs.replace(target, engine_version=log.engine_version)
@@ -555,7 +558,8 @@ def calibration_from_mapping(data: object, *, source: str) -> Calibration:
     figure a whole number of bytes, and the deployment it measured (model, card, engine, release, tp, pp) named."""
     from kvsize.text import clean
 
-    if not isinstance(data, Mapping) or data.get("kvsize_calibration") != 1:
+    marker = data.get("kvsize_calibration") if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping) or type(marker) is not int or marker != 1:  # not True, not 1.0
         raise UsageError(
             f"{source}: not a kvsize calibration file",
             hint="Write one with `kvsize log FILE --save-calibration CAL.yaml`.",
@@ -589,6 +593,15 @@ def calibration_from_mapping(data: object, *, source: str) -> Calibration:
             raise UsageError(f"{source}: {key} must be text on one line, got {shown(value)}")
         values[key] = value.strip() if isinstance(value, str) else None
     values["engine"] = values["engine"] or "vllm"
+    if values["engine_version"] is not None:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(values["engine_version"])
+        except InvalidVersion:
+            raise UsageError(
+                f"{source}: engine_version must be a release number (0.19.0), got {shown(values['engine_version'])}"
+            ) from None
     for key, what in (("model", "model id"), ("gpu", "GPU profile"), ("engine_version", "engine release")):
         if values[key] is None:
             raise UsageError(
@@ -613,6 +626,26 @@ class CalibrationTarget(msgspec.Struct, frozen=True):
     """--engine-version as given (None: the newest modelled release)."""
     tp: int = 1
     pp: int = 1
+    weights_bytes: int | None = None
+    """kvsize's own figure for the whole model's weights (registry, safetensors or a parameter count): a measured
+    weights figure far from it means the calibration is about another model, whatever its name says."""
+
+
+# A measured whole-model weights figure may differ from kvsize's by the checkpoint's own parts (a vision tower,
+# unquantized layers) but not by a factor: outside [1/1.25, 1.25] of it, it is another model.
+WEIGHTS_AGREEMENT = (4, 5)  # measured / kvsize's must lie within [4/5, 5/4]
+
+
+def model_weights(loaded: Any, weights_dtype: str | None = None) -> int | None:
+    """kvsize's figure for the weights of a loaded config (kvsize.weights.find_weights), None when unknown."""
+    from kvsize.config import parse_config
+    from kvsize.weights import find_weights
+
+    try:
+        spec = parse_config(loaded.raw, source=loaded.location)
+        return find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype).bytes
+    except KvsizeError:
+        return None
 
 
 def calibration_target(
@@ -623,6 +656,7 @@ def calibration_target(
     engine_version: str | None,
     tp: int = 1,
     pp: int = 1,
+    weights_bytes: int | None = None,
 ) -> CalibrationTarget:
     """The target of a sizing run as the CLI, capacity files and the API name it: `gpu` an id or alias (resolved
     to the profile id), `engine` one name, several, or 'all'; with several, each engine's newest rules apply."""
@@ -640,6 +674,7 @@ def calibration_target(
         engine_version=engine_version if len(names) == 1 else None,
         tp=tp,
         pp=pp,
+        weights_bytes=weights_bytes,
     )
 
 
@@ -695,6 +730,15 @@ def calibration_mismatches(cal: Calibration, target: CalibrationTarget) -> list[
             )
     if (cal.tp, cal.pp) != (target.tp, target.pp):
         out.append(f"tp x pp {cal.tp} x {cal.pp} != {target.tp} x {target.pp}")
+    measured, own = cal.whole_weights_bytes(), target.weights_bytes
+    low, high = WEIGHTS_AGREEMENT
+    if measured and own and not (own * low <= measured * high and measured * low <= own * high):
+        from kvsize.units import format_bytes
+
+        out.append(
+            f"weights {format_bytes(measured)} measured != {format_bytes(own)} for this model's config "
+            "(another model under that name)"
+        )
     return out
 
 
@@ -769,6 +813,10 @@ def read_calibration(path: str) -> Calibration:
     from kvsize.safe_io import read_small_text
     from kvsize.strict_yaml import load_yaml_data
 
+    if not str(path).strip():
+        raise UsageError(
+            "--calibration: empty path", hint="Give the path of a file from `kvsize log --save-calibration`."
+        )
     text = read_small_text(Path(path).expanduser(), max_bytes=1 << 20, what="calibration file")
     data = load_yaml_data(text, source=path, what="calibration file")
     return calibration_from_mapping(data, source=path)

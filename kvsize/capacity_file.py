@@ -344,11 +344,11 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: Calibrat
     if d.gpu is None and settings.gpu_mem is None:
         return CheckResult(passed=False, replicas=replicas, reason="no gpu or gpu_mem given", **common)
     options = settings.estimate_options()
-    if d.calibration or default_calibration is not None:
+    if d.calibration is not None or default_calibration is not None:
         from kvsize.calibration import apply_calibration, calibration_mismatches, read_calibration
 
-        target = _calibration_target(d)
-        if d.calibration:  # the deployment's own: it must be about this deployment (exit 2 otherwise)
+        target = _calibration_target(d, base)
+        if d.calibration is not None:  # its own ('' too: refused): about this deployment, or exit 2
             path = str(base / d.calibration)
             options = apply_calibration(options, read_calibration(path), target=target, source=path)
         elif default_calibration is not None and not calibration_mismatches(default_calibration, target):
@@ -460,13 +460,23 @@ def _summary(req: Requirement, concurrency: int) -> str:
     return f"ok: {concurrency:,} request{'s' if concurrency != 1 else ''} of {req.ctx:,} tokens fit"
 
 
-def _calibration_target(d: Deployment) -> CalibrationTarget:
-    """The deployment a calibration must have measured to apply to `d`."""
-    from kvsize.calibration import calibration_target
+def _calibration_target(d: Deployment, base: Path) -> CalibrationTarget:
+    """The deployment a calibration must have measured to apply to `d` (its weights as kvsize finds them)."""
+    from kvsize.calibration import calibration_target, model_weights
 
     settings = d.settings()
+    try:
+        weights = model_weights(_loaded(_resolve_model(d.model, base), settings.revision), d.weights_dtype)
+    except KvsizeError:  # a model that cannot be loaded fails its own deployment
+        weights = None
     return calibration_target(
-        d.model, gpu=d.gpu, engine=d.engine, engine_version=d.engine_version, tp=settings.tp, pp=settings.pp
+        d.model,
+        gpu=d.gpu,
+        engine=d.engine,
+        engine_version=d.engine_version,
+        tp=settings.tp,
+        pp=settings.pp,
+        weights_bytes=weights,
     )
 
 
@@ -491,7 +501,7 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             error.line = line
             raise error
     measured: Calibration | None = None
-    if calibration:
+    if calibration is not None:
         from kvsize.calibration import calibration_mismatches, read_calibration, require_match
 
         measured = read_calibration(calibration)
@@ -500,7 +510,7 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             if d.calibration:
                 continue
             try:
-                targets.append(_calibration_target(d))
+                targets.append(_calibration_target(d, base))
             except KvsizeError:  # reported with its deployment's line below
                 continue
         if targets and all(calibration_mismatches(measured, t) for t in targets):

@@ -53,12 +53,18 @@ def plan_gpus(
     profiles = load_profiles()
     names = list(gpus) if gpus else sorted(p.id for p in profiles.values() if p.segment == "datacenter")
 
+    from kvsize.calibration import model_weights
+
+    own_weights = model_weights(loaded) if calibration is not None else None
+
     def calibrated(gpu: str, tp: int) -> bool:
         """The calibration was measured on this layout (model, card, engine, release, tp, pp = 1)."""
         from kvsize.calibration import calibration_mismatches, calibration_target
 
         assert calibration is not None
-        target = calibration_target(loaded.model, gpu=gpu, engine=engine, engine_version=engine_version, tp=tp)
+        target = calibration_target(
+            loaded.model, gpu=gpu, engine=engine, engine_version=engine_version, tp=tp, weights_bytes=own_weights
+        )
         return not calibration_mismatches(calibration, target)
 
     if calibration is not None and not any(calibrated(n, tp) for n in names for tp in TP_CHOICES):
@@ -69,7 +75,9 @@ def plan_gpus(
         tp = calibration.tp if calibration.tp in TP_CHOICES else 1
         require_match(
             calibration,
-            calibration_target(loaded.model, gpu=card, engine=engine, engine_version=engine_version, tp=tp),
+            calibration_target(
+                loaded.model, gpu=card, engine=engine, engine_version=engine_version, tp=tp, weights_bytes=own_weights
+            ),
             source="(--calibration)",
         )
     plans = []

@@ -85,7 +85,11 @@ def json_safe(document: str) -> str:
 _WHITE = (
     rb"(?:[ \t\x0b\x0c\x1c-\x1f]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80)"
 )
-_LEADING_WHITE = re.compile(rb"\A" + _WHITE + rb"*")
+# Colour codes at a line's start (CSI ... final byte) are skipped too: a log viewer that strips them would show
+# the '::' behind them at the start of the line.
+_CSI = rb"\x1b\[[0-?]{0,32}[ -/]{0,8}[@-~]"
+_LEADING_WHITE = re.compile(rb"\A(?:" + _WHITE + rb"|" + _CSI + rb")*")
+_CSI_START = re.compile(rb"\A\x1b(?:\[[0-?]{0,32}[ -/]{0,8})?\Z")  # an escape sequence cut by the write's end
 # Proper prefixes of a white-space character's UTF-8 bytes, so one split across two writes is still seen whole.
 _WHITE_STARTS = (b"\xc2", b"\xe1", b"\xe1\x9a", b"\xe2", b"\xe2\x80", b"\xe2\x81", b"\xe3", b"\xe3\x80")
 _TRIGGERS = (b"##[", b"##vso[")
@@ -138,7 +142,7 @@ class CommandGuard:
             lead = _LEADING_WHITE.match(segment)
             white = lead.end() if lead else 0
             rest = segment[white:]
-            if not final and rest and (b"::".startswith(rest) or rest in _WHITE_STARTS):
+            if not final and rest and (b"::".startswith(rest) or rest in _WHITE_STARTS or _CSI_START.match(rest)):
                 self._held = rest
                 return segment[:white]  # the line is still only white space so far
             if rest.startswith(b"::"):

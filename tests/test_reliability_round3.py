@@ -566,3 +566,80 @@ def test_a_deployment_names_one_engine(tmp_path: Path) -> None:
         )
         done = kvsize("check", str(path))
         assert done.returncode == 2 and "one engine" in done.stderr and "line 5" in done.stderr
+
+
+# --- the hostile rerun's finds -------------------------------------------------------------------------------
+
+
+def test_a_folder_named_like_the_measured_model_is_judged_by_its_weights(
+    calibration_file: Path, tmp_path: Path
+) -> None:
+    from kvsize.resolve import load_model_config
+
+    # A 70B's config under the 8B's name: the name matches, the weights (131 GiB against 14.99) do not.
+    folder = tmp_path / "evil" / "meta-llama" / "Llama-3.1-8B-Instruct"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(load_model_config("meta-llama/Llama-3.3-70B-Instruct").raw))
+    done = kvsize(str(folder), "--gpu", "h100", *BASE, "--calibration", str(calibration_file))
+    assert done.returncode == 2 and "weights 14.99 GiB measured" in done.stderr, done.stdout + done.stderr
+
+
+def test_log_check_judges_the_calibration_against_the_config_given(calibration_file: Path) -> None:
+    done = kvsize(
+        "log", str(LLAMA_H100), "--gpu", "h100", "--config", "meta-llama/Llama-3.3-70B-Instruct",
+        "--calibration", str(calibration_file),
+    )  # fmt: skip
+    assert done.returncode == 2 and "model meta-llama/Llama-3.1-8B-Instruct != meta-llama/Llama-3.3-70B" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["plan", "log", "check"])
+def test_an_empty_calibration_path_is_refused(command: str, tmp_path: Path) -> None:
+    capacity = tmp_path / "c.yaml"
+    capacity.write_text(
+        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8k}\n"
+    )
+    target = {"plan": ["meta-llama/Llama-3.1-8B", "--ctx", "1k"], "log": [str(LLAMA_H100)], "check": [str(capacity)]}
+    done = kvsize(command, *target[command], "--calibration", "")
+    assert done.returncode == 2 and "empty path" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("changes", "error"),
+    [({"engine_version": "zzz"}, "release number"), ({"kvsize_calibration": True}, "not a kvsize calibration")],
+)
+def test_calibration_release_and_marker_are_typed(changes: dict[str, object], error: str) -> None:
+    data = {**VALID, "activation_bytes": 1, **changes}
+    with pytest.raises(UsageError, match=error):
+        calibration_from_mapping(data, source="c.yaml")
+
+
+def test_guard_skips_colour_codes_at_a_line_start() -> None:
+    assert ci_safe("\x1b[2m::error::B") == "\x1b[2m\\x3a:error::B"  # a viewer that strips colour sees '::'
+    assert ci_safe("\x1b[1;31m \u00a0::x") == "\x1b[1;31m \u00a0\\x3a:x"
+    data = b"\x1b[2m::error::B\n"
+    for cut in range(len(data)):  # an escape sequence cut between two writes is still seen whole
+        guard = CommandGuard()
+        assert guard.feed(data[:cut]) + guard.feed(data[cut:]) + guard.finish() == b"\x1b[2m\\x3a:error::B\n"
+
+
+def test_a_wrapped_path_with_colour_forces_no_command(tmp_path: Path) -> None:
+    import re
+
+    folder = tmp_path / "x ::error::B"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        (Path(__file__).parent.parent / "examples" / "configs" / "acme-chat-3b" / "config.json").read_text()
+    )
+    done = kvsize(str(folder), "--ctx", "8k", env={"GITHUB_ACTIONS": "true", "COLUMNS": "80", "FORCE_COLOR": "1"})
+    assert done.returncode == 0, done.stderr
+    plain = re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]", "", done.stdout + done.stderr)
+    assert not _runner_sees_a_command(plain) and not _runner_sees_a_command(done.stdout)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_both_streams_full_is_exit_3() -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "kvsize", "gpus"], stdout=full, stderr=full, timeout=60, env=os.environ.copy()
+        )
+    assert done.returncode == 3

@@ -264,7 +264,7 @@ def log_command(
             from kvsize.profiles import resolve_gpu
 
             profile = resolve_gpu(gpu)
-        cal = read_calibration(calibration) if calibration else None
+        cal = read_calibration(calibration) if calibration is not None else None
         weights = None
         if weights_mem is not None:
             weights = parse_size(weights_mem)
@@ -284,6 +284,7 @@ def log_command(
             kv_dtype=kv_dtype or None,
             calibration=cal,
             gpu_id=profile.id if profile is not None else None,
+            model_id=loaded.model if loaded is not None else None,
         )
         result = check_log(log, dep)
         result.notes[:0] = notes

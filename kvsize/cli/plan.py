@@ -133,7 +133,7 @@ def plan(
             engine_version=engine_version,
             kv_dtype=dtype.value,
             gpus=chosen,
-            calibration=read_calibration(calibration) if calibration else None,
+            calibration=read_calibration(calibration) if calibration is not None else None,
         )
     engine_name = engine.strip().lower()
     title = (

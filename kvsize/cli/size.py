@@ -211,7 +211,7 @@ def size(
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
-            from kvsize.calibration import apply_calibration, calibration_target, read_calibration
+            from kvsize.calibration import apply_calibration, calibration_target, model_weights, read_calibration
 
             target = calibration_target(
                 loaded.model,
@@ -220,6 +220,7 @@ def size(
                 engine_version=engine_version,
                 tp=settings.tp,
                 pp=settings.pp,
+                weights_bytes=model_weights(loaded, weights_dtype),
             )
             options = apply_calibration(options, read_calibration(calibration), target=target, source=calibration)
         result = estimate_loaded(

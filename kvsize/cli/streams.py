@@ -215,6 +215,7 @@ def _output_failed(exc: BaseException | None) -> NoReturn:
             os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
+    _finish_stderr()  # a stderr as full as stdout must not turn exit 3 into Python's 120 at shutdown
     sys.exit(READER_GONE_EXIT if reader_gone else int(ExitCode.ENVIRONMENT))
 
 
