@@ -13,7 +13,7 @@ import json
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -117,9 +117,12 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def running_hub() -> Iterator[StandInHub]:
+def running_hub(
+    handler: Callable[[StandInHub], type[BaseHTTPRequestHandler]] | None = None,
+) -> Iterator[StandInHub]:
+    """The stand-in hub on a loopback port; `handler` builds another request handler (a subclass of _handler's)."""
     hub = StandInHub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), (handler or _handler)(hub))
     server.daemon_threads = True
     hub.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

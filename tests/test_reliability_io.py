@@ -60,7 +60,7 @@ def run(
     )
 
 
-def one_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
+def one_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
     """The error contract: the exit code, no traceback, exactly one stderr line starting 'Error: '."""
     assert proc.returncode == code, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr

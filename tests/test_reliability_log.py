@@ -34,6 +34,7 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from test_reliability_io import one_error
 from typer.testing import CliRunner
 
 from kvsize.calibration import Deployment, check_log
@@ -75,15 +76,6 @@ def kvsize_log(*args: str, stdin: bytes | None = None, timeout: float = TIMEOUT)
     return subprocess.CompletedProcess(
         proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
     )
-
-
-def one_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The error contract: the exit code, no traceback, exactly one stderr line starting 'Error: '."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr[-2000:]
-    return lines[0]
 
 
 def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
@@ -557,7 +549,7 @@ def test_save_calibration_onto_the_log_is_refused(tmp_path: Path) -> None:
     soft.symlink_to(log)
     for target in (str(log), str(tmp_path / "sub" / ".." / "vllm.log"), str(hard), str(soft)):
         line = one_error(kvsize_log(str(log), "--gpu", "h100", "--save-calibration", target), 2)
-        assert "overwrite the log" in line, target
+        assert "is also an input of this run" in line, target
     assert log.read_bytes() == LLAMA_H100.read_bytes()
 
 
@@ -582,7 +574,7 @@ def test_save_calibration_onto_standard_input_is_refused(tmp_path: Path) -> None
 def test_save_calibration_same_path_before_it_exists(tmp_path: Path) -> None:
     path = str(tmp_path / "new.log")
     line = one_error(kvsize_log(path, "--save-calibration", path), 2)
-    assert "overwrite the log" in line
+    assert "is also an input of this run" in line
 
 
 def test_save_calibration_empty_path_is_refused() -> None:

@@ -27,6 +27,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_reliability_io import one_error
 from tiny_configs import TINY
 
 from kvsize.api import estimate, estimate_loaded
@@ -54,15 +55,6 @@ def kvsize(*args: str, timeout: float = TIMEOUT) -> tuple[subprocess.CompletedPr
         [sys.executable, "-m", "kvsize", *args], capture_output=True, text=True, timeout=timeout, check=False
     )
     return proc, time.monotonic() - start
-
-
-def one_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The single `Error:` line of a refused command (no traceback), checked against its exit code."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    return lines[0]
 
 
 @pytest.fixture

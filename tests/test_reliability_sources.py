@@ -19,18 +19,18 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
+from contextlib import AbstractContextManager, contextmanager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hub_standin import CONFIG, StandInHub, _handler
+from hub_standin import CONFIG, StandInHub, _handler, running_hub
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_reliability_io import one_error
 
 from kvsize import registry
 from kvsize.config import parse_config
@@ -68,15 +68,6 @@ def run(
         timeout=timeout,
         check=False,
     )
-
-
-def one_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The error contract: the exit code, no traceback, exactly one stderr line starting 'Error: '."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr[-2000:]
-    return lines[0]
 
 
 def package_copy(root: Path, *, wheel_layout: bool = False) -> Path:
@@ -288,10 +279,8 @@ BAD_HUB_HEADERS: dict[str, bytes] = {
 }
 
 
-@contextmanager
-def bad_header_hub() -> Iterator[StandInHub]:
-    """hub_standin's server, with BAD_HUB_HEADERS served as those repos' model.safetensors."""
-    hub = StandInHub()
+def _bad_header_handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
+    """hub_standin's handler, with BAD_HUB_HEADERS served as those repos' model.safetensors."""
     base = _handler(hub)
 
     class Handler(base):  # type: ignore[valid-type, misc]
@@ -303,18 +292,11 @@ def bad_header_hub() -> Iterator[StandInHub]:
             else:
                 super()._route()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    hub.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield hub
-    finally:
-        hub.stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    return Handler
+
+
+def bad_header_hub() -> AbstractContextManager[StandInHub]:
+    return running_hub(_bad_header_handler)
 
 
 def hub_env(hub: StandInHub, tmp_path: Path) -> dict[str, str]:

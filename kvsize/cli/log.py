@@ -153,25 +153,15 @@ def read_log(path: str) -> tuple[str, list[str]]:
     return decode_log(data, printable(path))
 
 
-def same_file(a: str, b: Path) -> bool:
-    """Whether the log `a` (- for standard input: `kvsize log - < vllm.log`) and the output `b` are one file:
-    the same inode (a hard link, a symlink, another spelling of the path), or the same resolved path when either
-    does not exist yet."""
+def _stdin_is(path: Path) -> bool:
+    """Whether standard input (`kvsize log - < vllm.log`) is the file `path`: the same inode."""
     import os
 
-    if a == "-":
-        try:
-            read, written = os.fstat(sys.stdin.fileno()), os.stat(b)
-        except (OSError, ValueError, AttributeError):  # no such file yet, no real stdin (a test runner's)
-            return False
-        return (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino)
     try:
-        return os.path.samefile(Path(a).expanduser(), b)
-    except (OSError, ValueError):
-        try:
-            return Path(a).expanduser().resolve() == b.resolve()
-        except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop
-            return Path(a) == b
+        read, written = os.fstat(sys.stdin.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no such file yet, no real stdin (a test runner's)
+        return False
+    return (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino)
 
 
 def write_calibration(target: Path, calibration: Any) -> None:
@@ -243,8 +233,9 @@ def log_command(
         if save_calibration is not None:  # '' too: output_path refuses an empty path (a mistyped variable)
             from kvsize.safe_io import output_path
 
-            cal_target = output_path(save_calibration, "--save-calibration")  # before any work: exit 2 or 3 now
-            if same_file(file, cal_target):
+            # Before any work: exit 2 or 3 now; never the log itself (safe_io compares paths and inodes).
+            cal_target = output_path(save_calibration, "--save-calibration", inputs=(None if file == "-" else file,))
+            if file == "-" and _stdin_is(cal_target):
                 raise UsageError(
                     f"--save-calibration would overwrite the log it reads ({name})",
                     hint="Give --save-calibration another file.",
