@@ -10,6 +10,8 @@ budget against the published start-up logs in tests/data/logs (README: "Budget a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import msgspec
@@ -17,6 +19,9 @@ import msgspec
 from kvsize.engines.context import Device, UsageContext
 from kvsize.record import Record
 from kvsize.spec import ArchSpec
+
+if TYPE_CHECKING:
+    from kvsize.engines.vllm_releases import VllmRules
 
 GIB = 1024**3
 
@@ -163,7 +168,7 @@ def _profile_peak(
     spec: ArchSpec,
     memory_bytes: int,
     s: BudgetSettings,
-    version: str = "0.33",
+    version: str | None = None,
     device: Device | None = None,
     tp: int = 1,
 ) -> int:
@@ -172,11 +177,10 @@ def _profile_peak(
     forward, so it takes vLLM 0.33's defaults)."""
     if s.activation_bytes is not None:
         return s.activation_bytes
-    from kvsize.engines.vllm import VllmEngine
     from kvsize.engines.vllm_scheduler import batch_defaults
 
-    release = version if version in VllmEngine.versions else VllmEngine.versions[0]
-    default_tokens, default_seqs = batch_defaults(release, device or Device(memory_bytes), UsageContext.API_SERVER)
+    rules = _vllm_rules(version)
+    default_tokens, default_seqs = batch_defaults(rules, device or Device(memory_bytes), UsageContext.API_SERVER)
     return vllm_activation_bytes(
         spec,
         max_batched_tokens=s.max_batched_tokens or default_tokens,
@@ -186,9 +190,16 @@ def _profile_peak(
     )
 
 
+def _vllm_rules(version: str | None) -> VllmRules:
+    """The switches of the vLLM era that sizes `version` (None: the newest read)."""
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
+    return VLLM_RELEASES.resolve(version).era.rules
+
+
 def kv_budget(
     engine: str,
-    version: str,
+    version: str | None,
     spec: ArchSpec,
     *,
     memory_bytes: int,
@@ -220,7 +231,8 @@ def kv_budget(
     if s.reserve_bytes is not None:
         engine = "given reserve"  # a stated reserve replaces every engine's model
     if engine == "vllm":
-        util = s.gpu_util if s.gpu_util is not None else (0.90 if version in ("0.19", "0.11") else 0.92)
+        rules = _vllm_rules(version)
+        util = s.gpu_util if s.gpu_util is not None else rules.gpu_memory_utilization
         activation = _profile_peak(spec, memory_bytes, s, version, device, tp)
         non_torch = (
             s.non_torch_bytes
@@ -230,7 +242,7 @@ def kv_budget(
         graphs = (
             s.cuda_graph_bytes
             if s.cuda_graph_bytes is not None
-            else (0 if version in ("0.19", "0.11") else (CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1))
+            else ((CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1) if rules.cuda_graph_estimate else 0)
         )
         requested = math.ceil(visible * util)
         rule = (

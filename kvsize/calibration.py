@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -30,6 +30,9 @@ from kvsize.engine_log import GIB, MIB, EngineLog
 from kvsize.engines.context import Device
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.spec import ArchSpec
+
+if TYPE_CHECKING:
+    from kvsize.engines.vllm_releases import VllmRules
 
 GGML_TYPE_BYTES: dict[str, tuple[int, int]] = {
     # (block elements, block bytes): ggml.c type traits
@@ -132,19 +135,20 @@ class Deployment(msgspec.Struct, frozen=True):
 # --- versions ---------------------------------------------------------------------------------------------
 
 
-def vllm_rules_version(version: str | None) -> str:
-    """The kvsize vLLM rule set (0.33, 0.19, 0.11) for a logged release: 0.20 and later follow 0.33, 0.12-0.19
-    follow 0.19, older releases 0.11."""
+def vllm_log_release(version: str | None) -> str | None:
+    """The vLLM release a log is sized with: the one it prints (its era's rules), else the newest kvsize has
+    read. A version the table refuses (older than its oldest era) is refused here too, as bad input."""
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
     if not version:
-        return "0.19"
-    parts = version.lstrip("v").split(".")
-    try:
-        minor = int(parts[1]) if parts[0] == "0" else 99
-    except (IndexError, ValueError):
-        return "0.19"
-    if minor >= 20:
-        return "0.33"
-    return "0.19" if minor >= 12 else "0.11"
+        return None
+    return VLLM_RELEASES.resolve(version).release
+
+
+def vllm_log_rules(version: str | None) -> VllmRules:
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
+    return VLLM_RELEASES.resolve(vllm_log_release(version)).era.rules
 
 
 def _kv_dtype(name: object, spec: ArchSpec | None) -> KvDtype:
@@ -240,7 +244,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         )
     sc = vllm_scenario(log, dep)
     gpus = sc.tp * sc.pp
-    version = vllm_rules_version(log.engine_version)
+    version = vllm_log_release(log.engine_version)
     cal = dep.calibration
     weights_rank = None
     if cal is not None and cal.weights_per_rank_bytes is not None:
@@ -525,8 +529,8 @@ def calibration_from_log(
     def gib(name: str) -> int | None:
         return round(f[name] * GIB) if name in f else None
 
-    # vLLM 0.20+ subtracts the CUDA-graph estimate; older releases only print it.
-    graphs = gib("cuda_graph_estimate_gib") if vllm_rules_version(log.engine_version) == "0.33" else 0
+    # Releases whose budget subtracts the CUDA-graph estimate (VllmRules.cuda_graph_estimate); others print it.
+    graphs = gib("cuda_graph_estimate_gib") if vllm_log_rules(log.engine_version).cuda_graph_estimate else 0
     cal = Calibration(
         model=model or log.model,
         gpu=gpu or _card_of_log(log),
@@ -694,12 +698,11 @@ def same_model(measured: str, target: str) -> bool:
 
 
 def rules_of(engine: str, version: str | None) -> str:
-    """The kvsize rule set a release is sized with (vLLM: 0.33 for 0.20+, 0.19 for 0.12-0.19, 0.11 before)."""
+    """The kvsize rule set a release is sized with: its era's id (vLLM's eras, kvsize/engines/vllm_releases.py),
+    or the named rule set."""
     from kvsize.engines import get_engine
 
-    if engine == "vllm" and version is not None and version not in get_engine("vllm").versions:
-        return vllm_rules_version(version)
-    return get_engine(engine, version).version
+    return get_engine(engine, version).rules_name
 
 
 def calibration_mismatches(cal: Calibration, target: CalibrationTarget) -> list[str]:

@@ -129,7 +129,10 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
     )
     for table in _layers_tables(result, width):
         console.print(table)
-    rules = {(s.engine, s.engine_version): s.rule for s in result.scenarios}
+    rules = {
+        (s.engine, s.engine_version + (f" (rules of {s.engine_rules})" if s.engine_rules else "")): s.rule
+        for s in result.scenarios
+    }
     if explain:
         for rule in rules.values():  # each rule starts with its engine and version
             console.print(f"[dim]rule: {escape(rule)}[/]")

@@ -33,6 +33,9 @@ class KvEstimate(Record, frozen=True, kw_only=True):
 
     engine: str
     engine_version: str
+    """The release sized: the one asked for, or the newest kvsize has read."""
+    engine_rules: str | None = None
+    """The era of releases whose rules were applied (`0.21-0.25`); None for engines with named rule sets."""
     rule: str
     """The allocation rule applied, in words, with its source."""
     ctx: int

@@ -5,12 +5,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from copy import copy
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from typing_extensions import Self
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.context import DEFAULT_CONTEXT, EngineContext
+from kvsize.engines.releases import Era, ReleaseTable
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.sizing import KvEstimate, LayerGroupCost
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec, group_identical
@@ -104,16 +105,35 @@ class Engine(ABC):
     context: EngineContext = DEFAULT_CONTEXT
     """The device and scheduler settings the rules are evaluated for (`with_context`)."""
 
+    releases: ClassVar[ReleaseTable[Any] | None] = None
+    """The engine's eras of releases (kvsize/engines/releases.py), where its history is tabled."""
+    era: Era[Any] | None = None
+    """The era that sizes the release asked for (None for engines whose rule sets are named, not numbered)."""
     release_note: str | None = None
-    """Set when the release asked for is sized with another modelled release's rules (0.19.1 -> 0.19)."""
+    """Set when the release asked for is sized with rules kvsize has not read for it (newer than the newest)."""
 
     def __init__(self, version: str | None = None) -> None:
+        if self.releases is not None:
+            resolved = self.releases.resolve(version)
+            self.era, self.version, self.release_note = resolved.era, resolved.release, resolved.note
+            return
         if version is not None and version not in self.versions:
-            from kvsize.engines.releases import resolve_release
+            from kvsize.engines.releases import resolve_named
 
-            release = resolve_release(self.name, self.title, self.versions, version)
-            version, self.release_note = release.rules, release.note
+            version = resolve_named(self.name, self.versions, version).rules
         self.version = version if version is not None else self.versions[0]
+
+    @property
+    def rules_name(self) -> str:
+        """The rule set applied: the era's id (its first release), or the named rule set."""
+        return self.era.name if self.era is not None else self.version
+
+    @property
+    def release_label(self) -> str:
+        """`vLLM 0.24.0 (rules of 0.21-0.25)`: the release and the era whose rules size it."""
+        if self.era is None:
+            return f"{self.title} {self.version}"
+        return f"{self.title} {self.version} (rules of {self.era.span})"
 
     def with_context(self, context: EngineContext | None) -> Self:
         """This engine evaluated for `context` (the GPU, scheduler settings); None keeps the current one."""
@@ -276,6 +296,7 @@ class Engine(ABC):
         return KvEstimate(
             engine=self.name,
             engine_version=self.version,
+            engine_rules=self.era.span if self.era is not None else None,
             rule=self.rule,
             ctx=ctx,
             batch=batch,

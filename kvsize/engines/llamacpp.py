@@ -417,6 +417,7 @@ class LlamaCppEngine(Engine):
         return KvEstimate(
             engine=self.name,
             engine_version=self.version,
+            engine_rules=self.era.span if self.era is not None else None,
             rule=self.rule,
             ctx=ctx,
             batch=batch,

@@ -1,79 +1,177 @@
-"""Any engine version a user types, to the release whose rules kvsize models. Pure.
+"""Engine releases as data: each engine's history is a table of eras, and any version a user types maps to one.
+
+An era is a range of releases whose cache rules are identical; its `rules` record holds one named switch per
+rule that changed somewhere in the engine's history (each engine module defines its own record and cites the
+file and function of every field). Engine code reads switches and never compares version strings.
 
 Versions are PEP 440 (vLLM prints `0.29.1rc1.dev17+gd2d649e67`, NGC builds `0.11.0+582e4e37.nv25.11`), so they
-are parsed with `packaging.version`, not by hand. A release maps to a modelled rule set only within that rule
-set's own series (vLLM 0.19.1 -> 0.19: a patch release keeps its minor's cache rules); a release between two
-modelled series is refused, because the rules changed in between at releases kvsize has not read (issue 22:
-the sliding-window reserve, batch tiers, hybrid modes and Mamba state blocks each changed at another release).
-A release newer than the newest modelled uses the newest rules, with a note; one older than the oldest is
-refused, naming the oldest.
+are parsed with `packaging.version`, not by hand:
+- a release, patch, post or vendor build (`+nv25.11`, `+rocm`: the local label is dropped) maps to the era
+  whose first release is the newest at or below it;
+- a release candidate or alpha/beta (`0.26.0rc1`) is cut from its release's branch, so it maps as that release;
+- a development build (`0.29.1rc1.dev17`) precedes its release (PEP 440 ordering) and maps to the era of the
+  newest release before it;
+- a release newer than the newest read uses the newest era, with a note; one older than the oldest era's first
+  release is refused, naming the oldest.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
 from kvsize.errors import UsageError
 
-# How many leading release numbers name a rule series, per engine: vLLM 0.19.x is one series, SGLang's and
-# TensorRT-LLM's modelled releases are named by their full number.
-SERIES_DEPTH = {"vllm": 2, "sglang": 3, "trtllm": 2}
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+RulesT = TypeVar("RulesT")
+
+
+@dataclass(frozen=True)
+class Era(Generic[RulesT]):
+    """Releases `first` .. `last` (the newest of them read), whose cache rules are `rules`."""
+
+    first: str
+    last: str
+    rules: RulesT
+    read: tuple[str, ...] = ()
+    """The releases whose source was read for this era (sdists, wheels or tags)."""
+
+    @property
+    def name(self) -> str:
+        """The era's id: its first release (what calibrations and rule comparisons key on)."""
+        return self.first
+
+    @property
+    def span(self) -> str:
+        """`0.21-0.25` (`0.11` for one series, `0.8.5-0.9` when an era starts at a patch release)."""
+        first, last = _series_name(self.first, start=True), _series_name(self.last, start=False)
+        return first if first == last else f"{first}-{last}"
+
+
+@dataclass(frozen=True)
+class Resolved(Generic[RulesT]):
+    """A typed version resolved: the release named, its era and a note when the era is a guess."""
+
+    release: str
+    era: Era[RulesT]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseTable(Generic[RulesT]):
+    """One engine's eras, oldest first; each era runs until the next one's first release."""
+
+    engine: str
+    title: str
+    eras: tuple[Era[RulesT], ...]
+
+    def __post_init__(self) -> None:
+        firsts = [_parse(e.first) for e in self.eras]
+        if firsts != sorted(firsts) or len(set(firsts)) != len(firsts):
+            raise ValueError(f"{self.engine}: eras must be in release order")
+
+    @property
+    def newest(self) -> Era[RulesT]:
+        return self.eras[-1]
+
+    @property
+    def oldest(self) -> Era[RulesT]:
+        return self.eras[0]
+
+    def spans(self) -> str:
+        """Every era, for --engine-version's help: `0.8.5-0.9, 0.10, ...`."""
+        return ", ".join(e.span for e in self.eras)
+
+    def era_named(self, name: str) -> Era[RulesT] | None:
+        return next((e for e in self.eras if e.name == name), None)
+
+    def resolve(self, text: str | None) -> Resolved[RulesT]:
+        """The era that sizes release `text` (None: the newest read)."""
+        if text is None:
+            return Resolved(self.newest.last, self.newest)
+        typed = text.strip()
+        version = _parse(typed)
+        key = _order_key(version)
+        if key < _parse(self.oldest.first):
+            raise UsageError(
+                f"{self.title} {typed} is not modelled: older than the oldest release kvsize models "
+                f"({self.oldest.first})",
+                hint=f"kvsize models {self.title} {self.oldest.first} to {self.newest.last} ({self.spans()}).",
+            )
+        era = [e for e in self.eras if _parse(e.first) <= key][-1]
+        shown = typed.lstrip("vV")
+        if key > _parse(self.newest.last) and _release_of(version) != _release_of(_parse(self.newest.last)):
+            return Resolved(
+                shown,
+                era,
+                f"{self.title} {shown} is newer than the newest release kvsize has read ({self.newest.last}); "
+                f"sized with the rules of {era.span}",
+            )
+        return Resolved(shown, era)
+
+
+def _parse(text: str) -> Version:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        raise UsageError(
+            f"--engine-version '{text.strip()[:40]}' is not a release number",
+            hint="For example 0.19, 0.19.1 or 0.29.1rc1.dev17+gd2d649e67 (as the engine prints it).",
+        ) from None
+
+
+def _release_of(version: Version) -> tuple[int, ...]:
+    """The release numbers without trailing zeros: 0.33 and 0.33.0 are one release."""
+    numbers = list(version.release)
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def _order_key(version: Version) -> Version:
+    """Where a version sits among releases: the local label dropped; a pre-release (rc, alpha, beta) as its
+    release; a development build where PEP 440 puts it (before its release)."""
+    from packaging.version import Version
+
+    if version.is_devrelease:
+        return Version(version.public)
+    if version.is_prerelease:
+        return Version(version.base_version)
+    return Version(version.public)
+
+
+def _series_name(text: str, *, start: bool) -> str:
+    """A release by its series: 0.21.0 -> 0.21, 0.19.1 -> 0.19 as an era's end; an era starting at a patch
+    or post release keeps it (0.8.5, 0.4.9.post2)."""
+    numbers = text.split(".")
+    if len(numbers) >= 3 and numbers[0].isdigit() and numbers[1].isdigit():
+        if not start or numbers[2:] == ["0"]:
+            return ".".join(numbers[:2])
+    return text
+
+
+# --- engines whose releases are named, not numbered, or not yet tabled ------------------------------------
 
 
 class Release:
-    """The outcome: the modelled rule set to apply, and a note when the release typed is not that one."""
+    """A named rule set (llama.cpp trees, transformers' cache layouts): the one typed, exactly."""
 
     def __init__(self, rules: str, note: str | None = None) -> None:
         self.rules = rules
         self.note = note
 
 
-def _series(text: str, depth: int) -> tuple[int, ...]:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        version = Version(text.strip())
-    except InvalidVersion:
-        raise UsageError(
-            f"--engine-version '{text.strip()[:40]}' is not a release number",
-            hint="For example 0.19, 0.19.1 or 0.29.1rc1.dev17+gd2d649e67 (as the engine prints it).",
-        ) from None
-    release = version.release + (0,) * depth
-    return release[:depth]
-
-
-def resolve_release(engine: str, title: str, modelled: tuple[str, ...], text: str | None) -> Release:
-    """The rule set of `modelled` (newest first) that sizes release `text` of `engine` (None: the newest)."""
+def resolve_named(engine: str, modelled: tuple[str, ...], text: str | None) -> Release:
+    """The rule set named `text` among `modelled` (newest first; None: the newest)."""
     if text is None:
         return Release(modelled[0])
     typed = text.strip()
     if typed in modelled:
         return Release(typed)
-    depth = SERIES_DEPTH.get(engine)
-    names = ", ".join(modelled)
-    if depth is None:  # llama.cpp trees and transformers' cache layouts are named, not numbered
-        raise UsageError(
-            f"--engine-version '{typed[:40]}' is not modelled for {engine}", hint=f"Choose one of: {names}."
-        )
-    wanted = _series(typed, depth)
-    series = {_series(m, depth): m for m in modelled}
-    if wanted in series:
-        rules = series[wanted]
-        return Release(rules, f"{title} {typed}: sized with the rules of {title} {rules} (its series)")
-    newest, oldest = max(series), min(series)
-    if wanted > newest:
-        rules = series[newest]
-        return Release(
-            rules,
-            f"{title} {typed} is newer than the newest release kvsize models; sized with the rules of {rules}",
-        )
-    if wanted < oldest:
-        raise UsageError(
-            f"{title} {typed} is not modelled: older than the oldest release kvsize models ({series[oldest]})",
-            hint=f"Choose one of: {names}.",
-        )
-    below = series[max(s for s in series if s < wanted)]
-    above = series[min(s for s in series if s > wanted)]
     raise UsageError(
-        f"{title} {typed} is not modelled: its cache rules may differ from both {below} and {above}, which kvsize "
-        "models (docs/engines.md)",
-        hint=f"Pass --engine-version {below} or {above} to size with that release's rules; kvsize models {names}.",
+        f"--engine-version '{typed[:40]}' is not modelled for {engine}", hint=f"Choose one of: {', '.join(modelled)}."
     )

@@ -36,6 +36,7 @@ import msgspec
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, pipeline_stages
 from kvsize.engines.context import Device
+from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules
 from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
@@ -47,35 +48,6 @@ HYBRID_ALIGN = 16  # smallest kernel block of FlashAttention / FlashInfer (Multi
 # defaults are 8192 batched tokens and 1024 sequences in every modelled release (vllm_scheduler.py).
 REFERENCE_DEVICE = Device(total_memory_bytes=85_520_809_984, name="NVIDIA H100 80GB HBM3", capability=(9, 0))
 
-# --kv-cache-dtype values each release accepts (vllm/config/cache.py CacheDType), as vLLM spells them.
-OFFERED_KV_DTYPES: dict[str, tuple[str, ...]] = {
-    "0.33": (
-        "auto",
-        "float16",
-        "bfloat16",
-        "fp8",
-        "fp8_e4m3",
-        "fp8_e5m2",
-        "fp8_inc",
-        "fp8_ds_mla",
-        "nvfp4_ds_mla",
-        "turboquant_k8v4",
-        "turboquant_4bit_nc",
-        "turboquant_k3v4_nc",
-        "turboquant_3bit_nc",
-        "octave_k3v4",
-        "octave_k3v3",
-        "octave_k3v3_compact",
-        "ultraquant_4bit",
-        "int4_per_token_head",
-        "int8_per_token_head",
-        "fp8_per_token_head",
-        "nvfp4",
-        "nvfp4_4over6",
-    ),  # fmt: skip
-    "0.19": ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"),
-    "0.11": ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
-}
 # kvsize's formats that each release's names map to (fp8 and fp8_inc are e4m3 on CUDA).
 _KV_DTYPE_NAMES: dict[KvDtype, str] = {
     KvDtype.FP16: "float16",
@@ -94,10 +66,6 @@ PER_TOKEN_HEAD_SCALE_BYTES = 4  # one fp32 scale after each head's K row and eac
 DS_MLA = frozenset({KvDtype.FP8_DS_MLA, KvDtype.NVFP4_DS_MLA})
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (0.33; 0.11 also lists plamo2).
 FLOAT16_NOT_SUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4", "plamo2"})
-# 0.19 models/interfaces.py SupportsMambaPrefixCaching: "all" mode when prefix caching is turned on.
-MAMBA_PREFIX_CACHING_ALL_019 = frozenset(
-    {"bamba", "nemotron_h", "jamba", "mamba2", "mamba", "falcon_mamba", "zamba2", "granitemoehybrid", "falcon_h1"}
-)
 MLLAMA_TYPES = frozenset({"mllama", "mllama_text_model"})
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py (0.33)
 MambaMode = Literal["none", "align", "all"]
@@ -180,7 +148,8 @@ def parse_skip_layers(value: str | Iterable[str | int] | None) -> tuple[str, ...
 class VllmEngine(Engine):
     name = "vllm"
     title = "vLLM"
-    versions = ("0.33", "0.19", "0.11")
+    releases = VLLM_RELEASES
+    versions = tuple(era.name for era in reversed(VLLM_RELEASES.eras))
     serves_encoder_decoder = True  # Whisper only (check_supported)
 
     def __init__(
@@ -203,6 +172,13 @@ class VllmEngine(Engine):
         self.speculative_option = num_speculative_tokens
 
     # --- the deployment -------------------------------------------------------------------------------
+
+    @property
+    def rules(self) -> VllmRules:
+        """The switches of the era that sizes this release (kvsize/engines/vllm_releases.py)."""
+        assert self.era is not None
+        rules: VllmRules = self.era.rules
+        return rules
 
     @property
     def device(self) -> Device:
@@ -254,7 +230,7 @@ class VllmEngine(Engine):
     # --- what vLLM serves -----------------------------------------------------------------------------
 
     def check_supported(self, spec: ArchSpec) -> None:
-        if spec.model_type in MLLAMA_TYPES:
+        if spec.model_type in MLLAMA_TYPES and not self.rules.serves_mllama:
             raise UnsupportedArchitecture(
                 f"vLLM {self.version} cannot serve Mllama (Llama 3.2 Vision): vLLM removed the model in 0.10.2",
                 hint="Use --engine hf or sglang, or size it with --engine formula.",
@@ -268,7 +244,7 @@ class VllmEngine(Engine):
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         """Only the --kv-cache-dtype values the release offers (config/cache.py CacheDType), plus the dtype
         the model is served in (what `auto` resolves to)."""
-        offered = OFFERED_KV_DTYPES[self.version]
+        offered = self.rules.kv_dtypes
         name = _KV_DTYPE_NAMES.get(dtype)
         if dtype == self.served_dtype(spec) or (name is not None and name in offered):
             if dtype in DS_MLA and not self._sparse_mla(spec):
@@ -344,7 +320,7 @@ class VllmEngine(Engine):
         uses fp8_ds_mla (models/config.py DeepseekV32ForCausalLM). A config's fp8 KV scheme is kept."""
         if chosen in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
             return chosen
-        if self.version == "0.11" and self._sparse_mla(spec):
+        if self.rules.sparse_mla_auto_ds_mla and self._sparse_mla(spec):
             return KvDtype.FP8_DS_MLA
         return self.served_dtype(spec)
 
@@ -355,9 +331,10 @@ class VllmEngine(Engine):
         hook), Qwen3.5 the config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig, 0.19+)."""
         conv = self.served_dtype(spec)
         ssm = conv
-        if spec.model_type in ("nemotron_h", "nemotron_h_puzzle") and self.version != "0.11":
-            ssm = _torch_dtype(state.ssm_dtype) or (KvDtype.FP32 if self.version == "0.33" else KvDtype.FP16)
-        elif spec.model_type.startswith("qwen3_5") and self.version != "0.11" and state.ssm_dtype:
+        default = self.rules.nemotron_ssm_default
+        if spec.model_type in ("nemotron_h", "nemotron_h_puzzle") and default is not None:
+            ssm = _torch_dtype(state.ssm_dtype) or default
+        elif spec.model_type.startswith("qwen3_5") and self.rules.qwen35_ssm_dtype and state.ssm_dtype:
             ssm = _torch_dtype(state.ssm_dtype) or conv
         return conv, ssm
 
@@ -389,7 +366,7 @@ class VllmEngine(Engine):
         rope = attn.qk_rope_head_dim or 0
         nope = attn.head_dim - rope
         if dtype is KvDtype.FP8_DS_MLA or (
-            dtype is KvDtype.FP8_E4M3 and attn.index_head_dim and self.version in ("0.33", "0.11")
+            dtype is KvDtype.FP8_E4M3 and attn.index_head_dim and self.rules.sparse_mla_fp8_is_ds_mla
         ):
             # FlashMLA sparse "FP8 with scale": NoPE in e4m3, one fp32 scale per 128, RoPE in bf16 (512 + 16 + 128).
             latent = nope + cdiv(nope, 128) * 4 + rope * 2
@@ -411,7 +388,7 @@ class VllmEngine(Engine):
         columns (Mamba-2, GDN; 0.19+). Gated DeltaNet: conv over 2 x key_dim + value_dim, state
         v_heads/tp x v_dim x k_dim."""
         conv_dtype, ssm_dtype = self.state_dtypes(spec, state)
-        spec_cols = self.num_speculative_tokens if self.version != "0.11" else 0
+        spec_cols = self.num_speculative_tokens if self.rules.speculative_state else 0
         if state.kind is StateKind.MAMBA2 and state.n_groups:
             heads, head_dim, d_state = state.ssm_shape
             intermediate = state.conv_channels - 2 * state.n_groups * d_state
@@ -457,14 +434,15 @@ class VllmEngine(Engine):
         chosen = self.prefix_caching_option
         if chosen is None:
             chosen = self.context.enable_prefix_caching
-        if spec.has_state and self.version == "0.11":
+        mode = self.rules.hybrid_prefix_caching
+        if spec.has_state and mode == "forced_off":
             return False
         if chosen is not None:
             return chosen
         if spec.is_encoder_decoder:
             return False
         if spec.has_state:
-            return self.version == "0.33" and self._attends(spec)
+            return mode == "on_by_default" and self._attends(spec)
         return True
 
     def mamba_mode(self, spec: ArchSpec) -> MambaMode:
@@ -472,7 +450,7 @@ class VllmEngine(Engine):
         "all" for SupportsMambaPrefixCaching models), "none" without."""
         if not spec.has_state or not self.prefix_caching(spec):
             return "none"
-        if self.version == "0.19" and spec.model_type in MAMBA_PREFIX_CACHING_ALL_019:
+        if spec.model_type in self.rules.mamba_all_mode_models:
             return "all"
         return "align"
 
@@ -483,7 +461,7 @@ class VllmEngine(Engine):
         (get_mamba_prefill_checkpoint_alignment)."""
         kinds = {layer.state.kind for layer, _ in spec.layer_groups() if layer.state is not None}
         return (
-            self.version == "0.33"
+            self.rules.prefill_checkpoint_blocks
             and kinds == {StateKind.GATED_DELTANET}
             and self.mamba_mode(spec) == "align"
             and self.device.platform == "cuda"
@@ -495,12 +473,12 @@ class VllmEngine(Engine):
         mamba_mixer2 declares one checkpoint block, so Mamba-2 hybrids hold 3; GDN one with the FlashInfer
         prefill), "align" 2 + speculative (0.19); "all" cdiv(max_model_len, block) (0.19); otherwise 1 +
         speculative (0.11: 1)."""
-        spec_blocks = self.num_speculative_tokens if self.version != "0.11" else 0
+        spec_blocks = self.num_speculative_tokens if self.rules.speculative_state else 0
         mode = self.mamba_mode(spec)
         if mode == "align":
             mixer2 = state.kind is StateKind.MAMBA2
             gdn = state.kind is StateKind.GATED_DELTANET and self._gdn_checkpoints(spec)
-            checkpoint = 1 if self.version == "0.33" and (mixer2 or gdn) else 0
+            checkpoint = 1 if self.rules.prefill_checkpoint_blocks and (mixer2 or gdn) else 0
             return 2 + spec_blocks + checkpoint
         if mode == "all":
             return cdiv(ctx, bs)
@@ -530,7 +508,7 @@ class VllmEngine(Engine):
         cap = dev.capability if dev.platform == "cuda" else None
         if self._sparse_mla(spec):
             return 64
-        if self.version == "0.11":
+        if self.rules.mla_blocks == "flashmla_cutlass":
             if cap == (10, 0):
                 return 128
             return 64 if cap is not None and cap[0] == 9 else DEFAULT_BLOCK_SIZE
@@ -557,21 +535,21 @@ class VllmEngine(Engine):
         bs = base
         if attn and states and max(states):
             state = max(states)
-            if self.version == "0.33":
+            if self.rules.hybrid_align == "platform":
                 align = max(HYBRID_ALIGN, base)
                 if self._mla(spec):
                     align = max(align, 128)
                 if self._gdn_checkpoints(spec):
                     align = lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
                 bs = max(base, align * cdiv(state, align * attn))
-            elif self.version == "0.19" and self.mamba_mode(spec) == "all":
+            elif self.rules.hybrid_align == "fixed16_mla64" and self.mamba_mode(spec) == "all":
                 align = 64 if self._mla(spec) else HYBRID_ALIGN
                 chunk = lcm(_chunk_size(spec), align)
                 bs = chunk * cdiv(cdiv(state, attn), chunk)
             else:
-                align = 64 if self._mla(spec) and self.version == "0.19" else HYBRID_ALIGN
+                align = 64 if self._mla(spec) and self.rules.hybrid_align == "fixed16_mla64" else HYBRID_ALIGN
                 bs = max(base, align * cdiv(state, align * attn))
-        if self.skip_layers and self.version == "0.33":
+        if self.skip_layers and self.rules.skip_layers_realign:
             primary = self.attention_bytes_per_token_model(spec, dtype, tp)
             skipped = self.attention_bytes_per_token_model(spec, self.served_dtype(spec), tp)
             if primary and skipped > primary:
@@ -599,8 +577,7 @@ class VllmEngine(Engine):
         if attn.kind is AttentionKind.SLIDING:
             assert attn.window is not None
             return cdiv(min(attn.window - 1 + self.in_flight_tokens(ctx, pp), ctx), bs) + 1
-        if attn.kind is AttentionKind.CHUNKED and self.version != "0.11":
-            # 0.11 allocated chunked layers as full attention (hybrid allocator off for chunked local).
+        if attn.kind is AttentionKind.CHUNKED and self.rules.chunked_local_window:
             assert attn.window is not None
             return cdiv(min(attn.window + self.in_flight_tokens(ctx, pp), ctx), bs)
         if attn.kind is AttentionKind.CROSS:
@@ -608,7 +585,7 @@ class VllmEngine(Engine):
             # CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, bs). 0.33 / 0.19: SchedulerConfig sets it to
             # max_num_batched_tokens; 0.11 to the encoder length (VllmConfig.__post_init__ for encoder-decoder).
             encoder = attn.encoder_tokens
-            if self.version != "0.11" and spec is not None:
+            if self.rules.encoder_tokens == "batched_tokens" and spec is not None:
                 encoder = self.scheduler(ctx, pp=pp, spec=spec).max_num_encoder_input_tokens
             return cdiv(encoder, bs)
         if attn.kind is AttentionKind.SHARED:
@@ -627,7 +604,8 @@ class VllmEngine(Engine):
             per_token = self.attention_bytes_per_token(a, layer_dtype, tp)
             block, page = bs, bs * per_token
             primary = self.attention_bytes_per_token_model(spec, dtype, tp)
-            if layer_dtype != dtype and self.version == "0.33" and a.kind is AttentionKind.SLIDING and primary:
+            realign = self.rules.skip_layers_realign
+            if layer_dtype != dtype and realign and a.kind is AttentionKind.SLIDING and primary:
                 # A skipped sliding layer pads its page to the primary page (skip_page_size_padded) and takes
                 # the largest multiple of 16 tokens that fits it (attention.py _largest_kernel_block_within).
                 shared = bs * primary
@@ -677,10 +655,10 @@ class VllmEngine(Engine):
         pages = {s.page for s in specs}
         if len(pages) <= 1:
             return {s: s for s in specs}
-        if self.version == "0.11":
+        if self.rules.page_unify == "refuse":
             raise UnsupportedArchitecture(
-                "vLLM 0.11 cannot group layer types whose pages differ (kv_cache_utils.get_kv_cache_groups raises "
-                "NotImplementedError)",
+                f"vLLM {self.version} cannot group layer types whose pages differ (kv_cache_utils.get_kv_cache_groups "
+                "raises NotImplementedError)",
                 hint="Use --engine-version 0.19 or 0.33, or drop --kv-cache-dtype-skip-layers.",
             )
         top = max(pages)
@@ -693,7 +671,7 @@ class VllmEngine(Engine):
             elif top % s.page == 0:
                 block = s.block_size * (top // s.page)
                 unified[s] = CacheSpec(s.kind, s.window, block, top, self._blocks_of(s, ctx, block, pp), s.per_token)
-            elif self.version == "0.33" and s.kind != "mla":
+            elif self.rules.page_unify == "pad" and s.kind != "mla":
                 unified[s] = CacheSpec(s.kind, s.window, s.block_size, top, s.blocks, s.per_token)
             else:
                 raise UnsupportedArchitecture(
@@ -708,7 +686,7 @@ class VllmEngine(Engine):
         window = s.window
         if s.kind == "sliding" and window is not None:
             return cdiv(min(window - 1 + self.in_flight_tokens(ctx, pp), ctx), block) + 1
-        if s.kind == "chunked" and window is not None and self.version != "0.11":
+        if s.kind == "chunked" and window is not None and self.rules.chunked_local_window:
             return cdiv(min(window + self.in_flight_tokens(ctx, pp), ctx), block)
         if s.kind == "cross":
             return cdiv(s.blocks * s.block_size, block)  # the encoder tokens, rounded to the old block
@@ -738,8 +716,9 @@ class VllmEngine(Engine):
                 counts[unified[s]] = counts.get(unified[s], 0) + u.count
         sizes = list(counts.values())
         group_size = min(sizes)
-        if self.version != "0.11" and max(sizes) < 1.5 * min(sizes):
-            group_size = max(sizes)  # _get_kv_cache_groups_uniform_page_size (0.19+): pad rather than split
+        threshold = self.rules.group_pad_threshold
+        if threshold is not None and max(sizes) < threshold * min(sizes):
+            group_size = max(sizes)  # _get_kv_cache_groups_uniform_page_size: pad rather than split
         groups = []
         for s, count in counts.items():
             n = cdiv(count, group_size)
@@ -830,11 +809,11 @@ class VllmEngine(Engine):
                 + ("on" if self.prefix_caching(spec) else "off")
                 + f" (mamba_cache_mode {mode})"
             )
-        if self.version == "0.11" and any(
+        if not self.rules.chunked_local_window and any(
             layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED
             for layer, _ in spec.layer_groups()
         ):
-            notes.append("vLLM 0.11 allocated chunked-local layers for the full context")
+            notes.append(f"vLLM {self.version} allocates chunked-local layers for the full context")
         return tuple(notes)
 
     # --- the pool vLLM logs ---------------------------------------------------------------------------
@@ -852,9 +831,9 @@ class VllmEngine(Engine):
         num_blocks = min(available_bytes // lay.bytes_per_block for lay in live)  # min over workers
         per_request = max(lay.blocks_per_request for lay in live)
         concurrency = num_blocks / per_request
-        if self.version == "0.33":
+        if self.rules.logged_pool == "concurrency_x_len":
             tokens = int(concurrency * max_model_len)
-        else:  # <= 0.20: num_blocks // len(kv_cache_groups) x block_size
+        else:  # num_blocks // len(kv_cache_groups) x block_size
             groups = max(lay.groups for lay in live)
             tokens = num_blocks // groups * live[0].block_size
         return Pool(num_blocks, tokens, concurrency, max(num_blocks - 1, 0) // per_request)
@@ -882,7 +861,7 @@ class VllmEngine(Engine):
         if attn.kind is AttentionKind.SLIDING:
             assert attn.window is not None
             return blocks_in_window(hit, ctx, max(0, ctx - attn.window), block)
-        if attn.kind is AttentionKind.CHUNKED and self.version != "0.11":
+        if attn.kind is AttentionKind.CHUNKED and self.rules.chunked_local_window:
             assert attn.window is not None
             return blocks_in_window(hit, ctx, (ctx - 1) // attn.window * attn.window, block)
         if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):

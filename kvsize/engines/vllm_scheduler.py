@@ -19,6 +19,7 @@ from __future__ import annotations
 import msgspec
 
 from kvsize.engines.context import Device, UsageContext
+from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules
 
 GIB = 1024**3
 
@@ -48,7 +49,14 @@ class SchedulerSettings(msgspec.Struct, frozen=True):
     """Where each default came from, in words."""
 
 
-def batch_defaults(version: str, device: Device | None, usage: UsageContext, world_size: int = 1) -> tuple[int, int]:
+def _rules(release: str | VllmRules | None) -> VllmRules:
+    """The switches of the era that sizes `release` (a release number, or the rules themselves)."""
+    return release if isinstance(release, VllmRules) else VLLM_RELEASES.resolve(release).era.rules
+
+
+def batch_defaults(
+    release: str | VllmRules | None, device: Device | None, usage: UsageContext, world_size: int = 1
+) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) before any clamping, as EngineArgs.get_batch_defaults
     (0.33, 0.19) or EngineArgs._set_default_args (0.11) pick them for `device`.
 
@@ -60,11 +68,12 @@ def batch_defaults(version: str, device: Device | None, usage: UsageContext, wor
       platform scales with the world size (2048 / 4096 tokens, 128 / 256 sequences per rank).
     - No device (vLLM could not query one): the small tier.
     """
+    rules = _rules(release)
     memory = device.total_memory_bytes if device is not None else 0
     name = device.name.lower() if device is not None else ""
     api = usage is UsageContext.API_SERVER
-    is_gb10 = version == "0.33" and device is not None and device.capability == (12, 1)
-    if version == "0.33" and memory >= 160 * GIB:
+    is_gb10 = rules.gb10_small_tier and device is not None and device.capability == (12, 1)
+    if rules.tier_160gib and memory >= 160 * GIB:
         tokens, seqs = 16384, 1024
     elif memory >= 70 * GIB and "a100" not in name and not is_gb10:
         tokens, seqs = (8192 if api else 16384), 1024
@@ -82,7 +91,9 @@ def batch_defaults(version: str, device: Device | None, usage: UsageContext, wor
     return tokens, seqs
 
 
-def max_concurrent_batches(version: str, pp: int = 1, *, async_scheduling: bool | None = None) -> int:
+def max_concurrent_batches(
+    release: str | VllmRules | None, pp: int = 1, *, async_scheduling: bool | None = None
+) -> int:
     """Batches the engine keeps in flight.
 
     0.33 (VllmConfig.max_concurrent_batches): pp + 1 with async scheduling on the V2 model runner (both on by
@@ -90,15 +101,15 @@ def max_concurrent_batches(version: str, pp: int = 1, *, async_scheduling: bool 
     max_concurrent_batches): 2 with async scheduling (on by default) at pp 1, else pp. 0.11: async scheduling
     is off by default (SchedulerConfig.async_scheduling = False), so pp; when on, 2.
     """
-    if version == "0.33":
-        return pp + 1 if async_scheduling is not False else pp
-    if version == "0.19":
-        return 2 if pp <= 1 and async_scheduling is not False else pp
-    return 2 if async_scheduling else pp
+    rules = _rules(release)
+    on = rules.async_scheduling_default if async_scheduling is None else async_scheduling
+    if not on:
+        return pp
+    return pp + 1 if rules.async_batches == "pp_plus_one" else (2 if pp <= 1 else pp)
 
 
 def scheduler_settings(
-    version: str,
+    release: str | None,
     device: Device | None,
     *,
     max_model_len: int,
@@ -120,11 +131,13 @@ def scheduler_settings(
     Only defaults are adjusted: a value the user gave is kept. 0.11 (_set_default_args) has neither the
     throughput mode nor the max_num_seqs x max_model_len clamp, and without chunked prefill uses max_model_len.
     """
-    default_tokens, default_seqs = batch_defaults(version, device, usage, tp * pp)
+    resolved = VLLM_RELEASES.resolve(release)
+    rules, version = resolved.era.rules, resolved.release
+    default_tokens, default_seqs = batch_defaults(rules, device, usage, tp * pp)
     tokens = max_num_batched_tokens if max_num_batched_tokens is not None else default_tokens
     seqs = max_num_seqs if max_num_seqs is not None else default_seqs
     notes = []
-    if version == "0.11":
+    if rules.batch_defaults == "set_default_args":
         if max_num_batched_tokens is None:
             tokens = default_tokens if chunked_prefill else max_model_len
         if max_num_seqs is None:
@@ -144,8 +157,8 @@ def scheduler_settings(
         f"vLLM {version} defaults {tier} on "
         + (f"{device.name or 'a custom card'} ({device.total_memory_bytes / GIB:.1f} GiB)" if device else "no GPU")
     )
-    batches = max_concurrent_batches(version, pp, async_scheduling=async_scheduling)
-    in_flight = batches * tokens if version == "0.33" else tokens
+    batches = max_concurrent_batches(rules, pp, async_scheduling=async_scheduling)
+    in_flight = {"in_flight_batches": batches * tokens, "one_batch": tokens, "full_length": 0}[rules.sliding_reserve]
     return SchedulerSettings(
         version=version,
         max_num_batched_tokens=tokens,
