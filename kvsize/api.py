@@ -21,6 +21,7 @@ from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, par
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Device, Engine, EngineContext, get_engine
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.fit import GpuFit, Hardware, plan_fit
+from kvsize.overrides import apply_overrides, parse_overrides
 from kvsize.record import Record
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
@@ -358,6 +359,8 @@ class EstimateOptions(TypedDict, total=False):
     kv_budget_tokens: int | None
     allocation: str
     disk: tuple[int, int | None] | None
+    hf_overrides: str | Mapping[str, Any] | None
+    environment: Mapping[str, str] | None
 
 
 def estimate(
@@ -417,11 +420,15 @@ def estimate_loaded(
     kv_budget_tokens: int | None = None,
     allocation: str = "paged",
     disk: tuple[int, int | None] | None = None,
+    hf_overrides: str | Mapping[str, Any] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
     other option as given. `weights_bytes` is the whole model's weights; `weights_bytes_per_gpu` (wins over it)
-    the weights on each GPU of the tp x pp group."""
+    the weights on each GPU of the tp x pp group. `hf_overrides` (vLLM's --hf-overrides, SGLang's
+    --json-model-override-args: JSON text or a mapping) is merged into the config first; `environment` (None:
+    this process's) is where the engines' long-context switches are read (kvsize/overrides.py)."""
     # Every value through the CLI's readers (see "the API's readers" above): refused as the CLI refuses it.
     tp, pp = _setting("tp", tp, "tp", optional=False), _setting("pp", pp, "pp", optional=False)
     gpu_mem = _setting("gpu_mem", gpu_mem, "gpu_mem")
@@ -442,6 +449,9 @@ def estimate_loaded(
     ctx_list = [_read("ctx", c, parse_tokens) for c in _values("ctx", ctx) or ()]
     batches = [_read("batch", b, lambda v: parse_count(v, "batch size")) for b in _values("batch", batch) or [1]]
     batches = list(dict.fromkeys(batches))
+    overrides = parse_overrides(hf_overrides)
+    if overrides:
+        loaded = msgspec.structs.replace(loaded, raw=apply_overrides(loaded.raw, overrides))
     spec = _parsed(loaded, encoder_len)
     if weights_bytes_per_gpu is not None:  # the weights on each GPU of the tp x pp group (wins over the whole)
         weights_bytes = weights_bytes_per_gpu * tp * pp
@@ -450,7 +460,7 @@ def estimate_loaded(
     if enable_prefix_caching is not None:  # the engines' own switch (vLLM Mamba blocks, SGLang state slots)
         engine_options = {**(engine_options or {}), "enable_prefix_caching": enable_prefix_caching}
     card = _gpu_card(gpu, gpu_mem)
-    context = engine_context(card.device if card is not None else None, engine_options)
+    context = engine_context(card.device if card is not None else None, engine_options, environment)
     engines = [
         get_engine(n, None if len(names) > 1 else engine_version, context, **(engine_options or {})) for n in names
     ]
@@ -468,6 +478,10 @@ def estimate_loaded(
     contexts = list(dict.fromkeys(ctx_list)) if ctx_list else default_contexts(spec)
     dtypes, notes = resolve_kv_dtypes(kv_dtype_names, loaded.raw, spec)
     notes = [*spec.notes, *notes]
+    if overrides:
+        from kvsize.text import clean
+
+        notes.append(f"config overrides applied (--hf-overrides): {clean(', '.join(overrides))[:200]}")
 
     settings = budget or BudgetSettings()
     if reserve_bytes is not None:
@@ -783,14 +797,24 @@ class _Card(msgspec.Struct, frozen=True):
     device: Device | None = None
 
 
-def engine_context(device: Device | None, engine_options: Mapping[str, Any] | None) -> EngineContext:
-    """The deployment the engines' rules are evaluated for: the card and the scheduler settings given."""
+def engine_context(
+    device: Device | None, engine_options: Mapping[str, Any] | None, environment: Mapping[str, str] | None = None
+) -> EngineContext:
+    """The deployment the engines' rules are evaluated for: the card, the scheduler settings given and the
+    engines' long-context switches set in `environment` (None: this process's environment)."""
+    import os
+
+    from kvsize.overrides import long_context_switch
+
     options = engine_options or {}
+    env = os.environ if environment is None else environment
+    switches = tuple((name, text) for name in ENGINES if (text := long_context_switch(name, env)) is not None)
     return EngineContext(
         device=device,
         max_num_batched_tokens=options.get("max_num_batched_tokens"),
         max_num_seqs=options.get("max_num_seqs"),
         enable_prefix_caching=options.get("enable_prefix_caching"),
+        long_context_switches=switches,
     )
 
 

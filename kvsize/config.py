@@ -482,6 +482,7 @@ def _rope_scaling(data: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Rope
                         rope_type=kind if isinstance(kind, str) else "default",
                         factor=factor.as_integer_ratio() if factor is not None and 0 < factor < 1e6 else None,
                         has_original_max="original_max_position_embeddings" in entry,
+                        original_max=_positive_int(entry.get("original_max_position_embeddings")),
                     )
                 )
             return tuple(found)

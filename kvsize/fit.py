@@ -110,7 +110,6 @@ class ContextLimit(Record, frozen=True, kw_only=True):
 # RoPE types whose `factor` the engines do not apply to max_position_embeddings, since the config's figure is
 # already the scaled one (vllm/config/model.py _get_and_verify_max_len, 0.33.0; TensorRT-LLM
 # _torch/pyexecutor/model_engine.py PyTorchModelEngine._infer_max_seq_len_from_config).
-_VLLM_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 _TRTLLM_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn"})
 # vLLM 0.33 reads all nine keys the parser keeps (model_arch_config_convertor.py derive_max_model_len_and_key).
 VLLM_CONTEXT_KEYS = CONTEXT_LENGTH_KEYS
@@ -133,7 +132,8 @@ def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
       (transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key), then x `factor` of
       every RoPE entry whose type is not su/longrope/llama3/yarn/deepseek_yarn/deepseek_llama_scaling (the
       last such entry's factor wins), never for Gemma 3 (config/model.py _get_and_verify_max_len); no key:
-      no limit on a given max_model_len.
+      no limit on a given max_model_len. Before 0.30 only su/longrope/llama3 are unscaled and YaRN's maximum
+      is original_max_position_embeddings x factor (VllmRules.unscaled_rope_types, yarn_from_original).
     - SGLang 0.5.23: the first of max_sequence_length, seq_length, max_seq_len, model_max_length,
       max_position_embeddings (srt/utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS, get_context_length),
       int(factor x length) unless the entry states original_max_position_embeddings or is llama3; no key: 2,048.
@@ -156,10 +156,16 @@ def engine_max_context(engine: Engine, spec: ArchSpec) -> int | None:
             return None
         base = stated.get("model_max_length", min(lengths))
         factor = one
+        from kvsize.engines.vllm import VllmEngine
+
+        assert isinstance(engine, VllmEngine)
+        rules = engine.rules  # the era's RoPE switches (VllmRules.unscaled_rope_types, yarn_from_original)
         if "gemma3" not in spec.model_type:
             for entry in rope:
-                if entry.rope_type not in _VLLM_UNSCALED_ROPE:
+                if entry.rope_type not in rules.unscaled_rope_types:
                     factor = entry.factor or factor
+                    if entry.rope_type == "yarn" and rules.yarn_from_original and entry.original_max:
+                        base = entry.original_max  # derived_max_model_len = rp["original_max_position_embeddings"]
         return base * factor[0] // factor[1]  # int(derived_max_model_len * scaling_factor)
     if engine.name == "sglang":
         # get_context_length reads the one `rope_scaling` dict; a nested (per layer type) form states none.
@@ -212,12 +218,32 @@ def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | No
     label = f"{engine.title} {engine.version}"
     if engine.name in _REFUSALS:
         action, source, override = _REFUSALS[engine.name]
+        switch = dict(engine.context.long_context_switches).get(engine.name)
+        if switch is not None:  # the engine warns and serves it, as its switch allows (at the user's risk)
+            return ContextLimit(
+                ctx=ctx,
+                maximum=maximum,
+                refuses=False,
+                engine=label,
+                action=f"serves it because {switch} is set (it only warns)",
+                source=source,
+                override=override,
+            )
+        action = action.format(maximum=maximum, ctx=ctx)
+        if engine.name == "vllm" and any(r.rope_type == "yarn" for r in spec.rope_scaling):
+            from kvsize.engines.vllm import VllmEngine
+
+            if isinstance(engine, VllmEngine) and not engine.rules.yarn_from_original:
+                action += (
+                    f" (from 0.30 it takes a YaRN config's max_position_embeddings as already scaled: add "
+                    f'"max_position_embeddings": {ctx} to --hf-overrides)'
+                )
         return ContextLimit(
             ctx=ctx,
             maximum=maximum,
             refuses=True,
             engine=label,
-            action=action.format(maximum=maximum, ctx=ctx),
+            action=action,
             source=source,
             override=override,
         )

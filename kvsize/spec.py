@@ -160,6 +160,8 @@ class RopeScaling(Record, frozen=True, kw_only=True):
     a spec holds no floats."""
     has_original_max: bool = False
     """The entry states `original_max_position_embeddings` (SGLang then leaves the maximum unscaled)."""
+    original_max: int | None = None
+    """Its `original_max_position_embeddings` (vLLM before 0.30 scales that one by `factor` for YaRN)."""
 
 
 class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room for the cached layer groups

@@ -6,58 +6,105 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from kvsize.engines import get_engine
-from kvsize.engines.releases import resolve_release
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvsize.engines.releases import Era, ReleaseTable
 from kvsize.errors import UsageError
 
-VLLM = ("0.33", "0.19", "0.11")
+# A synthetic table: the resolution laws, apart from any engine's real eras.
+TABLE = ReleaseTable(
+    engine="demo",
+    title="Demo",
+    eras=(
+        Era("0.8.5", "0.9.2", "a"),
+        Era("0.10.0", "0.13.0", "b"),
+        Era("0.14.0", "0.33.0", "c"),
+    ),
+)
 
 
 @pytest.mark.parametrize(
-    ("typed", "rules"),
+    ("typed", "era"),
     [
-        ("0.33", "0.33"),
-        ("0.33.0", "0.33"),
-        ("v0.33", "0.33"),
-        ("0.33.0rc1", "0.33"),  # a release candidate of 0.33.0 is in the 0.33 series
-        ("0.19.1", "0.19"),
-        ("0.19.0.post1", "0.19"),
-        ("0.11.0+582e4e37.nv25.11", "0.11"),  # NGC's build: the local version label is the vendor's
-        ("0.11.2+rocm", "0.11"),
-        ("0.34.0", "0.33"),  # newer than the newest: the newest rules, with a note
-        ("1.0.0", "0.33"),
+        ("0.8.5", "a"),
+        ("0.8.5.post1", "a"),  # a post release follows its release
+        ("0.9.2", "a"),
+        ("0.10.0", "b"),  # an era's first release
+        ("0.10", "b"),  # 0.10 == 0.10.0 (PEP 440)
+        ("v0.10.0", "b"),
+        ("0.10.0rc1", "b"),  # a release candidate is cut from its release's branch
+        ("0.10.0.dev5", "a"),  # a dev build precedes its release: the era before it
+        ("0.10.1rc1.dev17+gd2d649e67", "b"),  # after 0.10.0, before 0.10.1
+        ("0.13.9", "b"),
+        ("0.14.0+582e4e37.nv25.11", "c"),  # a vendor's local label is dropped
+        ("0.14.0+rocm", "c"),
+        ("0.33.0", "c"),
     ],
 )
-def test_vllm_release_to_rules(typed: str, rules: str) -> None:
-    release = resolve_release("vllm", "vLLM", VLLM, typed)
-    assert release.rules == rules
-    assert (release.note is None) == (typed == rules)
-    if typed.startswith(("0.34", "1.")):
-        assert release.note is not None and "newer than the newest" in release.note
+def test_release_to_era(typed: str, era: str) -> None:
+    resolved = TABLE.resolve(typed)
+    assert resolved.era.rules == era
+    assert resolved.note is None  # within the releases read: no note
+
+
+@pytest.mark.parametrize("typed", ["0.33.1", "0.34", "1.0.0", "0.34.0rc1"])
+def test_newer_than_the_newest_read_uses_the_newest_with_a_note(typed: str) -> None:
+    resolved = TABLE.resolve(typed)
+    assert resolved.era.rules == "c"
+    assert resolved.note is not None and "newer than the newest release kvsize has read (0.33.0)" in resolved.note
 
 
 @pytest.mark.parametrize(
     ("typed", "why"),
     [
-        ("0.24", "may differ from both 0.19 and 0.33"),
-        ("0.20.0", "may differ from both 0.19 and 0.33"),  # the first release after 0.19: rules changed at 0.20
-        ("0.18.9", "may differ from both 0.11 and 0.19"),
-        ("0.12.0", "may differ from both 0.11 and 0.19"),
-        ("0.29.1rc1.dev17+gd2d649e67", "may differ from both 0.19 and 0.33"),  # what vLLM prints at start-up
-        ("0.10.2", "older than the oldest release kvsize models (0.11)"),
-        ("0.8.5", "older than the oldest"),
+        ("0.8.4", "older than the oldest release kvsize models (0.8.5)"),
+        ("0.8.5.dev1", "older than the oldest"),  # a dev build of the oldest precedes it
+        ("0.7.1", "older than the oldest"),
         ("abc", "is not a release number"),
         ("0.33 ; rm", "is not a release number"),
+        ("", "is not a release number"),
     ],
 )
-def test_vllm_release_refused(typed: str, why: str) -> None:
-    with pytest.raises(UsageError, match=why.replace("(", r"\(").replace(")", r"\)")):
-        resolve_release("vllm", "vLLM", VLLM, typed)
+def test_release_refused(typed: str, why: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(why)):
+        TABLE.resolve(typed)
+
+
+def test_no_version_is_the_newest_read() -> None:
+    resolved = TABLE.resolve(None)
+    assert (resolved.release, resolved.era.rules, resolved.note) == ("0.33.0", "c", None)
+
+
+def test_era_spans_name_series() -> None:
+    assert [e.span for e in TABLE.eras] == ["0.8.5-0.9", "0.10-0.13", "0.14-0.33"]
+    assert Era("0.11.0", "0.11.2", None).span == "0.11"
+    assert Era("0.4.9.post2", "0.4.10.post1", None, series_depth=3).span == "0.4.9.post2-0.4.10"
+    assert Era("0.5.4", "0.5.9", None, series_depth=3).span == "0.5.4-0.5.9"
+
+
+def test_eras_must_be_in_release_order() -> None:
+    with pytest.raises(ValueError, match="release order"):
+        ReleaseTable("x", "X", (Era("0.2", "0.2", 1), Era("0.1", "0.1", 2)))
+
+
+@given(st.tuples(st.integers(0, 1), st.integers(0, 40), st.integers(0, 5)))
+def test_era_order_follows_release_order(numbers: tuple[int, int, int]) -> None:
+    """A later release never maps to an earlier era (the map is monotone in PEP 440 order)."""
+    text = ".".join(map(str, numbers))
+    later = f"{numbers[0]}.{numbers[1]}.{numbers[2] + 1}"
+    try:
+        first = TABLE.resolve(text).era
+    except UsageError:
+        return  # older than the oldest
+    assert TABLE.eras.index(TABLE.resolve(later).era) >= TABLE.eras.index(first)
 
 
 def test_named_trees_stay_exact() -> None:

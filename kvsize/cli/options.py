@@ -75,6 +75,22 @@ EngineVersionOpt = Annotated[
         rich_help_panel="Engine",
     ),
 ]
+HfOverridesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--hf-overrides",
+        "--json-model-override-args",
+        help=(
+            "JSON merged into the model's config.json, as vLLM's --hf-overrides and SGLang's "
+            "--json-model-override-args take it: rope_scaling for YaRN "
+            """('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": """
+            """32768}}'), max_position_embeddings, a sub-config's fields."""
+        ),
+        show_default=False,
+        metavar="JSON",
+        rich_help_panel="Engine",
+    ),
+]
 TpOpt = Annotated[
     str,
     typer.Option(

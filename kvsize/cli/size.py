@@ -24,6 +24,7 @@ from kvsize.cli.options import (
     GpuMemOpt,
     GpuOpt,
     GpuUtilOpt,
+    HfOverridesOpt,
     JsonOpt,
     KvBudgetTokensOpt,
     KvDtypeOpt,
@@ -72,6 +73,7 @@ def size(
     kv_dtype: KvDtypeOpt = "auto",
     engine: EngineOpt = "vllm",
     engine_version: EngineVersionOpt = None,
+    hf_overrides: HfOverridesOpt = None,
     tp: TpOpt = "1",
     pp: PpOpt = "1",
     block_size: BlockSizeOpt = None,
@@ -243,6 +245,7 @@ def size(
             engine_version=engine_version,
             gpu=gpu,
             weights_dtype=weights_dtype,
+            hf_overrides=hf_overrides,
             **options,
             with_advice=True,
         )

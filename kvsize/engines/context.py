@@ -95,6 +95,8 @@ class EngineContext(msgspec.Struct, frozen=True):
     """--enable-prefix-caching / --no-enable-prefix-caching; None: the engine's default for the model."""
     num_speculative_tokens: int = 0
     """Draft tokens per step (speculative decoding); vLLM keeps one more Mamba block per draft token."""
+    long_context_switches: tuple[tuple[str, str], ...] = ()
+    """(engine, `VAR=value`) for each engine whose serve-past-the-maximum switch is set (kvsize/overrides.py)."""
 
 
 DEFAULT_CONTEXT = EngineContext()

@@ -37,6 +37,8 @@ class Era(Generic[RulesT]):
     rules: RulesT
     read: tuple[str, ...] = ()
     """The releases whose source was read for this era (sdists, wheels or tags)."""
+    series_depth: int = 2
+    """Leading numbers that name a release series: vLLM's 0.21 (2), SGLang's 0.5.4 (3)."""
 
     @property
     def name(self) -> str:
@@ -46,7 +48,8 @@ class Era(Generic[RulesT]):
     @property
     def span(self) -> str:
         """`0.21-0.25` (`0.11` for one series, `0.8.5-0.9` when an era starts at a patch release)."""
-        first, last = _series_name(self.first, start=True), _series_name(self.last, start=False)
+        first = _series_name(self.first, self.series_depth, start=True)
+        last = _series_name(self.last, self.series_depth, start=False)
         return first if first == last else f"{first}-{last}"
 
 
@@ -144,13 +147,13 @@ def _order_key(version: Version) -> Version:
     return Version(version.public)
 
 
-def _series_name(text: str, *, start: bool) -> str:
-    """A release by its series: 0.21.0 -> 0.21, 0.19.1 -> 0.19 as an era's end; an era starting at a patch
-    or post release keeps it (0.8.5, 0.4.9.post2)."""
+def _series_name(text: str, depth: int, *, start: bool) -> str:
+    """A release by its series (`depth` numbers): 0.21.0 -> 0.21, 0.19.1 -> 0.19 as an era's end; an era that
+    starts inside a series (a patch or post release: 0.8.5, 0.4.9.post2) keeps its full name."""
     numbers = text.split(".")
-    if len(numbers) >= 3 and numbers[0].isdigit() and numbers[1].isdigit():
-        if not start or numbers[2:] == ["0"]:
-            return ".".join(numbers[:2])
+    if len(numbers) > depth and all(n.isdigit() for n in numbers[:depth]):
+        if not start or all(n == "0" for n in numbers[depth:]):
+            return ".".join(numbers[:depth])
     return text
 
 

@@ -96,6 +96,14 @@ class VllmRules:
     cuda_graph_estimate: bool
     """determine_available_memory subtracts the profiled CUDA-graph memory estimate from the KV budget."""
 
+    # --- the model's maximum context (config/model.py _get_and_verify_max_len) -------------------------------
+    unscaled_rope_types: frozenset[str]
+    """RoPE types whose `factor` does not scale the derived maximum."""
+    yarn_from_original: bool
+    """YaRN's maximum is original_max_position_embeddings x factor (`derived_max_model_len =
+    rp["original_max_position_embeddings"]`); from 0.30 YaRN is unscaled: max_position_embeddings is taken as
+    already scaled."""
+
     # --- models ------------------------------------------------------------------------------------------
     serves_mllama: bool
     """Mllama (Llama 3.2 Vision) is served (removed in 0.10.2)."""
@@ -109,6 +117,10 @@ KV_DTYPES_033 = (
     "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
     "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
 )  # fmt: skip
+
+# config/model.py _get_and_verify_max_len: the RoPE types left unscaled (0.29 and before; 0.30 and after).
+UNSCALED_ROPE_OLD = frozenset({"su", "longrope", "llama3"})
+UNSCALED_ROPE_030 = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 
 # models/interfaces.py SupportsMambaPrefixCaching (0.19).
 MAMBA_ALL_MODE_019 = frozenset(
@@ -141,6 +153,8 @@ RULES_011 = VllmRules(
     logged_pool="blocks_per_group",
     gpu_memory_utilization=0.90,
     cuda_graph_estimate=False,
+    unscaled_rope_types=UNSCALED_ROPE_OLD,
+    yarn_from_original=True,
     serves_mllama=False,
 )
 RULES_019 = VllmRules(
@@ -169,6 +183,8 @@ RULES_019 = VllmRules(
     logged_pool="blocks_per_group",
     gpu_memory_utilization=0.90,
     cuda_graph_estimate=False,
+    unscaled_rope_types=UNSCALED_ROPE_OLD,
+    yarn_from_original=True,
     serves_mllama=False,
 )
 RULES_033 = VllmRules(
@@ -197,6 +213,8 @@ RULES_033 = VllmRules(
     logged_pool="concurrency_x_len",
     gpu_memory_utilization=0.92,
     cuda_graph_estimate=True,
+    unscaled_rope_types=UNSCALED_ROPE_030,
+    yarn_from_original=False,
     serves_mllama=False,
 )
 
