@@ -11,11 +11,10 @@ import subprocess
 import sys
 
 import pytest
-
-from kvsize.engines import get_engine
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvsize.engines import get_engine
 from kvsize.engines.releases import Era, ReleaseTable
 from kvsize.errors import UsageError
 

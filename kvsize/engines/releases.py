@@ -151,9 +151,9 @@ def _series_name(text: str, depth: int, *, start: bool) -> str:
     """A release by its series (`depth` numbers): 0.21.0 -> 0.21, 0.19.1 -> 0.19 as an era's end; an era that
     starts inside a series (a patch or post release: 0.8.5, 0.4.9.post2) keeps its full name."""
     numbers = text.split(".")
-    if len(numbers) > depth and all(n.isdigit() for n in numbers[:depth]):
-        if not start or all(n == "0" for n in numbers[depth:]):
-            return ".".join(numbers[:depth])
+    numbered = len(numbers) > depth and all(n.isdigit() for n in numbers[:depth])
+    if numbered and (not start or all(n == "0" for n in numbers[depth:])):
+        return ".".join(numbers[:depth])
     return text
 
 
