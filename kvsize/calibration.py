@@ -690,8 +690,10 @@ def same_model(measured: str, target: str) -> bool:
     """Hub ids compare case-insensitively (the hub resolves either); a local folder matches the id it ends with
     at a '/' boundary ('/models/meta-llama/Llama-3.1-8B' is 'meta-llama/Llama-3.1-8B'), never a bare name that
     two organisations could share."""
+    from kvsize.registry import aliases
+
     a, b = _model_key(measured), _model_key(target)
-    if a == b:
+    if a == b or aliases().get(a, "").lower() == b:  # a renamed repository's two ids (ALIASES.tsv)
         return True
     short, long = sorted((a, b), key=len)
     return "/" in short and long.endswith("/" + short)

@@ -205,9 +205,33 @@ def registry_entries() -> dict[str, RegistryEntry]:
     return read_entries(_lines())
 
 
+ALIASES_FILE = "ALIASES.tsv"
+
+
+@lru_cache(maxsize=1)
+def aliases() -> dict[str, str]:
+    """Lower-cased hub id -> the other id of the same repository (kvsize/models/ALIASES.tsv: the hub renamed
+    it and redirects the old id), in both directions."""
+    from kvsize.safe_io import read_small_text
+
+    out: dict[str, str] = {}
+    for line in read_small_text(_models_dir() / ALIASES_FILE, max_bytes=1024 * 1024, what=ALIASES_FILE).splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        old, current = line.split("\t")[:2]
+        out[old.lower()] = current
+        out[current.lower()] = old
+    return out
+
+
 def find_entry(model_id: str) -> RegistryEntry | None:
-    """The entry for a hub id, matched case-insensitively."""
-    return registry_entries().get(model_id.strip().lower())
+    """The entry for a hub id, matched case-insensitively; a renamed repository's other id finds it too."""
+    key = model_id.strip().lower()
+    entries = registry_entries()
+    found = entries.get(key)
+    if found is None and key in aliases():
+        found = entries.get(aliases()[key].lower())
+    return found
 
 
 def load_registry_config(entry: RegistryEntry) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -96,6 +97,24 @@ def _present(path: Path) -> bool:
     return True
 
 
+# A model page's address, as users copy it from the browser: https://huggingface.co/org/name, with /tree/REV,
+# /blob/REV/FILE or /resolve/REV/FILE after it (hf.co is the hub's short domain).
+_HUB_URL = re.compile(
+    r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/(?!datasets/|spaces/)"
+    r"(?P<id>[^/?#\s]+/[^/?#\s]+)(?:/(?:tree|blob|resolve)/(?P<rev>[^/?#\s]+)(?:/[^?#\s]*)?)?/?(?:[?#]\S*)?$",
+    re.IGNORECASE,
+)
+
+
+def hub_url_id(ref: str) -> tuple[str, str | None] | None:
+    """(hub id, revision or None) of a hub page URL; None when `ref` is not one. `main` is no revision."""
+    match = _HUB_URL.match(ref.strip())
+    if match is None:
+        return None
+    revision = match.group("rev")
+    return match.group("id"), (None if revision in (None, "main") else revision)
+
+
 def _looks_like_path(ref: str) -> bool:
     return ref.startswith((".", "/", "~", "\\")) or ref.endswith(".json") or ref.count("/") > 1 or "\\" in ref
 
@@ -133,6 +152,19 @@ def load_model_config(
         parse_revision(revision)  # git check-ref-format rules, before any cache path or URL is built from it
     if not ref:
         raise ConfigError("empty model reference", hint="Give a hub id (org/name) or a path to a config.json.")
+    from_url = hub_url_id(ref)
+    if from_url is not None and not _present(Path(ref)):
+        ref, url_revision = from_url
+        if url_revision is not None and revision is not None and url_revision != revision:
+            raise ConfigError(
+                f"the URL names revision {url_revision} and --revision says {revision}",
+                hint="Give one of them.",
+            )
+        revision = revision or url_revision
+        if revision is not None:
+            from kvsize.units import parse_revision
+
+            parse_revision(revision)
     try:
         path = Path(ref).expanduser()
         exists = path.exists()
@@ -163,12 +195,14 @@ def load_model_config(
     entry = registry.find_entry(ref) if revision is None else None
     if entry is not None:
         raw = registry.load_registry_config(entry)
+        # A renamed repository's other id (ALIASES.tsv) is printed as typed: it names the same repository.
+        name = entry.hub_id if entry.hub_id.lower() == ref.lower() else registry.aliases()[entry.hub_id.lower()]
         return LoadedConfig(
-            model=entry.hub_id,
+            model=name,
             raw=raw,
             source="registry",
             location=f"kvsize/models/{entry.file_name}",
-            hub_id=entry.hub_id,
+            hub_id=name,
         )
     if fetch is None:
         from kvsize.hub import fetch_config_from_hub

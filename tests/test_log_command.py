@@ -157,16 +157,12 @@ def test_v0_log_format() -> None:
     log = parse_log((LOGS / "vllm-15815-l40s-qwen25-32b-tp2.log").read_text())
     assert log is not None and log.engine_version == "0.7.1" and log.settings["engine_generation"] == "V0"
     code, out, err = run(str(LOGS / "vllm-15815-l40s-qwen25-32b-tp2.log"), "--config", "Qwen/Qwen2.5-32B", "--json")
-    # Exit 1, always (the log and the registry config are fixed): the log names no card, and at tp 2 kvsize
-    # takes an unnamed card's NVLS non-torch memory (budget.has_nvls: 2.08 GiB per rank) where this L40S (PCIe)
-    # logged 0.30 GiB, so its available KV memory comes out more than 1% below the logged 7.71 GiB (about
-    # 1.8 GiB under). The blocks, predicted from the logged KV memory, and the weights per rank are on the mark.
-    assert code == 1, err
-    assert json.loads(out)["pass"] is False
-    figs = figures(out)
-    assert figs["GPU blocks"]["predicted"] == 3947
-    assert [name for name, f in figs.items() if abs(f["error_pct"]) > 1] == ["available KV memory"]  # type: ignore[arg-type]
-    assert figs["available KV memory"]["predicted"] < 7.71 * 0.99  # type: ignore[operator]
+    # kvsize log applies the log's own release (issue 22), and 0.7.1 is older than the oldest release kvsize has
+    # read (vLLM 0.8.5, kvsize/engines/vllm_releases.py): refused as bad input, naming the oldest, never checked
+    # against a later release's rules.
+    assert code == 2, (out, err)
+    assert "vLLM 0.7.1 is not modelled: older than the oldest release kvsize models" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_save_and_reuse_calibration(tmp_path: Path) -> None:
