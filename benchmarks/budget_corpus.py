@@ -38,13 +38,12 @@ def load_parser(root: Path) -> ModuleType:
     return module
 
 
-def rules_version(version: str | None) -> str:
-    parts = (version or "0.19").lstrip("v").split(".")
-    try:
-        minor = int(parts[1])
-    except (IndexError, ValueError):
-        return "0.19"
-    return "0.33" if minor >= 20 else ("0.19" if minor >= 12 else "0.11")
+def log_release(engine: str, version: str | None) -> str | None:
+    """The release a log is sized with: its own (its era's rules), None when it prints none (the newest read);
+    raises UsageError for a release older than the oldest kvsize has read (the row is then left out)."""
+    from kvsize.engines import get_engine
+
+    return get_engine(engine, version).version if version else None
 
 
 def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
@@ -90,7 +89,12 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
             from kvsize.engines.context import Device
 
             extra["device"] = Device.from_profile(profile)
-        version = rules_version(log.engine_version) if entry["engine"] == "vllm" else "current"
+        from kvsize.errors import UsageError
+
+        try:
+            version = log_release(entry["engine"], log.engine_version)
+        except UsageError:
+            continue  # older than the oldest release kvsize models: not predicted
         budget = kv_budget(
             entry["engine"],
             version,

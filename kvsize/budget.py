@@ -10,9 +10,8 @@ budget against the published start-up logs in tests/data/logs (README: "Budget a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -252,10 +251,14 @@ def kv_budget(
         )
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
-        # (KVCacheConfigurator._profile_available_bytes); default fraction: SGLang 0.5.23's reserve formula
-        # (kvsize/engines/sglang.py spec_mem_fraction_static, from arg_groups/memory_hook.py).
-        from kvsize.engines.sglang import spec_mem_fraction_static
+        # (KVCacheConfigurator._profile_available_bytes); the default fraction is the formula of the era that
+        # sizes `version` (kvsize/engines/sglang_releases.py, sglang.py spec_mem_fraction_static), and from 0.5.18
+        # a multimodal model's budget loses SGLANG_VLM_CACHE_SIZE_MB (mm_runtime_reservation_gb).
+        from kvsize.engines.sglang import spec_mem_fraction_static, vlm_kv_reserve_bytes
+        from kvsize.engines.sglang_releases import SGLANG_RELEASES
 
+        era = SGLANG_RELEASES.resolve(version).era
+        sglang_rules = era.rules
         util = (
             s.gpu_util
             if s.gpu_util is not None
@@ -267,23 +270,31 @@ def kv_budget(
                 amd=device is not None and device.platform == "rocm",
                 chunked_prefill_size=s.max_batched_tokens,
                 max_running_requests=s.max_num_seqs,
+                rules=sglang_rules,
             )
         )
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
+        vlm_reserve = vlm_kv_reserve_bytes(spec, sglang_rules)
         non_torch = (
             s.non_torch_bytes
             if s.non_torch_bytes is not None
             else (NON_TORCH_NVLS if multi and has_nvls(device) else 0)
-        )
+        ) + vlm_reserve
         requested = math.ceil(visible * util)
         rule = (
-            f"SGLang: mem_fraction_static {util} x free memory before loading - weights "
-            "(model_executor/pool_configurator.py, memory_hook.py)"
+            f"SGLang {version or era.last} (rules of {SGLANG_RELEASES.span_of(era)}): mem_fraction_static {util} x free memory before "
+            "loading - weights"
+            + (f" - {sglang_rules.vlm_kv_reserve_mib} MiB multimodal cache" if vlm_reserve else "")
+            + " (model_executor/pool_configurator.py, memory_hook.py)"
         )
     elif engine == "trtllm":
-        # (total - peak + temporary KV) x free_gpu_memory_fraction 0.9 (_torch/pyexecutor/_util.py
-        # KvCacheCreator._cal_max_memory): the fraction applies to what the warm-up run left free.
-        util = s.gpu_util if s.gpu_util is not None else 0.9
+        # (total - peak + temporary KV) x free_gpu_memory_fraction (_torch/pyexecutor/_util.py
+        # KvCacheCreator._cal_max_memory): the fraction applies to what the warm-up run left free; its default is
+        # the release's (kvsize/engines/trtllm_releases.py TrtllmRules.free_gpu_memory_fraction).
+        from kvsize.engines.trtllm_releases import TRTLLM_RELEASES
+
+        trt_rules = TRTLLM_RELEASES.resolve(version).era.rules
+        util = s.gpu_util if s.gpu_util is not None else trt_rules.free_gpu_memory_fraction
         activation = _profile_peak(spec, memory_bytes, s, device=device, tp=tp)
         non_torch = (
             s.non_torch_bytes

@@ -328,7 +328,7 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         fraction = dep.gpu_util or _float_setting(s.get("mem_fraction_static"))
         budget = kv_budget(
             "sglang",
-            "current",
+            log.engine_version,  # the log's own release (its era's rules); None: the newest read
             dep.spec,
             memory_bytes=memory,
             weights_bytes=weights_rank,

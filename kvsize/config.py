@@ -13,6 +13,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from kvsize.cache_fields import Finding, ignored_note, refusal, unknown_cache_fields
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
 from kvsize.record import InvalidRecord
@@ -274,20 +277,29 @@ class _Fields:
         return list(value)
 
 
-def parse_config(raw: object, *, source: str = "config.json", encoder_tokens: int | None = None) -> ArchSpec:
+def parse_config(
+    raw: object,
+    *,
+    source: str = "config.json",
+    encoder_tokens: int | None = None,
+    assume_standard_attention: bool = False,
+) -> ArchSpec:
     """Build the architecture spec of a config.json dict.
 
     Args:
         source: names the config in error messages ("./config.json", "registry:meta-llama/Llama-3.1-8B").
         encoder_tokens: tokens each cross-attention layer attends to; defaults to one image's tokens.
+        assume_standard_attention: size a config whose cache-relevant fields kvsize does not understand
+            (kvsize.cache_fields) from its standard fields, ignoring those fields and naming them in a note;
+            without it such a config is refused (`UnmodelledFields`, exit 2).
     """
     try:
-        return _parse(raw, source=source, encoder_tokens=encoder_tokens)
+        return _parse(raw, source=source, encoder_tokens=encoder_tokens, assume=assume_standard_attention)
     except InvalidRecord as exc:  # fields that parse one by one but describe no cache (a 0-wide head)
         raise ConfigError(f"{source}: the fields describe an impossible layer ({exc})") from None
 
 
-def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
+def _parse(raw: object, *, source: str, encoder_tokens: int | None, assume: bool) -> ArchSpec:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: a config.json must hold a JSON object, got {type(raw).__name__}")
     top = _Fields(raw, source=source)
@@ -295,6 +307,56 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None) -> ArchSpec:
     model_type = data.get("model_type") or raw.get("model_type") or "unknown"
     if not isinstance(model_type, str) or not _PLAIN_NAME.fullmatch(model_type):
         raise top.error("model_type", f"must be a plain name (letters, digits, '_', '-', '.'), got {shown(model_type)}")
+    findings = unknown_cache_fields(raw, data, where, model_type, KNOWN_MODEL_TYPES)
+    if findings:  # never sized silently: refused, or sized without them and said so on every answer
+        if not assume:
+            raise refusal(source, model_type, findings)
+        raw, data = _without(raw, data, where, findings)
+        spec = _parse_known(raw, data, where, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
+        return msgspec.structs.replace(spec, notes=(ignored_note(findings), *spec.notes))
+    return _parse_known(raw, data, where, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
+
+
+_NESTED_FIELD = re.compile(r"(attn_config)\.(.+)|block_configs\[(\d+)\]\.attention\.(.+)")
+
+
+def _without(
+    raw: Mapping[str, Any], data: Mapping[str, Any], where: str, findings: list[Finding]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Copies of the config and its language model without the fields kvsize does not understand."""
+    text = dict(data)
+    wrapper = dict(raw)
+    for finding in findings:
+        if where and not finding.field.startswith(where):  # a field of the wrapper around the language model
+            wrapper.pop(finding.field, None)
+            continue
+        name = finding.field.removeprefix(where)
+        nested = _NESTED_FIELD.fullmatch(name)
+        if nested is None:
+            text.pop(name, None)
+        elif nested.group(1):
+            text["attn_config"] = {k: v for k, v in text["attn_config"].items() if k != nested.group(2)}
+        else:
+            index, key = int(nested.group(3)), nested.group(4)
+            blocks = list(text["block_configs"])
+            attention = {k: v for k, v in blocks[index]["attention"].items() if k != key}
+            blocks[index] = {**blocks[index], "attention": attention}
+            text["block_configs"] = blocks
+    if where:
+        wrapper[where.removesuffix(".")] = text
+        return wrapper, text
+    return text, text
+
+
+def _parse_known(
+    raw: Mapping[str, Any],
+    data: Mapping[str, Any],
+    where: str,
+    *,
+    model_type: str,
+    source: str,
+    encoder_tokens: int | None,
+) -> ArchSpec:
     if raw.get("is_encoder_decoder") is True:
         return _encoder_decoder(raw, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}

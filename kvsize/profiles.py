@@ -32,6 +32,7 @@ __all__ = [
     "load_profiles",
     "parse_profile",
     "profiles_dir",
+    "reported_names",
     "resolve_gpu",
 ]
 
@@ -403,11 +404,35 @@ def _suggest(key: str, names: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(found))[:5]
 
 
+def reported_names(driver_name: str | None) -> list[str]:
+    """The names a profile's `driver_name` stands for, as the tools print them: ' / ' separates two boards;
+    a trailing note is dropped ('AMD Instinct MI300X (gfx942)' is what rocminfo and amdsmi print as 'AMD
+    Instinct MI300X'; '... -- appears as 2 devices'); '(A|B) ' inside a name is one name per choice."""
+    names: list[str] = []
+    for part in (driver_name or "").split(" / "):
+        part = part.split(" -- ")[0].strip()
+        choice = re.search(r"\(([^()]*\|[^()]*)\)", part)
+        if choice:
+            names += [part[: choice.start()] + alt + part[choice.end() :] for alt in choice[1].split("|")]
+            continue
+        if part:
+            names.append(part)
+            bare = re.sub(r"\s*\([^()]*\)$", "", part)
+            if bare and bare != part:
+                names.append(bare)
+    return names
+
+
 def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
     """The profile whose id, alias or driver-reported name is `name`, ignoring case and treating
-    spaces/underscores as hyphens.
+    spaces/underscores as hyphens. `auto` is this machine's GPU (kvsize.local_gpu: NVML, nvidia-smi, amdsmi,
+    rocm-smi or torch).
 
     Without `profiles`, the built-in ones."""
+    if _normalize(name) == "auto":
+        from kvsize.local_gpu import local_profile
+
+        return local_profile(profiles)
     if profiles is None:
         profiles = load_profiles()
     names: dict[str, str] = {}
@@ -418,7 +443,7 @@ def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> 
             names.setdefault(alias, profile.id)
         # The names the driver reports (nvidia-smi, torch.cuda.get_device_name, vLLM's log), ' / '-separated
         # where one profile covers two boards: 'NVIDIA H100 80GB HBM3' is h100-sxm.
-        for reported_name in (profile.driver_name or "").split(" / "):
+        for reported_name in (*(profile.driver_name or "").split(" / "), *reported_names(profile.driver_name)):
             if reported_name.strip():
                 reported.setdefault(_normalize(reported_name), profile.id)
     key = _normalize(name)

@@ -143,9 +143,9 @@ def test_trtllm_budget_is_nine_tenths_of_what_the_warm_up_leaves() -> None:
     assert (b.non_torch_bytes, b.cuda_graph_bytes) == (268_435_456, 0)
     assert b.kv_budget_bytes == 60_051_076_300
     # End to end, the pool takes that budget once (not 0.9 x 0.9): 60,051,076,300 // 131,072 B per token
-    # (32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B) = 458,153 tokens -> 14,317 blocks of 32 = 458,144 tokens
-    # (KVCacheManager::allocatePools whole blocks).
+    # (32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B) = 458,153 tokens -> math.ceil(458,153 / 32) = 14,318 blocks
+    # of 32 = 458,176 tokens (calculate_max_num_blocks, resource_manager.py @ main 1.2.0rc2; was floor, 458,144).
     (s,) = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=8192, gpu="h100", engine="trtllm").scenarios
     assert s.gpu is not None
     assert (s.gpu.weights_bytes, s.gpu.kv_budget_bytes) == (16_060_522_496, 60_051_076_300)
-    assert s.gpu.kv_pool_tokens == 458_144
+    assert s.gpu.kv_pool_tokens == 458_176

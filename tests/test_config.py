@@ -88,7 +88,8 @@ def test_glm_multi_query_groups_and_kv_channels() -> None:
 
 
 def test_mla_ignores_kv_heads_and_head_dim() -> None:
-    spec = parse(kv_lora_rank=512, qk_rope_head_dim=64, num_key_value_heads=8, head_dim=64)
+    # an MLA model type: a llama config's kv_lora_rank is refused (LlamaConfig ignores it; tests/test_never_silent.py)
+    spec = parse(model_type="deepseek_v3", kv_lora_rank=512, qk_rope_head_dim=64, num_key_value_heads=8, head_dim=64)
     assert attn(spec).kind is AttentionKind.MLA and attn(spec).elements_per_token == 576
     assert spec.attention_label == "MLA"
 
@@ -139,6 +140,7 @@ def test_jamba_period() -> None:
     spec = parse_config(
         {
             **BASE,
+            "model_type": "jamba",  # recurrent fields on a llama config are refused (tests/test_never_silent.py)
             "num_hidden_layers": 8,
             "attn_layer_period": 4,
             "attn_layer_offset": 2,
@@ -179,7 +181,7 @@ def test_auto_map_is_noted_not_run() -> None:
         ({"num_key_value_heads": 3}, "must divide num_attention_heads"),
         ({"head_dim": 0}, "head_dim' must be between"),
         ({"layer_types": ["full_attention"]}, "lists 1 layers but the model has 4"),
-        ({"layer_types": ["warp_attention"] * 4}, "layer types kvsize does not know"),
+        ({"layer_types": ["warp_attention"] * 4}, "cache-relevant field layer_types"),
         ({"is_encoder_decoder": True}, "missing field 'decoder_layers'"),
         ({"model_type": 7}, "model_type' must be a plain name"),
     ({"model_type": "[/]"}, "model_type' must be a plain name"),

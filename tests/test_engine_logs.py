@@ -164,6 +164,6 @@ def test_sglang_budget_within_5_percent() -> None:
     # SGLang docs notebook: mem_fraction_static 0.88, 78.81 GB free before loading, 63.72 after (weights 15.09);
     # K + V = 2 x 27.13 GB = 54.26 GB.
     spec = spec_of("meta-llama/Llama-3.1-8B-Instruct")
-    budget = kv_budget("sglang", "current", spec, memory_bytes=H100, weights_bytes=16_060_522_496,
+    budget = kv_budget("sglang", None, spec, memory_bytes=H100, weights_bytes=16_060_522_496,
                        settings=BudgetSettings(gpu_util=0.88))
     assert near(budget.kv_budget_bytes / GIB, 2 * 27.13, 0.05)

@@ -83,10 +83,13 @@ def test_no_version_is_the_newest_read() -> None:
 
 
 def test_era_spans_name_series() -> None:
-    assert [e.span for e in TABLE.eras] == ["0.8.5-0.9", "0.10-0.13", "0.14-0.33"]
-    assert Era("0.11.0", "0.11.2", None).span == "0.11"
-    assert Era("0.4.9.post2", "0.4.10.post1", None, series_depth=3).span == "0.4.9.post2-0.4.10"
-    assert Era("0.5.4", "0.5.9", None, series_depth=3).span == "0.5.4-0.5.9"
+    assert [TABLE.span_of(e) for e in TABLE.eras] == ["0.8.5-0.9", "0.10-0.13", "0.14-0.33"]
+    assert Era("0.11.0", "0.11.2", None).span() == "0.11"  # the whole series
+    assert Era("0.11.0", "0.11.0", None).span(next_first="0.11.1") == "0.11.0"  # the next era starts inside it
+    assert Era("0.11.1", "0.11.2", None).span() == "0.11.1-0.11.2"
+    assert Era("0.8.5", "0.8.5.post1", None).span() == "0.8.5"
+    assert Era("0.4.9.post2", "0.4.10.post1", None, series_depth=3).span() == "0.4.9.post2-0.4.10"
+    assert Era("0.5.4", "0.5.9", None, series_depth=3).span() == "0.5.4-0.5.9"
 
 
 def test_eras_must_be_in_release_order() -> None:
@@ -107,17 +110,23 @@ def test_era_order_follows_release_order(numbers: tuple[int, int, int]) -> None:
 
 
 def test_named_trees_stay_exact() -> None:
-    # llama.cpp trees are named by date, not numbered: only the names kvsize models
+    # llama.cpp is modelled by build number since issue 22 (kvsize/engines/llamacpp_releases.py); the old tree
+    # names stay aliases of their eras, and b7445 (a start-up log's build) resolves to its era.
     assert get_engine("llamacpp", "2025-04").version == "2025-04"
-    with pytest.raises(UsageError, match="not modelled for llamacpp"):
-        get_engine("llamacpp", "b7445")
+    assert get_engine("llamacpp", "b7445").version == "b7445"
+    with pytest.raises(UsageError, match="older than the oldest build"):
+        get_engine("llamacpp", "b5000")
 
 
 def test_sglang_series_is_the_full_number() -> None:
+    # SGLang's series is the patch number: 0.5.4 and 0.5.23 are different eras (issue 22: 0.5.4's
+    # mem_fraction_static formula differs), and a post release maps to its own release's era.
     assert get_engine("sglang", "0.5.23").version == "0.5.23"
-    assert get_engine("sglang", "0.5.23.post1").version == "0.5.23"
+    assert get_engine("sglang", "0.5.23.post1").rules_name == "0.5.23"
+    assert get_engine("sglang", "0.5.4").rules_name == "0.5.4"
+    assert get_engine("sglang", "v0.5.4.post1").rules_name == "0.5.4"
     with pytest.raises(UsageError, match="older than the oldest"):
-        get_engine("sglang", "0.5.4")  # its mem_fraction_static formula differs (issue 22): not 0.5.23's
+        get_engine("sglang", "0.4.9.post1")
 
 
 def test_the_note_reaches_the_user() -> None:

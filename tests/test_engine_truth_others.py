@@ -350,12 +350,12 @@ def test_llamacpp_v_padded_without_flash_attention() -> None:
 
 def test_trtllm_pool_in_whole_blocks() -> None:
     # KVCacheManager::allocatePools logs getNumPrimaryBlocks() x getTokensPerBlock() (kvCacheManager.cpp).
-    # Llama 3.1 8B bf16 131,072 B per token; 1 GiB x 0.9 = 966,367,641.6 B -> 7,372 tokens -> 230 blocks of 32
-    # -> 7,360 tokens in whole blocks.
+    # Llama 3.1 8B bf16 131,072 B per token; 1 GiB x 0.9 = 966,367,641.6 B -> 7,372 tokens -> math.ceil(7,372 / 32)
+    # = 231 blocks of 32 (calculate_max_num_blocks, resource_manager.py @ main 1.2.0rc2; was floor, 230) -> 7,392.
     pool = trtllm().pool(spec(LLAMA), available_bytes=GIB, kv_dtype=BF16)
-    assert (pool.max_tokens, pool.blocks, pool.pool_tokens) == (7372, 230, 7360)
-    # Blocks of 64: 7,372 // 64 = 115 blocks -> 7,360 tokens as well; blocks of 128: 57 -> 7,296.
-    assert trtllm(block_size=128).pool(spec(LLAMA), available_bytes=GIB, kv_dtype=BF16).pool_tokens == 7296
+    assert (pool.max_tokens, pool.blocks, pool.pool_tokens) == (7372, 231, 7392)
+    # Blocks of 128: ceil(7,372 / 128) = 58 -> 7,424.
+    assert trtllm(block_size=128).pool(spec(LLAMA), available_bytes=GIB, kv_dtype=BF16).pool_tokens == 7424
 
 
 def test_trtllm_tp_validation_and_rounding() -> None:
@@ -590,8 +590,10 @@ def test_sglang_page_size_on_sm100() -> None:
     # The pool floors to whole pages: 10 GiB // 131,072 = 81,920 tokens (a multiple of 64 already); 10 GiB + 1 MiB
     # // 131,072 = 81,928 -> 81,920.
     assert b200.pool(spec(LLAMA), available_bytes=10 * GIB + MIB, kv_dtype=BF16).max_total_num_tokens == 81_920
-    # MLA models keep page 1 there (flashinfer); on an H100 (9.0) every model keeps page 1.
-    assert b200.estimate(spec(DSV3), ctx=1000, batch=1, kv_dtype=BF16).block_size == 1
+    # DeepSeek-V3 there takes trtllm_mla (0.5.4+: arg_groups/model_overrides/deepseek_v2.py sets it on SM100), whose
+    # pages are 64 tokens (issue 22: "on B200, MLA uses trtllm_mla with 64-token pages"); on an H100 (9.0) every
+    # model keeps page 1.
+    assert b200.estimate(spec(DSV3), ctx=1000, batch=1, kv_dtype=BF16).block_size == 64
     h100 = sglang().with_context(EngineContext(device=Device(H100_MIB * MIB, capability=(9, 0))))
     assert h100.estimate(spec(LLAMA), ctx=1000, batch=1, kv_dtype=BF16).kv_cache_bytes == 1000 * 131_072
     # A given --block-size wins.

@@ -473,10 +473,13 @@ def test_whisper_cross_attention_by_max_num_encoder_input_tokens() -> None:
 
 
 def test_mllama_refused_with_the_reason() -> None:
-    with pytest.raises(UnsupportedArchitecture, match="removed the model in 0.10.2"):
-        vllm("0.33").estimate(
-            spec("meta-llama/Llama-3.2-90B-Vision-Instruct"), ctx=4096, batch=1, kv_dtype=KvDtype.BF16
-        )
+    # models/registry.py@0.11.0 _PREVIOUSLY_SUPPORTED_MODELS: "MllamaForConditionalGeneration": "0.10.2"; through
+    # 0.10.2 it is SupportsV0Only, and kvsize does not model the V0 engine.
+    mllama = spec("meta-llama/Llama-3.2-90B-Vision-Instruct")
+    with pytest.raises(UnsupportedArchitecture, match="removed the model after 0.10.2"):
+        vllm("0.33").estimate(mllama, ctx=4096, batch=1, kv_dtype=KvDtype.BF16)
+    with pytest.raises(UnsupportedArchitecture, match="on its V0 engine only"):
+        vllm("0.10.2").estimate(mllama, ctx=4096, batch=1, kv_dtype=KvDtype.BF16)
 
 
 # --- 6. KV dtypes per version, 8. auto ---------------------------------------------------------------------
@@ -564,9 +567,11 @@ def test_skip_layers_by_index_in_one_group() -> None:
     assert per_request(engine, spec(LLAMA), 1000, KvDtype.FP8_E4M3) == 32 * 32 * (30 * 2048 + 2 * 4096)
 
 
-def test_skip_layers_011_refused_when_pages_differ() -> None:
-    engine = vllm("0.11", "h100-sxm", kv_cache_dtype_skip_layers="sliding_window")
-    with pytest.raises(UnsupportedArchitecture, match="0.11 cannot group"):
+def test_skip_layers_before_019_refused() -> None:
+    # The option first appears in 0.19.0 (config/cache.py, engine/arg_utils.py); 0.18.1's sources have no
+    # kv_cache_dtype_skip_layers at all.
+    engine = vllm("0.18.1", "h100-sxm", kv_cache_dtype_skip_layers="sliding_window")
+    with pytest.raises(UsageError, match=r"vLLM 0.18.1 has no --kv-cache-dtype-skip-layers \(added in 0.19.0\)"):
         per_request(engine, spec(GEMMA3), 32768, KvDtype.FP8_E4M3)
     with pytest.raises(UsageError, match="neither a layer index"):
         vllm(kv_cache_dtype_skip_layers="full")

@@ -74,7 +74,9 @@ def test_registered_beside_formula_and_vllm() -> None:
     # The CLI's --block-size reaches SGLang's page size and TensorRT-LLM's tokens_per_block; llama.cpp has no blocks.
     assert sglang(block_size=64).page_size == 64
     assert trtllm(block_size=64).tokens_per_block == 64
-    assert llamacpp(block_size=64).version == "2026-01"
+    # llama.cpp's default is its newest read build (b11312, vendored by llama-cpp-python 0.3.36; it was labelled
+    # "2026-01" before builds were modelled, issue 22).
+    assert llamacpp(block_size=64).version == "b11312"
 
 
 # --- SGLang -------------------------------------------------------------------------------------------------------
@@ -261,14 +263,16 @@ def test_trtllm_pipeline_split() -> None:
 
 
 def test_trtllm_pool() -> None:
-    # 60 GiB x 0.9 = 57,982,058,496 B / 131,072 B = 442,368 tokens; 442,368 // 32 = 13,824 blocks.
+    # 60 GiB x 0.9 = 57,982,058,496 B / 131,072 B = 442,368 tokens; ceil(442,368 / 32) = 13,824 blocks.
     pool = trtllm().pool(spec(LLAMA), available_bytes=60 * GIB, kv_dtype=BF16)
     assert (pool.bytes_per_token, pool.max_tokens, pool.blocks) == (131_072, 442_368, 13_824)
     # tp 16: the estimator floors 128 x 8 // 16 = 64 elements per K (and V): 2 x 32 x 64 x 2 B = 8,192 B per token,
-    # so 57,982,058,496 / 8,192 = 7,077,888 tokens = 221,184 blocks, each 32 x 16,384 B at the pool's rounded-up heads.
+    # so 57,982,058,496 // 8,192 = 7,077,888 tokens; but calculate_max_num_blocks (resource_manager.py @ main
+    # 1.2.0rc2) takes the min with 0.9 x free / the pool's 16,384 B (1 head rounded up) = 3,538,944 tokens ->
+    # 110,592 blocks (was: the estimator's bound alone, 221,184 blocks, more than the memory holds).
     pool = trtllm().pool(spec(LLAMA), available_bytes=60 * GIB, kv_dtype=BF16, tp=16)
-    assert (pool.bytes_per_token, pool.max_tokens, pool.blocks) == (8_192, 7_077_888, 221_184)
-    assert pool.pool_bytes == 221_184 * 32 * 16_384
+    assert (pool.bytes_per_token, pool.max_tokens, pool.blocks) == (8_192, 3_538_944, 110_592)
+    assert (pool.bound, pool.pool_bytes) == ("free memory", 110_592 * 32 * 16_384)
 
 
 # --- llama.cpp ----------------------------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import msgspec
 import typer
 
 from kvsize.cli.options import (
     CalibrationOpt,
     DebugOpt,
+    EngineVersionOpt,
     GpuOpt,
     GpuUtilOpt,
     JsonOpt,
@@ -207,6 +209,7 @@ def log_command(
     weights_mem: WholeWeightsOpt = None,
     weights_dtype: WeightsDtypeOpt = None,
     tolerance: LogToleranceOpt = 1.0,
+    engine_version: EngineVersionOpt = None,
     calibration: CalibrationOpt = None,
     save_calibration: SaveCalibrationOpt = None,
     json_output: JsonOpt = False,
@@ -249,6 +252,17 @@ def log_command(
                 hint="kvsize reads vLLM, SGLang, llama.cpp and TensorRT-LLM start-up logs.",
             )
         notes: list[str] = [*read_notes, *log.notes]
+        if engine_version is not None:  # the release the user says ran: its era's rules, over what the log says
+            if log.engine_version and log.engine_version != engine_version.strip():
+                notes.append(
+                    f"release {engine_version.strip()} from --engine-version (the log says {log.engine_version})"
+                )
+            log = msgspec.structs.replace(log, engine_version=engine_version.strip())
+        elif not log.engine_version and log.engine in ("vllm", "sglang", "trtllm"):
+            notes.append(
+                "the log prints no release: sized with the rules of the newest release kvsize has read "
+                "(pass --engine-version to name the one that ran)"
+            )
         spec, loaded = _resolve_model(log, config, notes)
         profile = None
         if gpu is not None:

@@ -129,11 +129,18 @@ class Engine(ABC):
         return self.era.name if self.era is not None else self.version
 
     @property
+    def rules_span(self) -> str | None:
+        """The era's name (`0.21-0.25`), None for named rule sets."""
+        if self.era is None or self.releases is None:
+            return None
+        return self.releases.span_of(self.era)
+
+    @property
     def release_label(self) -> str:
         """`vLLM 0.24.0 (rules of 0.21-0.25)`: the release and the era whose rules size it."""
-        if self.era is None:
+        if self.rules_span is None:
             return f"{self.title} {self.version}"
-        return f"{self.title} {self.version} (rules of {self.era.span})"
+        return f"{self.title} {self.version} (rules of {self.rules_span})"
 
     def with_context(self, context: EngineContext | None) -> Self:
         """This engine evaluated for `context` (the GPU, scheduler settings); None keeps the current one."""
@@ -296,7 +303,7 @@ class Engine(ABC):
         return KvEstimate(
             engine=self.name,
             engine_version=self.version,
-            engine_rules=self.era.span if self.era is not None else None,
+            engine_rules=self.rules_span,
             rule=self.rule,
             ctx=ctx,
             batch=batch,

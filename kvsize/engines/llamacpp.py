@@ -1,20 +1,23 @@
 """llama.cpp: one fixed cache of `n_ctx` cells for all sequences, padded to 256, in GGML row formats.
 
-Rules mirror llama.cpp `master` of 2026 as vendored by llama-cpp-python 0.3.36 (the reference is ../ENGINES.md §4.2
-of the kvsize repository's research notes; file and function beside each rule). Versions differ in how MLA layers
-are cached and, before the iSWA cache (2025-05), in padding, streams and sliding layers:
+Rules mirror the llama.cpp trees vendored by llama-cpp-python (0.3.36 = b11312, 2026-10-01, the newest); the rules
+that changed across builds are switches in `kvsize/engines/llamacpp_releases.py` (`LlamaCppRules`, one era per
+range of builds, docs/releases/llamacpp.md), read here as `self.rules`; this module compares no versions:
 
-- `2025-04` and `2025-03` predate the iSWA cache (PR #13194, 2025-05) and per-sequence streams (2025-07): one
-  unified cache of `n_ctx` cells in every layer, sliding layers included, padded to 256 cells with flash attention
-  and to 32 without (`llama_kv_cache_unified::get_padding`: `flash_attn ? 256u : 32u`); `-fa` was off by default
-  then, so the default pad is 32.
-
-- `2026-01` (PR #19067, 2026-01-24 onward): MLA is "V-less", one latent K row of `kv_lora_rank + qk_rope_head_dim`
-  (576) per cell (`llama_kv_cache` ctor, `src/llama-kv-cache.cpp`: `has_v = !is_mla`).
-- `2025-04` (PR #12801 to PR #19067): MLA caches K (576) and V (`kv_lora_rank`, 512) rows.
-- `2025-03` (before PR #12801): MLA cached decompressed per-head K (`n_head x (qk_nope + qk_rope)`) and V
-  (`n_head x v_head_dim`); the architecture spec would need `qk_nope_head_dim` / `v_head_dim` for that, and raises
-  without them.
+- Before the iSWA cache (`rules.iswa`, PR #13194, 2025-05) and per-sequence streams (`rules.streams`): one unified
+  cache of `n_ctx` cells in every layer, sliding layers included. Until the 2026 trees (`rules.cell_pad`) each
+  stream is padded to 256 cells with flash attention and to 32 without (`get_padding`: `flash_attn ? 256u : 32u`),
+  and `-fa` was off by default (`rules.flash_attn_default`), so the default pad is 32.
+- MLA (`rules.mla`): "V-less" since PR #19067 (2026-01-24), one latent K row of `kv_lora_rank + qk_rope_head_dim`
+  (576) per cell (`llama_kv_cache` ctor: `has_v = !is_mla`); K (576) and V (`kv_lora_rank`, 512) rows from PR
+  #12801 (2025-04); before it decompressed per-head K (`n_head x (qk_nope + qk_rope)`) and V
+  (`n_head x v_head_dim`), which needs `qk_nope_head_dim` / `v_head_dim` in the spec.
+- DeepSeek-V3.2 (`rules.indexer_cache`, b9665 on): `llama_kv_cache_dsa` keeps a second cache of indexer keys, one
+  head of `index_head_dim` K-only rows per cell in the cache type, beside the MLA cache (llama-kv-cache-dsa.cpp).
+- Speculative drafts with recurrent rows (`rules.draft_row_types`: MTP, later EAGLE3 / DFlash / DSpark): the
+  recurrent state keeps `mem_size x (1 + n_rs_seq)` rows with `n_rs_seq = --draft-max` (3 by default) for the
+  models that support rollback (`rules.rollback_models`; llama-memory-recurrent.cpp, common/common.h
+  need_n_rs_seq).
 
 Mapping from kvsize's (ctx, batch) to llama.cpp: `batch` requests of `ctx` tokens are `-np batch` sequences
 (`n_seq_max`) sharing `-c ctx x batch` (`n_ctx` counts the cells of all sequences). `llama_context` pads
@@ -58,15 +61,16 @@ import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import PER_TOKEN_KINDS, Engine, UnsupportedArchitecture, cdiv, storage_text
+from kvsize.engines.llamacpp_releases import DRAFT_TYPES, LLAMACPP_RELEASES, LlamaCppRules
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate, LayerGroupCost
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
 
 CELL_PAD = 256  # llama-context.cpp: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256); iSWA size_swa padded to 256
-CELL_PAD_NO_FA = 32  # before 2025-05: llama_kv_cache_unified::get_padding = flash_attn ? 256 : 32
+CELL_PAD_NO_FA = 32  # rules.cell_pad "kv_padding": llama_kv_cache_unified::get_padding = flash_attn ? 256 : 32
 DEFAULT_N_BATCH = 2048  # common/common.h common_params.n_batch
 DEFAULT_N_UBATCH = 512  # common/common.h common_params.n_ubatch
-PRE_ISWA_VERSIONS = frozenset({"2025-04", "2025-03"})  # before PR #13194 (llama_kv_cache_unified_iswa, 2025-05)
+DEFAULT_DRAFT_MAX = 3  # common/common.h common_params_speculative draft.n_max
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h: n_seq_max must be <= LLAMA_MAX_SEQ
 
 # GGML cache types llama.cpp accepts (-ctk / -ctv, common/arg.cpp kv_cache_types), by kvsize format.
@@ -143,7 +147,8 @@ class CacheShape(msgspec.Struct, frozen=True):
 class LlamaCppEngine(Engine):
     name = "llamacpp"
     title = "llama.cpp"
-    versions = ("2026-01", "2025-04", "2025-03")
+    releases = LLAMACPP_RELEASES
+    versions = tuple(era.name for era in reversed(LLAMACPP_RELEASES.eras))
 
     def __init__(
         self,
@@ -154,19 +159,39 @@ class LlamaCppEngine(Engine):
         n_ubatch: int | None = None,
         n_batch: int | None = None,
         flash_attn: bool | None = None,
+        draft: str | None = None,
+        draft_max: int | None = None,
     ) -> None:
         super().__init__(version)
-        for what, value in (("--ubatch-size", n_ubatch), ("--batch-size", n_batch)):
+        for what, value in (("--ubatch-size", n_ubatch), ("--batch-size", n_batch), ("--draft-max", draft_max)):
             if value is not None and value < 1:
                 raise UsageError(f"{what} must be positive, got {value}")
-        self.pre_iswa = self.version in PRE_ISWA_VERSIONS
-        # Before streams (2025-07) every cache was one unified cache; since, -np N keeps kv_unified false.
-        self.kv_unified = True if self.pre_iswa else bool(kv_unified)
+        if draft is not None and draft not in DRAFT_TYPES:
+            raise UsageError(f"unknown draft type '{draft[:20]}'", hint=f"One of: {', '.join(DRAFT_TYPES)}.")
+        rules = self.rules
+        # Without streams every cache was one unified cache; with them, -np N keeps kv_unified false.
+        self.kv_unified = True if not rules.streams else bool(kv_unified)
         self.swa_full = swa_full
         self.n_ubatch_param = n_ubatch or DEFAULT_N_UBATCH
         self.n_batch_param = n_batch or DEFAULT_N_BATCH
-        # -fa: auto (on where supported) since 2025-09; off by default before.
-        self.flash_attn = flash_attn if flash_attn is not None else not self.pre_iswa
+        self.flash_attn = flash_attn if flash_attn is not None else rules.flash_attn_default
+        self.draft = draft
+        self.draft_max = draft_max or DEFAULT_DRAFT_MAX
+
+    @property
+    def rules(self) -> LlamaCppRules:
+        """The switches of the era that sizes this build (kvsize/engines/llamacpp_releases.py)."""
+        assert self.era is not None
+        rules: LlamaCppRules = self.era.rules
+        return rules
+
+    def n_rs_seq(self, spec: ArchSpec) -> int:
+        """Extra recurrent-state rows per slot for speculative drafts (llama-context.cpp: n_rs_seq clamped to 0
+        for models without rollback; common/common.h need_n_rs_seq = draft.n_max)."""
+        rules = self.rules
+        if self.draft in rules.draft_row_types and spec.model_type in rules.rollback_models:
+            return self.draft_max
+        return 0
 
     @property
     def n_ubatch(self) -> int:
@@ -180,29 +205,36 @@ class LlamaCppEngine(Engine):
 
     @property
     def rule(self) -> str:
+        rules = self.rules
         mla = {
-            "2026-01": "MLA latent K only (576, V-less)",
-            "2025-04": "MLA latent K 576 + V 512",
-            "2025-03": "MLA per-head K and V",
-        }[self.version]
-        if self.pre_iswa:
-            pad = CELL_PAD if self.flash_attn else CELL_PAD_NO_FA
+            "latent_k": "MLA latent K only (576, V-less)",
+            "k_and_v": "MLA latent K 576 + V 512",
+            "per_head": "MLA per-head K and V",
+            "unpinned": "MLA not modelled (V-less change not pinned to a build)",
+        }[rules.mla]
+        if rules.indexer_cache:
+            mla += "; DeepSeek-V3.2 indexer keys cached beside it"
+        rows = " x (1 + --draft-max) with MTP-like drafts" if rules.draft_row_types else ""
+        label = f"llama.cpp {self.version}"
+        if not rules.iswa:
             return (
-                f"llama.cpp {self.version} (before iSWA): batch sequences share one cache of pad(ctx x batch, {pad}) "
+                f"{label} (before iSWA): batch sequences share one cache of pad(ctx x batch, {self._pad}) "
                 f"cells in every layer, sliding layers included; GGML rows; {mla}; recurrent f32 states, "
-                "max(1, n_seq) slots; no TP (src/llama-kv-cache-unified.cpp get_padding)"
+                "max(1, n_seq) slots; no TP (src/llama-kv-cache.cpp get_padding)"
             )
+        pad = self._pad
+        per_seq = "pad(pad(ctx x batch, 256) / batch, 256)" if rules.cell_pad == "context_256" else f"pad(ctx, {pad})"
         streams = (
-            "one unified stream of pad(ctx x batch, 256) cells"
+            f"one unified stream of pad(ctx x batch, {pad}) cells"
             if self.kv_unified
-            else "one stream per sequence of pad(pad(ctx x batch, 256) / batch, 256) cells"
+            else f"one stream per sequence of {per_seq} cells"
         )
-        swa = "full" if self.swa_full else f"pad(min(n_ctx_seq, W x n_seq + min(n_ctx, {self.n_ubatch})), 256)"
+        swa = "full" if self.swa_full else f"pad(min(n_ctx_seq, W x n_seq + min(n_ctx, {self.n_ubatch})), {pad})"
         if not self.flash_attn:
             mla += "; V rows n_embd_v_gqa_max wide (no flash attention)"
         return (
-            f"llama.cpp {self.version}: batch sequences share {streams}; GGML rows (block types per 32 elements); "
-            f"iSWA layers {swa} cells; {mla}; recurrent f32 states, max(1, n_seq) slots; no TP "
+            f"{label}: batch sequences share {streams}; GGML rows (block types per 32 elements); "
+            f"iSWA layers {swa} cells; {mla}; recurrent f32 states, max(1, n_seq){rows} slots; no TP "
             "(src/llama-context.cpp, src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp)"
         )
 
@@ -218,8 +250,24 @@ class LlamaCppEngine(Engine):
                 continue
             if attn.kind is AttentionKind.CROSS:
                 raise UnsupportedArchitecture(f"{spec.model_type}: llama.cpp has no cross-attention KV cache")
-            if attn.kind is AttentionKind.MLA and self.version == "2025-03":
-                self._per_head_mla(spec, attn)
+            if attn.kind is AttentionKind.MLA:
+                self._check_mla(spec, attn)
+
+    def _check_mla(self, spec: ArchSpec, attn: AttentionSpec) -> None:
+        rules = self.rules
+        if rules.mla == "unpinned":
+            raise UnsupportedArchitecture(
+                f"{spec.model_type}: llama.cpp {self.version}'s MLA cache is not pinned: V-less MLA (PR #19067, "
+                "2026-01-24) arrived between b7445 and b9665 at a build kvsize has not read",
+                hint="Use --engine-version 2026-04 (V-less, llama-cpp-python 0.3.20) or 2025-08 (K + V) to bound it.",
+            )
+        if rules.mla == "per_head":
+            self._per_head_mla(spec, attn)
+        if attn.index_head_dim is not None and not rules.indexer_cache:
+            raise UnsupportedArchitecture(
+                f"{spec.model_type}: llama.cpp {self.version} has no DeepSeek-V3.2 (sparse attention) architecture",
+                hint="llama.cpp serves it from b9665 (llama-cpp-python 0.3.30) on.",
+            )
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         """The cache type exists in llama.cpp and its block size divides every head size."""
@@ -247,8 +295,11 @@ class LlamaCppEngine(Engine):
 
     def cache(self, ctx: int, batch: int) -> CacheShape:
         """The context llama.cpp builds for `batch` sequences of `ctx` tokens (-c ctx*batch -np batch)."""
-        if self.pre_iswa:
-            return CacheShape(n_seq=batch, n_stream=1, n_ctx_seq=gpad(ctx * batch, self._pad))
+        if self.rules.cell_pad == "kv_padding":
+            # llama_model::create_memory: n_ctx_per_stream = pad(cdiv(n_ctx, n_seq), get_padding) unless unified.
+            if self.kv_unified:
+                return CacheShape(n_seq=batch, n_stream=1, n_ctx_seq=gpad(ctx * batch, self._pad))
+            return CacheShape(n_seq=batch, n_stream=batch, n_ctx_seq=gpad(cdiv(ctx * batch, batch), self._pad))
         n_ctx = gpad(ctx * batch)
         if self.kv_unified:
             return CacheShape(n_seq=batch, n_stream=1, n_ctx_seq=n_ctx)
@@ -256,7 +307,8 @@ class LlamaCppEngine(Engine):
 
     @property
     def _pad(self) -> int:
-        return CELL_PAD if self.flash_attn or not self.pre_iswa else CELL_PAD_NO_FA
+        """Cells a stream is padded to: 256 with the context padding, else get_padding (flash_attn ? 256 : 32)."""
+        return CELL_PAD if self.flash_attn or self.rules.cell_pad == "context_256" else CELL_PAD_NO_FA
 
     def _per_head_mla(self, spec: ArchSpec, attn: AttentionSpec) -> tuple[int, int, int]:
         """(n_head, qk_nope_head_dim, v_head_dim) of a decompressed MLA layer (llama.cpp before 2025-04)."""
@@ -266,16 +318,16 @@ class LlamaCppEngine(Engine):
         n_head = getattr(attn, "num_query_heads", None) or spec.num_attention_heads
         if not isinstance(nope, int) or not isinstance(v_dim, int) or not isinstance(n_head, int):
             raise UnsupportedArchitecture(
-                f"{spec.model_type}: llama.cpp 2025-03 cached per-head MLA K/V, which needs qk_nope_head_dim and "
-                "v_head_dim; kvsize's architecture spec does not carry them",
-                hint="Use --engine-version 2026-01 or 2025-04.",
+                f"{spec.model_type}: llama.cpp {self.version} cached per-head MLA K/V, which needs qk_nope_head_dim "
+                "and v_head_dim; kvsize's architecture spec does not carry them",
+                hint="Use --engine-version 2026-10 or 2025-05.",
             )
         return n_head, nope, v_dim
 
     def _head_sizes(self, spec: ArchSpec, attn: AttentionSpec) -> tuple[int, int]:
         """(n_embd_head_k, n_embd_head_v) as llama.cpp's block-size check sees them."""
         if attn.kind is AttentionKind.MLA:
-            if self.version == "2025-03":
+            if self.rules.mla == "per_head":
                 _, nope, v_dim = self._per_head_mla(spec, attn)
                 return nope + (attn.qk_rope_head_dim or 0), v_dim
             return attn.head_dim, attn.kv_lora_rank or 0
@@ -286,16 +338,19 @@ class LlamaCppEngine(Engine):
         if attn.kind is AttentionKind.SHARED:
             return 0
         if attn.kind is AttentionKind.MLA:
-            if self.version == "2026-01":
-                return self.row_bytes(attn.head_dim, dtype)  # V-less: one latent row
-            if self.version == "2025-04":
+            # llama_kv_cache_dsa: the indexer's K-only cache, one head of index_head_dim, in type_k.
+            indexer = self.row_bytes(attn.index_head_dim, dtype) if attn.index_head_dim else 0
+            mla = self.rules.mla
+            if mla == "latent_k":
+                return self.row_bytes(attn.head_dim, dtype) + indexer  # V-less: one latent row
+            if mla == "k_and_v":
                 return self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.kv_lora_rank or 0, dtype)
             n_head, nope, v_dim = self._per_head_mla(spec, attn)
             k = n_head * (nope + (attn.qk_rope_head_dim or 0))
             return self.row_bytes(k, dtype) + self.row_bytes(n_head * v_dim, dtype)
         heads = attn.num_kv_heads
         v_width = heads * attn.head_dim_v
-        if not self.flash_attn and not self.pre_iswa:
+        if not self.flash_attn and self.rules.iswa:
             v_width = self._n_embd_v_gqa_max(spec)  # transposed V: every layer as wide as the widest
         return self.row_bytes(heads * attn.head_dim, dtype) + self.row_bytes(v_width, dtype)
 
@@ -313,7 +368,7 @@ class LlamaCppEngine(Engine):
 
     def _is_iswa(self, spec: ArchSpec, attn: AttentionSpec) -> bool:
         return (
-            not self.pre_iswa
+            self.rules.iswa
             and attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
             and spec.model_type in SWA_MODEL_TYPES
         )
@@ -329,7 +384,7 @@ class LlamaCppEngine(Engine):
             # + n_ubatch), 256) per stream.
             ubatch = self.effective_n_ubatch(n_ctx_param if n_ctx_param is not None else shape.n_ctx)
             span = attn.window * (shape.n_seq if self.kv_unified else 1) + ubatch
-            return gpad(min(shape.n_ctx_seq, span)) * shape.n_stream
+            return min(shape.n_ctx_seq, gpad(span, self._pad)) * shape.n_stream
         return shape.n_ctx
 
     def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
@@ -339,12 +394,12 @@ class LlamaCppEngine(Engine):
         """Cells for one sequence alone, iSWA assumed for windowed layers (estimate applies the model's rules)."""
         if attn.kind is AttentionKind.SHARED:
             return 0
-        if self.pre_iswa:
+        if not self.rules.iswa:
             return gpad(ctx, self._pad)
         if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and not self.swa_full:
             assert attn.window is not None
-            return gpad(min(gpad(ctx), attn.window + self.effective_n_ubatch(ctx)))
-        return gpad(ctx)
+            return min(gpad(ctx, self._pad), gpad(attn.window + self.effective_n_ubatch(ctx), self._pad))
+        return gpad(ctx, self._pad)
 
     def layer_request_bytes(
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
@@ -363,7 +418,7 @@ class LlamaCppEngine(Engine):
             cells = self.cells(spec, layer.attention, shape, n_ctx_param) if per_cell else 0
         if layer.state is not None:
             state = self.state_bytes(spec, layer.state, 1)
-            slots = max(1, shape.n_seq)
+            slots = max(1, shape.n_seq) * (1 + self.n_rs_seq(spec))
         return per_cell, cells, state, slots
 
     # --- summing ----------------------------------------------------------------------------------------
@@ -417,7 +472,7 @@ class LlamaCppEngine(Engine):
         return KvEstimate(
             engine=self.name,
             engine_version=self.version,
-            engine_rules=self.era.span if self.era is not None else None,
+            engine_rules=self.rules_span,
             rule=self.rule,
             ctx=ctx,
             batch=batch,
@@ -439,8 +494,8 @@ class LlamaCppEngine(Engine):
         notes = [
             "llama.cpp sizes one cache for all sequences: kvsize maps ctx x batch to -c ctx*batch -np batch"
             + (
-                " (one unified cache: llama.cpp before 2025-07 had no per-sequence streams)"
-                if self.pre_iswa
+                f" (one unified cache: llama.cpp {self.version} has no per-sequence streams)"
+                if not self.rules.streams
                 else " with the unified KV cache (--kv-unified, or llama-server's -np auto)"
                 if self.kv_unified
                 else ", one stream each (an explicit -np keeps kv_unified off; --kv-unified to share one)"
@@ -451,7 +506,7 @@ class LlamaCppEngine(Engine):
             for layer, count in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         )
-        if windowed and self.pre_iswa:
+        if windowed and not self.rules.iswa:
             notes.append(
                 f"llama.cpp {self.version} predates the iSWA cache (2025-05): {spec.model_type}'s {windowed} "
                 "windowed layers hold every cell"
@@ -470,19 +525,32 @@ class LlamaCppEngine(Engine):
                 f"llama.cpp runs {spec.model_type}'s {windowed} sliding-window layers as full attention (no SWA "
                 "cache for this architecture)"
             )
-        if any(
+        if self.rules.mla != "unpinned" and any(
             layer.attention is not None and layer.attention.kind is AttentionKind.MLA
             for layer, _ in spec.layer_groups()
         ):
             notes.append(
                 {
-                    "2026-01": "llama.cpp (since 2026-01) caches only the MLA latent K row (V-less)",
-                    "2025-04": "llama.cpp 2025-04..2026-01 cached the MLA latent as K (576) plus V (512)",
-                    "2025-03": "llama.cpp before 2025-04 cached MLA as decompressed per-head K and V",
-                }[self.version]
+                    "latent_k": "llama.cpp (since PR #19067, 2026-01-24) caches only the MLA latent K row (V-less)",
+                    "k_and_v": "llama.cpp from PR #12801 (2025-04) to PR #19067 cached the MLA latent as K (576) plus "
+                    "V (512)",
+                    "per_head": "llama.cpp before PR #12801 (2025-04) cached MLA as decompressed per-head K and V",
+                }[self.rules.mla]
+            )
+        if any(
+            layer.attention is not None and layer.attention.kind is AttentionKind.MLA and layer.attention.index_head_dim
+            for layer, _ in spec.layer_groups()
+        ):
+            notes.append(
+                "llama.cpp keeps DeepSeek-V3.2's indexer keys in a second cache (llama_kv_cache_dsa): one "
+                "index_head_dim K row per cell and layer, in the cache type"
             )
         if spec.has_state:
-            notes.append("llama.cpp keeps recurrent conv and SSM states in f32, one slot per sequence")
+            extra = self.n_rs_seq(spec)
+            notes.append(
+                "llama.cpp keeps recurrent conv and SSM states in f32, one slot per sequence"
+                + (f", each with {extra} more rows for {self.draft} draft rollback (--draft-max)" if extra else "")
+            )
         if spec.model_dtype == KvDtype.FP32.value:
             notes.append(
                 "llama.cpp's default cache type is f16 whatever the weights; kv dtype auto follows the config's "

@@ -45,12 +45,19 @@ class Era(Generic[RulesT]):
         """The era's id: its first release (what calibrations and rule comparisons key on)."""
         return self.first
 
-    @property
-    def span(self) -> str:
-        """`0.21-0.25` (`0.11` for one series, `0.8.5-0.9` when an era starts at a patch release)."""
-        first = _series_name(self.first, self.series_depth, start=True)
-        last = _series_name(self.last, self.series_depth, start=False)
-        return first if first == last else f"{first}-{last}"
+    def span(self, next_first: str | None = None) -> str:
+        """How the output names the era: `0.21-0.25` (whole series), `0.11` (one whole series), `0.10.0` or
+        `0.11.1-0.11.2` (part of a series: the next era starts inside it), `0.8.5` (from a patch release)."""
+        depth = self.series_depth
+        shares_series = next_first is not None and _series(next_first, depth) == _series(self.last, depth)
+        first = _series_name(self.first, depth, start=True)
+        last = self.last if shares_series else _series_name(self.last, depth, start=False)
+        if _series(self.first, depth) == _series(self.last, depth):
+            if first != self.first and not shares_series:  # the era is the whole series
+                return first
+            same = _public(self.first) == _public(self.last) or self.last.startswith(self.first + ".post")
+            return self.first if same else f"{self.first}-{self.last}"
+        return f"{first}-{last}"
 
 
 @dataclass(frozen=True)
@@ -83,9 +90,17 @@ class ReleaseTable(Generic[RulesT]):
     def oldest(self) -> Era[RulesT]:
         return self.eras[0]
 
+    def span_of(self, era: Era[RulesT]) -> str:
+        """The era's name in the output (`0.21-0.25`), told apart from the eras beside it."""
+        if era not in self.eras:  # a named era outside the numbered ones (llama.cpp's trees without a build)
+            return era.span()
+        index = self.eras.index(era)
+        following = self.eras[index + 1].first if index + 1 < len(self.eras) else None
+        return era.span(following)
+
     def spans(self) -> str:
-        """Every era, for --engine-version's help: `0.8.5-0.9, 0.10, ...`."""
-        return ", ".join(e.span for e in self.eras)
+        """Every era, for --engine-version's help: `0.8.5, 0.9, ...`."""
+        return ", ".join(self.span_of(e) for e in self.eras)
 
     def era_named(self, name: str) -> Era[RulesT] | None:
         return next((e for e in self.eras if e.name == name), None)
@@ -96,6 +111,13 @@ class ReleaseTable(Generic[RulesT]):
             return Resolved(self.newest.last, self.newest)
         typed = text.strip()
         version = _parse(typed)
+        if version.release == (0, 1) and version.is_devrelease:
+            # setuptools-scm's fallback for a checkout without release tags (vLLM built from a shallow clone
+            # prints 0.1.dev7548+gbaba038): no release can be told from it.
+            raise UsageError(
+                f"{self.title} {typed} is a build from a checkout without release tags: its release cannot be told",
+                hint="Pass --engine-version with the release the checkout was made from (0.9.2, 0.19.1, ...).",
+            )
         key = _order_key(version)
         if key < _parse(self.oldest.first):
             raise UsageError(
@@ -110,7 +132,7 @@ class ReleaseTable(Generic[RulesT]):
                 shown,
                 era,
                 f"{self.title} {shown} is newer than the newest release kvsize has read ({self.newest.last}); "
-                f"sized with the rules of {era.span}",
+                f"sized with the rules of {self.span_of(era)}",
             )
         return Resolved(shown, era)
 
@@ -145,6 +167,14 @@ def _order_key(version: Version) -> Version:
     if version.is_prerelease:
         return Version(version.base_version)
     return Version(version.public)
+
+
+def _series(text: str, depth: int) -> tuple[str, ...]:
+    return tuple(text.split(".")[:depth])
+
+
+def _public(text: str) -> str:
+    return text.split("+")[0]
 
 
 def _series_name(text: str, depth: int, *, start: bool) -> str:

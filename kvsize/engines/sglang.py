@@ -1,7 +1,9 @@
 """SGLang: token pools of `page_size` rows, one cell per token spanning every layer of the stage.
 
-Rules mirror SGLang 0.5.23 (the reference is ../ENGINES.md §2 of the kvsize repository's research notes; file
-and function beside each rule, paths under `sglang/srt/`):
+Rules by release: the era of the release asked for (kvsize/engines/sglang_releases.py `SglangRules`, one switch
+per rule that changed between 0.4.9.post2 and 0.5.23; docs/releases/sglang.md) sets the default
+mem_fraction_static formula, the SWA pool list, the Mamba pool, the SM100 page sizes and DeepSeek-V3.2's indexer.
+The text below is 0.5.23's (file and function beside each rule, paths under `sglang/srt/`):
 
 - Cell (bytes one token costs on one TP rank, `DefaultPoolConfigurator._compute_cell_size`,
   `model_executor/pool_configurator.py`): MHA `get_num_kv_heads(tp) x (head_dim + v_head_dim) x L x elem`
@@ -62,6 +64,7 @@ import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split, group_layers
+from kvsize.engines.sglang_releases import LARGE_TIER, RULES_0523, SGLANG_RELEASES, SglangRules
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
@@ -73,6 +76,15 @@ SWA_FULL_TOKENS_RATIO = 0.8  # ServerArgs.swa_full_tokens_ratio
 MAMBA_FULL_MEMORY_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio
 MAMBA_SLOTS_RADIX = 3  # kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO (radix cache on)
 MAMBA_SLOTS_NO_RADIX = 1  # _calculate_mamba_ratio with --disable-radix-cache
+MAMBA2_SLOTS_NO_RADIX = (
+    512  # model_runner.py handle_max_mamba_cache (0.5.2-0.5.6): radix off, no --max-running-requests
+)
+# model_runner.py mamba2_config (0.5.3-0.5.6): these configs turn the radix cache off ("disable radix cache").
+MAMBA2_NO_RADIX_TYPES = frozenset({"falcon_h1", "nemotron_h"})
+DSA_PAGE_SIZE = 64  # "Setting page size to 64 for DeepSeek NSA/DSA" (0.5.3+; 64 x index_kpool in 0.5.23)
+DSA_QUANT_BLOCK = 128  # NSATokenToKVPool.quant_block_size: one fp32 scale (4 B) per 128 indexer elements
+TRTLLM_MLA_PAGE_SIZE = 64  # trtllm_mla takes 32 or 64, else 64 (_mla_backend_page_constraints)
+TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM"})  # "Use trtllm_mla as attention backend on sm100 for ..."
 NVFP4_SCALE_BLOCK = 16  # pool_configurator.py _compute_cell_size: scale_block_size = 16
 
 # configs/model_config.py is_hybrid_swa_model: the architectures (config `architectures`) that get a separate SWA
@@ -180,60 +192,69 @@ def sglang_pp_stages(num_layers: int, pp: int) -> list[range]:
     return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
 
 
-def is_hybrid_swa(spec: ArchSpec) -> bool:
-    """Whether SGLang gives the model's windowed layers their own pool (`is_hybrid_swa_model`,
-    configs/model_config.py, 0.5.23): an allow-listed architecture, or a config that sets `is_hybrid_swa`.
-    Laguna only with a sliding window; Beam only when its layer types include sliding layers."""
+def is_hybrid_swa(spec: ArchSpec, rules: SglangRules = RULES_0523) -> bool:
+    """Whether SGLang gives the model's windowed layers their own pool (`rules.swa_archs`; 0.5.23's
+    `is_hybrid_swa_model`, configs/model_config.py): an allow-listed architecture, or (0.5.23) a config that sets
+    `is_hybrid_swa`. Laguna only with a sliding window; Beam only when its layer types include sliding layers.
+    Configs without `architectures` match by model_type in the 0.5.23 era only."""
     windowed = any(
         layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         for layer, _ in spec.layer_groups()
     )
+    opt_in = rules.swa_config_opt_in and spec.declares_hybrid_swa
     if spec.architectures:
-        listed = any(arch in HYBRID_SWA_ARCHS for arch in spec.architectures)
+        listed = any(arch in rules.swa_archs for arch in spec.architectures)
         if listed and {"LagunaForCausalLM", "BeamForCausalLM"} & set(spec.architectures):
             return windowed
-        return listed or spec.declares_hybrid_swa
-    return spec.model_type in HYBRID_SWA_MODEL_TYPES or spec.declares_hybrid_swa
+        return listed or opt_in
+    if rules.swa_archs == HYBRID_SWA_ARCHS:
+        return spec.model_type in HYBRID_SWA_MODEL_TYPES or opt_in
+    return opt_in
 
 
-def uses_mamba_extra_buffer(spec: ArchSpec) -> bool:
+def uses_mamba_extra_buffer(spec: ArchSpec, rules: SglangRules = RULES_0523) -> bool:
     """Whether SGLang's default mamba radix-cache strategy resolves to `extra_buffer` for the model
-    (`_mamba_radix_cache_resolution` / `supports_mamba_cache_extra_buffer`, arg_groups/overrides.py, 0.5.23)."""
-    if not spec.has_state:
+    (`_mamba_radix_cache_resolution` / `supports_mamba_cache_extra_buffer`, arg_groups/overrides.py, 0.5.23;
+    `mamba_scheduler_strategy` auto -> no_buffer before 0.5.14)."""
+    if not spec.has_state or rules.mamba_pool != "extra_buffer":
         return False
     if spec.architectures:
         return any(arch in MAMBA_EXTRA_BUFFER_ARCHS for arch in spec.architectures)
     return spec.model_type in MAMBA_EXTRA_BUFFER_MODEL_TYPES
 
 
-def default_max_running_requests(pool_tokens: int, context_len: int, mamba_cap: int | None = None) -> int:
+def default_max_running_requests(
+    pool_tokens: int, context_len: int, mamba_cap: int | None = None, rules: SglangRules = RULES_0523
+) -> int:
     """SGLang's default `max_running_requests` (`KVCacheConfigurator.resolve_max_num_reqs`,
     mem_cache/kv_cache_configurator.py, 0.5.23): `int(pool / context_len x 512)` clamped to [2048, 4096], at most
-    half the pool's tokens, and for hybrid Mamba models at most `max_mamba_cache_size // mamba ratio`."""
+    half the pool's tokens (`rules.half_pool_request_cap`; not in ModelRunner.init_memory_pool, 0.5.4), and for
+    hybrid Mamba models at most `max_mamba_cache_size // mamba ratio`."""
     estimated = max(min(int(pool_tokens / max(context_len, 1) * 512), 4096), 2048)
-    requests = min(estimated, pool_tokens // 2)
+    requests = min(estimated, pool_tokens // 2) if rules.half_pool_request_cap else estimated
     return min(requests, mamba_cap) if mamba_cap is not None else requests
 
 
-# arg_groups/memory_hook.py handle_gpu_memory_settings (0.5.23): (upper bound in MiB, chunked_prefill_size,
-# decode CUDA-graph max_bs at tp < 4, at tp >= 4), by nvidia-smi memory.total.
-_GPU_TIERS = (
-    (20 * 1024, 2048, 8, 8),  # T4, 4080
-    (35 * 1024, 4096, 48, 160),  # A10, 4090, 5090
-    (60 * 1024, 4096, 32, 160),  # A100 40GB, L40
-    (90 * 1024, 8192, 256, 512),  # H100, A100 80GB
-    (160 * 1024, 8192, 256, 512),  # H20, H200
-)
-_LARGE_TIER = (16384, 512)  # B200, MI300
-
-
-def sglang_gpu_defaults(gpu_mem_mib: float, tp: int = 1) -> tuple[int, int]:
-    """(chunked_prefill_size, decode CUDA-graph max_bs) SGLang 0.5.23 picks for a card of `gpu_mem_mib`
-    (arg_groups/memory_hook.py handle_gpu_memory_settings)."""
-    for bound, chunk, small_tp, large_tp in _GPU_TIERS:
+def sglang_gpu_defaults(gpu_mem_mib: float, tp: int = 1, rules: SglangRules = RULES_0523) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA-graph max_bs) SGLang picks for a card of `gpu_mem_mib`
+    (`rules.tiers`: arg_groups/memory_hook.py handle_gpu_memory_settings in 0.5.23, server_args.py
+    _handle_gpu_memory_settings from 0.5.3)."""
+    for bound, chunk, small_tp, large_tp in rules.tiers:
         if gpu_mem_mib < bound:
             return chunk, small_tp if tp < 4 else large_tp
-    return _LARGE_TIER
+    return LARGE_TIER
+
+
+def tiered_reserve_mib(gpu_mem_mib: float, parallel: int) -> float:
+    """The reserve of `mem_fraction_static` up to 0.5.2 (server_args.py ServerArgs.__post_init__, 0.4.9.post2):
+    one figure per memory tier, growing with tp x pp."""
+    if gpu_mem_mib < 35 * 1024:  # T4, 4080, A10, L40, 4090, 5090
+        return (2.8 + parallel / 10) * 1024
+    if gpu_mem_mib < 90 * 1024:  # H100, A100
+        return (9.5 + parallel / 2) * 1024
+    if gpu_mem_mib < 160 * 1024:  # H20, H200
+        return (12 + parallel / 2) * 1024
+    return 32 * 1024  # B200, MI300
 
 
 def prefill_graph_sizes(max_tokens: int) -> list[int]:
@@ -250,10 +271,14 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [n for n in sizes if n <= max_tokens]
 
 
-def vlm_mem_fraction_factor(vision_layers: int | None, vision_hidden_size: int | None) -> float:
-    """`adjust_mem_fraction_for_vlm` (arg_groups/memory_hook.py, 0.5.23): 0.95 x a factor that falls 10% for
-    every 100% more ViT weight than a ViT-L/14 (24 layers x 1024 wide), clamped to [0.8, 1.05]; a missing
-    field takes its default (24 layers, 1024 wide)."""
+def vlm_mem_fraction_factor(
+    vision_layers: int | None, vision_hidden_size: int | None, rules: SglangRules = RULES_0523
+) -> float:
+    """`adjust_mem_fraction_for_vlm` (arg_groups/memory_hook.py, 0.5.23; server_args.py from 0.4.9.post3): 0.95 x
+    a factor that falls 10% for every 100% more ViT weight than a ViT-L/14 (24 layers x 1024 wide), clamped to
+    [0.8, 1.05]; a missing field takes its default (24 layers, 1024 wide). 0.4.9.post2: a flat 0.90."""
+    if rules.vlm_factor == "x0.90":
+        return 0.90
     layers = vision_layers or 24
     hidden = vision_hidden_size or 1024
     ratio = layers * hidden**2 / (24 * 1024**2)
@@ -271,8 +296,11 @@ def default_mem_fraction_static(
     prefill_graph: bool = True,
     vlm_factor: float | None = None,
     aiter_long_context: bool = False,
+    rules: SglangRules = RULES_0523,
 ) -> float:
-    """SGLang 0.5.23's default `mem_fraction_static` for a card of `gpu_mem_mib` (nvidia-smi memory.total, MiB).
+    """SGLang's default `mem_fraction_static` for a card of `gpu_mem_mib` (nvidia-smi memory.total, MiB), by
+    `rules.mem_formula`: up to 0.5.2 `round((gpu_mem - tiered_reserve_mib) / gpu_mem, 3)`; from 0.5.3 (text below
+    is 0.5.23's; `rules.prefill_graph` says whether the prefill-graph term is in the default):
 
     arg_groups/memory_hook.py handle_gpu_memory_settings, without post-capture KV sizing
     (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING is off by default):
@@ -285,14 +313,17 @@ def default_mem_fraction_static(
     models scale by `vlm_factor` (adjust_mem_fraction_for_vlm), and the AMD aiter attention backend with a
     context over 8k by 0.85 (attention_hook.py _handle_attention_backend_compatibility).
     """
-    default_chunk, default_bs = sglang_gpu_defaults(gpu_mem_mib, tp)
-    chunk = chunked_prefill_size if chunked_prefill_size is not None else default_chunk
-    max_bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else default_bs
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + max_bs * 2
-    if prefill_graph and pp == 1:
-        reserved += 1.5 * 1024 if mla else len(prefill_graph_sizes(min(8192, chunk) if mla else chunk)) * 8
-    if gpu_mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
+    if rules.mem_formula == "tiered":
+        reserved = tiered_reserve_mib(gpu_mem_mib, tp * pp)
+    else:
+        default_chunk, default_bs = sglang_gpu_defaults(gpu_mem_mib, tp, rules)
+        chunk = chunked_prefill_size if chunked_prefill_size is not None else default_chunk
+        max_bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else default_bs
+        reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + max_bs * 2
+        if prefill_graph and pp == 1 and rules.prefill_graph != "none":
+            reserved += 1.5 * 1024 if mla else len(prefill_graph_sizes(min(8192, chunk) if mla else chunk)) * 8
+        if gpu_mem_mib > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
     fraction = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
     if vlm_factor is not None:
         fraction *= vlm_factor
@@ -310,18 +341,22 @@ def spec_mem_fraction_static(
     amd: bool = False,
     chunked_prefill_size: int | None = None,
     max_running_requests: int | None = None,
+    rules: SglangRules = RULES_0523,
 ) -> float:
-    """`default_mem_fraction_static` for `spec` on a card of `memory_bytes` (nvidia-smi / rocm-smi total).
+    """`default_mem_fraction_static` for `spec` on a card of `memory_bytes` (nvidia-smi / rocm-smi total), under
+    the era `rules` (SglangEngine(version).rules).
     On AMD (ROCm) the breakable prefill graph is off (it is a CUDA default) and MHA models default to the aiter
     backend (model_override_base.py get_default_attention_backend), which scales by 0.85 past 8k context.
     A stated --max-running-requests lowers the default decode graph max_bs to it (handle_gpu_memory_settings)."""
-    _, default_bs = sglang_gpu_defaults(memory_bytes / 1024**2, tp)
-    max_bs = min(default_bs, max_running_requests) if max_running_requests else None
+    _, default_bs = sglang_gpu_defaults(memory_bytes / 1024**2, tp, rules)
+    capped = max_running_requests and rules.decode_bs_capped_by_requests
+    max_bs = min(default_bs, max_running_requests) if capped and max_running_requests else None
     mla = any(
         layer.attention is not None and layer.attention.kind is AttentionKind.MLA for layer, _ in spec.layer_groups()
     )
     multimodal = spec.is_multimodal
-    graph_ok = not amd and not (multimodal and not set(spec.architectures) & MULTIMODAL_PREFILL_GRAPH_ARCHS)
+    allowed = rules.prefill_graph == "allow_list" and set(spec.architectures) & MULTIMODAL_PREFILL_GRAPH_ARCHS
+    graph_ok = not amd and not (multimodal and not allowed)
     return default_mem_fraction_static(
         memory_bytes / 1024**2,
         tp=tp,
@@ -330,9 +365,17 @@ def spec_mem_fraction_static(
         chunked_prefill_size=chunked_prefill_size,
         cuda_graph_max_bs=max_bs,
         prefill_graph=graph_ok,
-        vlm_factor=vlm_mem_fraction_factor(spec.vision_layers, spec.vision_hidden_size) if multimodal else None,
+        vlm_factor=vlm_mem_fraction_factor(spec.vision_layers, spec.vision_hidden_size, rules) if multimodal else None,
         aiter_long_context=amd and not mla and (spec.max_context or 0) > 8192,
+        rules=rules,
     )
+
+
+def vlm_kv_reserve_bytes(spec: ArchSpec, rules: SglangRules = RULES_0523) -> int:
+    """Bytes a multimodal model's KV budget loses to the multimodal embedding cache
+    (`rules.vlm_kv_reserve_mib`: mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb,
+    SGLANG_VLM_CACHE_SIZE_MB = 100, from 0.5.18; the CUDA-IPC feature cache only with --mm-feature-transport)."""
+    return rules.vlm_kv_reserve_mib * 1024**2 if spec.is_multimodal else 0
 
 
 # configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs (0.5.23).
@@ -375,7 +418,8 @@ class SglangPool(msgspec.Struct, frozen=True):
 class SglangEngine(Engine):
     name = "sglang"
     title = "SGLang"
-    versions = ("0.5.23",)
+    releases = SGLANG_RELEASES
+    versions = tuple(era.name for era in reversed(SGLANG_RELEASES.eras))
 
     def __init__(
         self, version: str | None = None, *, block_size: int | None = None, enable_prefix_caching: bool = True
@@ -388,34 +432,59 @@ class SglangEngine(Engine):
         self.enable_prefix_caching = enable_prefix_caching
 
     @property
+    def rules(self) -> SglangRules:
+        """The switches of the era that sizes this release (kvsize/engines/sglang_releases.py)."""
+        assert self.era is not None
+        rules: SglangRules = self.era.rules
+        return rules
+
+    @property
     def state_slots(self) -> int:
         """Mamba state slots one running request ties up without the extra buffer (the scheduler's base ratio)."""
         return MAMBA_SLOTS_RADIX if self.enable_prefix_caching else MAMBA_SLOTS_NO_RADIX
 
+    def mamba_radix_off(self, spec: ArchSpec) -> bool:
+        """Whether the radix cache is off for the model: --disable-radix-cache, or a Mamba2 config (Falcon-H1,
+        Nemotron-H) in the no_plus_one era (model_runner.py: "model detected, disable radix cache")."""
+        forced = self.rules.mamba_pool == "no_plus_one" and spec.model_type in MAMBA2_NO_RADIX_TYPES
+        return not self.enable_prefix_caching or forced
+
     def mamba_ratio(self, spec: ArchSpec) -> int:
-        """State slots per running request (`KVCacheConfigurator._calculate_mamba_ratio`, 0.5.23): 1 without the
-        radix cache; 3 with it; 3 + 2 tracking slots for the extra-buffer architectures (the default strategy
-        for Qwen3-Next, Nemotron-H, Falcon-H1, Granite 4 hybrids, Qwen3.5, Kimi Linear)."""
-        if not self.enable_prefix_caching:
+        """State slots per running request (`KVCacheConfigurator._calculate_mamba_ratio`, 0.5.23; ModelRunner
+        init_memory_pool, 0.5.4): 1 without the radix cache; 3 with it; 3 + 2 tracking slots for the
+        extra-buffer architectures (the default strategy from 0.5.14 for Qwen3-Next, Nemotron-H, Falcon-H1,
+        Granite 4 hybrids, Qwen3.5, Kimi Linear)."""
+        if self.mamba_radix_off(spec):
             return MAMBA_SLOTS_NO_RADIX
-        return MAMBA_SLOTS_RADIX + (MAMBA_TRACKING_SLOTS if uses_mamba_extra_buffer(spec) else 0)
+        return MAMBA_SLOTS_RADIX + (MAMBA_TRACKING_SLOTS if uses_mamba_extra_buffer(spec, self.rules) else 0)
 
     def default_page_size(self, spec: ArchSpec) -> int:
-        """--page-size when not given: 1, except on an SM100 GPU (B200, B300, GB200: compute capability 10.x) where
-        MHA models default to the trtllm_mha backend, which takes pages of 64, or, with unequal K and V head sizes,
-        to FA4, which takes 128 (model_override_base.py get_default_attention_backend; overrides.py
-        _mla_backend_page_constraints, _fa4_page_constraint; 0.5.23). MLA models (flashinfer there) keep 1."""
-        device = self.context.device
-        if device is None or device.platform != "cuda" or device.capability is None or device.capability[0] != 10:
-            return DEFAULT_PAGE_SIZE
+        """--page-size when not given (by the era's switches): 64 for DeepSeek-V3.2's sparse MLA on any GPU
+        ("Setting page size to 64 for DeepSeek NSA", 0.5.3+); else 1, except on an SM100 GPU (B200, B300, GB200:
+        compute capability 10.x) where DeepSeek V3 / R1 default to trtllm_mla (pages of 64, 0.5.4+), and MHA
+        models to trtllm_mha (64, 0.5.7+) or, with unequal K and V head sizes, to FA4 (128, 0.5.23)
+        (server_args.py _get_default_attn_backend; overrides.py _mla_backend_page_constraints,
+        _fa4_page_constraint). Other MLA models (flashinfer there) keep 1."""
+        rules = self.rules
         attns = [
             layer.attention
             for layer, _ in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.CROSS)
         ]
-        if not attns or any(a.kind is AttentionKind.MLA for a in attns):
+        if rules.dsa_pool != "none" and any(a.index_head_dim for a in attns):
+            return DSA_PAGE_SIZE
+        device = self.context.device
+        if device is None or device.platform != "cuda" or device.capability is None or device.capability[0] != 10:
             return DEFAULT_PAGE_SIZE
-        return FA4_PAGE_SIZE if any(a.head_dim != a.head_dim_v for a in attns) else TRTLLM_MHA_PAGE_SIZE
+        if not attns:
+            return DEFAULT_PAGE_SIZE
+        if any(a.kind is AttentionKind.MLA for a in attns):
+            trtllm = rules.sm100_mla_trtllm and bool(set(spec.architectures) & TRTLLM_MLA_ARCHS)
+            return TRTLLM_MLA_PAGE_SIZE if trtllm else DEFAULT_PAGE_SIZE
+        if rules.sm100_mha == "page1":
+            return DEFAULT_PAGE_SIZE
+        unequal = any(a.head_dim != a.head_dim_v for a in attns)
+        return FA4_PAGE_SIZE if unequal and rules.sm100_mha == "trtllm_mha_fa4" else TRTLLM_MHA_PAGE_SIZE
 
     def _for(self, spec: ArchSpec) -> SglangEngine:
         """This engine with the page size SGLang picks for `spec` on the context's GPU (unless one was given)."""
@@ -431,7 +500,7 @@ class SglangEngine(Engine):
     @property
     def rule(self) -> str:
         return (
-            f"SGLang {self.version}: token pool of page {self.page_size}, one cell per token across every layer of "
+            f"{self.release_label}: token pool of page {self.page_size}, one cell per token across every layer of "
             "the stage (kv heads max(1, kv//tp); MLA latent replicated); sliding layers pooled (0.8 ratio, min(ctx, "
             "window + page) per request) only for gpt-oss / Llama 4 / Gemma 4 / MiMo-V2 / Step-3.5 / Laguna, full "
             f"otherwise; Mamba state conv bf16 + SSM fp32, {self.state_slots} slot(s) per request (5 with the "
@@ -445,6 +514,21 @@ class SglangEngine(Engine):
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"{spec.model_type}: {reason}")
+        rules = self.rules
+        if spec.has_state and rules.mamba_pool == "none":
+            raise UnsupportedArchitecture(
+                f"{spec.model_type}: {self.release_label} has no Mamba / linear-attention state pool "
+                "(model_executor/model_runner.py has no max_mamba_cache_size before 0.5.2)",
+                hint="Pass --engine-version 0.5.2 or newer.",
+            )
+        if rules.dsa_pool == "none" and any(
+            layer.attention is not None and layer.attention.index_head_dim for layer, _ in spec.layer_groups()
+        ):
+            raise UnsupportedArchitecture(
+                f"{spec.model_type}: {self.release_label} has no sparse-MLA (DeepSeek-V3.2 indexer) cache "
+                "(mem_cache/memory_pool.py NSATokenToKVPool arrives in 0.5.3)",
+                hint="Pass --engine-version 0.5.3 or newer.",
+            )
         if spec.model_type == "nemotron-nas":
             heads = {
                 layer.attention.num_kv_heads
@@ -461,7 +545,7 @@ class SglangEngine(Engine):
     def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:
         # models/llama.py LlamaAttention.__init__ (0.5.23; the other attention modules assert the same):
         # total_num_heads % tp_size == 0; kv >= tp: kv % tp == 0, else tp % kv == 0.
-        check_head_split(spec, tp, engine="SGLang 0.5.23", source="sglang/srt/models/llama.py LlamaAttention")
+        check_head_split(spec, tp, engine=f"SGLang {self.version}", source="sglang/srt/models/llama.py LlamaAttention")
 
     def max_running_requests(self, spec: ArchSpec, max_model_len: int, tp: int = 1, pp: int = 1) -> int | None:
         """A stated --max-running-requests (the context's max_num_seqs); SGLang's default depends on the pool
@@ -473,7 +557,9 @@ class SglangEngine(Engine):
         default (`default_max_running_requests`), and the Mamba state cap (`resolve_max_num_reqs`, 0.5.23)."""
         tokens = pool.max_total_num_tokens
         stated = self.context.max_num_seqs
-        requests = min(stated, tokens // 2) if stated else default_max_running_requests(tokens, context_len)
+        requests = (
+            min(stated, tokens // 2) if stated else default_max_running_requests(tokens, context_len, rules=self.rules)
+        )
         return min(requests, pool.mamba_request_limit) if pool.mamba_request_limit is not None else requests
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
@@ -490,13 +576,21 @@ class SglangEngine(Engine):
         if attn.kind is AttentionKind.SHARED:
             return 0
         if dtype is not KvDtype.NVFP4:
-            return super().attention_bytes_per_token(attn, dtype, tp)
+            return super().attention_bytes_per_token(attn, dtype, tp) + self.indexer_bytes(attn)
         heads = self.kv_heads_per_rank(attn, tp)
         if attn.kind is AttentionKind.MLA:
             # MLATokenToKVPoolFP4: kv_cache_dim / 2 bytes of e2m1 + kv_cache_dim / 16 e4m3 scales.
-            return attn.head_dim // 2 + attn.head_dim // NVFP4_SCALE_BLOCK
+            return attn.head_dim // 2 + attn.head_dim // NVFP4_SCALE_BLOCK + self.indexer_bytes(attn)
         # MHATokenToKVPoolFP4: heads x (D_k + D_v) / 2 data + heads x D_k x 2 / 16 scales (K and V, D_k for both).
         return heads * (attn.head_dim + attn.head_dim_v) // 2 + heads * attn.head_dim * 2 // NVFP4_SCALE_BLOCK
+
+    @staticmethod
+    def indexer_bytes(attn: AttentionSpec) -> int:
+        """DeepSeek-V3.2's indexer key per token per layer, in every cell (NSATokenToKVPool index_k_with_scale_buffer,
+        uint8: fp8 keys + one fp32 scale per 128; pool_configurator.py _compute_dsa_indexer_cell_size, 0.5.23)."""
+        if attn.kind is not AttentionKind.MLA or not attn.index_head_dim:
+            return 0
+        return attn.index_head_dim + attn.index_head_dim // DSA_QUANT_BLOCK * 4
 
     def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
         # SGLANG_MAMBA_CONV_DTYPE defaults to bfloat16, SGLANG_MAMBA_SSM_DTYPE to float32 (configs/mamba_utils.py).
@@ -565,7 +659,7 @@ class SglangEngine(Engine):
         )
 
     def _is_pooled_window(self, spec: ArchSpec, attn: AttentionSpec) -> bool:
-        return is_hybrid_swa(spec) and attn.kind in (
+        return is_hybrid_swa(spec, self.rules) and attn.kind in (
             AttentionKind.SLIDING,
             AttentionKind.CHUNKED,
         )
@@ -617,7 +711,7 @@ class SglangEngine(Engine):
             for layer, count in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         )
-        if windowed and is_hybrid_swa(spec):
+        if windowed and is_hybrid_swa(spec, self.rules):
             notes.append(
                 f"SGLang keeps {spec.model_type}'s {windowed} windowed layers in a separate SWA pool sized "
                 f"{SWA_FULL_TOKENS_RATIO} x the full pool; kvsize charges each request min(ctx, window + "
@@ -625,9 +719,10 @@ class SglangEngine(Engine):
             )
         elif windowed:
             notes.append(
-                f"SGLang sizes {spec.model_type}'s {windowed} sliding-window layers as full attention (its "
-                "hybrid SWA pool serves only the is_hybrid_swa_model architectures: gpt-oss, Llama 4 multimodal, "
-                "Gemma 4, MiMo-V2, Step-3.5, Laguna, Granite SWA ..., or configs with is_hybrid_swa: true)"
+                f"{self.release_label} sizes {spec.model_type}'s {windowed} sliding-window layers as full attention "
+                f"(its hybrid SWA pool serves only {len(self.rules.swa_archs)} architectures"
+                + (": " + ", ".join(sorted(self.rules.swa_archs)[:4]) + " ..." if self.rules.swa_archs else "")
+                + ")"
             )
         if self._mambaish(spec):
             ratio = self.mamba_ratio(spec)
@@ -683,8 +778,14 @@ class SglangEngine(Engine):
         )
         if per_req:
             budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-            max_mamba = max(int((budget - per_req) // per_req), 0)
-            rest = max(rest - (max_mamba + 1) * per_req, 0)  # MambaPool keeps max_mamba_cache_size + 1 slots
+            if self.rules.mamba_pool != "no_plus_one":
+                max_mamba = max(int((budget - per_req) // per_req), 0)
+                rest = max(rest - (max_mamba + 1) * per_req, 0)  # MambaPool keeps max_mamba_cache_size + 1 slots
+            else:
+                # model_runner.py handle_max_mamba_cache (0.5.4): 512 slots with the radix cache off (Mamba2
+                # configs), else int(budget // per_req); the pool holds exactly that many.
+                max_mamba = MAMBA2_SLOTS_NO_RADIX if self.mamba_radix_off(spec) else int(budget // per_req)
+                rest = max(rest - max_mamba * per_req, 0)
             limit = max_mamba // self.mamba_ratio(spec)
 
         pooled = [
@@ -721,6 +822,9 @@ class SglangEngine(Engine):
         ref = self._reference(spec)
         if dtype is KvDtype.NVFP4 and ref is not None and ref.kind is not AttentionKind.MLA and cell_bytes:
             workspace = self.kv_heads_per_rank(ref, tp) * ref.head_dim * 2  # one shared FP8 dequant workspace
+        if self.rules.dsa_pool == "latent_only" and ref is not None:
+            # 0.5.3 profile_max_num_token: the cell counts the latent only; the indexer buffer is allocated anyway.
+            cell_bytes -= self.indexer_bytes(ref) * sum(count for _, count in stage_groups)
         cell_total = cell_bytes + workspace
         # No KV on this stage (pure SSM): SGLang falls back to --max-total-tokens or the context length.
         tokens = rest // cell_total // page * page if cell_total else spec.max_context or 0

@@ -1,7 +1,9 @@
 """TensorRT-LLM (PyTorch flow): blocks of `tokens_per_block` tokens per layer, heads split by ceil(kv / tp).
 
-Rules mirror the TensorRT-LLM 1.2 line as read from its 2026 `main` source (the reference is ../ENGINES.md §4.1 of
-the kvsize repository's research notes; file and function beside each rule, paths under `tensorrt_llm/`):
+The rules that vary by release are switches of `TrtllmRules` (kvsize/engines/trtllm_releases.py, one era: the 1.2
+line as read at main 1.2.0rc2); the rest mirror the 1.2 line as read from its 2026 `main` source (the reference is
+../ENGINES.md §4.1 of the kvsize repository's research notes; file and function beside each rule, paths under
+`tensorrt_llm/`):
 
 - Blocks: `KvCacheConfig.tokens_per_block = 32` in the PyTorch flow (`llmapi/llm_args.py`; TRT-engine builds use
   64); a request needs `cdiv(tokens, tokens_per_block)` blocks per layer
@@ -26,12 +28,12 @@ the kvsize repository's research notes; file and function beside each rule, path
   kernel - 1)` and one SSM state `(heads // tp, head_dim, N)`, conv in the model dtype and SSM in
   `mamba_ssm_cache_dtype` (auto: the config's ssm dtype, else the model dtype; the spec carries no ssm dtype, so
   the model dtype).
-- Capacity (`pool()`, `KvCacheCreator._cal_max_memory`, `_util.py`): `max_tokens = available x
-  free_gpu_memory_fraction (0.9) / bytes_per_token`, all-reduce MIN over ranks, `blocks = max_tokens //
-  tokens_per_block` (`KVCacheManager.calculate_max_num_blocks`). `available` = total GPU memory - peak memory of
-  the warm-up run + the temporary KV cache allocated for that run. `bytes_per_token` comes from the static
-  estimator `KVCacheManager.get_cache_size_per_token`, which divides `head_dim x kv_heads` by tp (floor) where the
-  pool itself rounds heads up.
+- Capacity (`pool()`; switches `pool_bounds`, `block_rounding`): the smaller of two bounds. The estimator's
+  `int(int(available x free_gpu_memory_fraction) // bytes_per_token)` (`KvCacheCreator.configure_kv_cache_capacity`,
+  `_util.py`; `available` = total GPU memory - warm-up peak + the warm-up's temporary KV cache; `bytes_per_token`
+  from `KVCacheManager.get_cache_size_per_token`, which divides `head_dim x kv_heads` by tp, floored), and
+  `fraction x free memory / the pool's own bytes per token` (heads rounded up; `calculate_max_num_blocks`,
+  `resource_manager.py`), all-reduced MIN over ranks, then `ceil(max_tokens / tokens_per_block)` blocks.
 - Pipeline stages (`Mapping.pp_layers`, `mapping.py`): `torch.tensor_split`, the first `n % pp` stages get one
   layer more.
 - Pool tokens (`pool().pool_tokens`): whole blocks, `blocks x tokens_per_block`, as `KVCacheManager::allocatePools`
@@ -48,15 +50,18 @@ the kvsize repository's research notes; file and function beside each rule, path
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split
+from kvsize.engines.trtllm_releases import TRTLLM_RELEASES, TrtllmRules
 from kvsize.errors import UsageError
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, StateSpec
 
-DEFAULT_TOKENS_PER_BLOCK = 32  # llmapi/llm_args.py KvCacheConfig.tokens_per_block (PyTorch flow)
-FREE_GPU_MEMORY_FRACTION = 0.9  # llmapi/llm_args.py KvCacheConfig.free_gpu_memory_fraction
+DEFAULT_TOKENS_PER_BLOCK = TRTLLM_RELEASES.newest.rules.tokens_per_block  # the newest era's (TrtllmRules)
+FREE_GPU_MEMORY_FRACTION = TRTLLM_RELEASES.newest.rules.free_gpu_memory_fraction  # the newest era's (TrtllmRules)
 DEFAULT_MAX_BATCH_SIZE = 2048  # llmapi BuildConfig.max_batch_size: Mamba state slots preallocated per batch slot
 NVFP4_BLOCK = 16  # resource_manager.py get_cache_size_per_token: "SFs (fp8) per 16 elements"
 
@@ -131,12 +136,17 @@ class TrtllmPool(msgspec.Struct, frozen=True):
     bytes_per_token: int
     """The estimator's bytes per token on the binding rank (KVCacheManager.get_cache_size_per_token)."""
     max_tokens: int
-    """int(available x free_gpu_memory_fraction / bytes_per_token), min over ranks (state slots taken first)."""
+    """The smaller bound, min over ranks (state slots taken first): the estimator's int(int(available x
+    fraction) // bytes_per_token) or fraction x free memory / runtime_bytes_per_token."""
     blocks: int
-    """Blocks in the primary pool: max_tokens // tokens_per_block."""
+    """Blocks in the primary pool: ceil(max_tokens / tokens_per_block) (TrtllmRules.block_rounding)."""
     pool_bytes: int
     """Bytes the primary pool takes: blocks x tokens_per_block x the runtime bytes per token (heads rounded up)."""
     tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK
+    runtime_bytes_per_token: int = 0
+    """The pool's own bytes per token (KVCacheManager.get_cache_bytes_per_token: heads ceil(kv / tp))."""
+    bound: str = "estimator"
+    """Which bound set max_tokens: "estimator" (KvCacheCreator's max_tokens) or "free memory" (the pool's)."""
 
     @property
     def pool_tokens(self) -> int:
@@ -149,14 +159,22 @@ class TrtllmPool(msgspec.Struct, frozen=True):
 class TrtllmEngine(Engine):
     name = "trtllm"
     title = "TensorRT-LLM"
-    versions = ("1.2",)
+    releases = TRTLLM_RELEASES
+    versions = tuple(era.name for era in reversed(TRTLLM_RELEASES.eras))
 
     def __init__(self, version: str | None = None, *, block_size: int | None = None, vswa: bool = False) -> None:
         super().__init__(version)
         if block_size is not None and block_size < 1:
             raise UsageError(f"--block-size must be positive, got {block_size}")
-        self.tokens_per_block = block_size or DEFAULT_TOKENS_PER_BLOCK
+        self.tokens_per_block = block_size or self.rules.tokens_per_block
         self.vswa = vswa
+
+    @property
+    def rules(self) -> TrtllmRules:
+        """The switches of the era that sizes this release (kvsize/engines/trtllm_releases.py)."""
+        assert self.era is not None
+        rules: TrtllmRules = self.era.rules
+        return rules
 
     @property
     def rule(self) -> str:
@@ -166,10 +184,11 @@ class TrtllmEngine(Engine):
             else "sliding and chunked layers allocated for the full context (no max_attention_window)"
         )
         return (
-            f"TensorRT-LLM {self.version} PyTorch flow: blocks of {self.tokens_per_block} tokens, cdiv(ctx, bs) per "
+            f"{self.release_label} PyTorch flow: blocks of {self.tokens_per_block} tokens, cdiv(ctx, bs) per "
             f"layer; kv heads ceil(kv/tp), MLA one latent (kv_factor 1) not divided by tp; {windows}; Mamba "
-            "hybrids one state per request in the model dtype; V1 KV cache manager, pool in whole blocks "
-            "(_torch/pyexecutor/resource_manager.py, _util.py, kvCacheManager.cpp allocatePools)"
+            "hybrids one state per request in the model dtype, outside the pool; V1 KV cache manager; pool the "
+            "smaller of the estimator's and the free-memory bound, ceil(tokens / bs) blocks "
+            "(_torch/pyexecutor/resource_manager.py calculate_max_num_blocks, _util.py configure_kv_cache_capacity)"
         )
 
     # --- what TensorRT-LLM serves -----------------------------------------------------------------------
@@ -188,6 +207,12 @@ class TrtllmEngine(Engine):
                     f"TensorRT-LLM ({spec.model_type}): layers with both attention and a Mamba state have no "
                     "PyTorch-flow cache manager"
                 )
+            if layer.attention is not None and layer.attention.index_head_dim and self.rules.sparse_attention_manager:
+                raise UnsupportedArchitecture(
+                    f"TensorRT-LLM ({spec.model_type}): a sparse-attention indexer's K cache lives in the manager "
+                    "get_sparse_attn_kv_cache_manager returns (_torch/pyexecutor/_util.py), which kvsize has not read",
+                    hint="Size it with --engine vllm or sglang, which model the indexer cache.",
+                )
 
     def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:
         # _torch/modules/attention.py Attention.__init__: assert num_heads % tp_size == 0, KV heads rounded up
@@ -195,6 +220,18 @@ class TrtllmEngine(Engine):
         check_head_split(
             spec, tp, engine="TensorRT-LLM", source="tensorrt_llm/_torch/modules/attention.py Attention", kv_rule="ceil"
         )
+        # MambaCacheManager.__init__ (mamba_cache_manager.py): nheads % tp == 0 and conv_dim % tp == 0 asserted.
+        for layer, _ in spec.layer_groups():
+            state = layer.state
+            if state is None:
+                continue
+            heads = state.ssm_shape[0] if state.ssm_shape else 0
+            if heads % tp or state.conv_channels % tp:
+                raise UsageError(
+                    f"TensorRT-LLM asserts the Mamba state's {heads} heads and {state.conv_channels} conv channels "
+                    f"divide by tp (MambaCacheManager.__init__); --tp {tp} does not",
+                    hint="Choose a --tp that divides both.",
+                )
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         if dtype in SUPPORTED_KV_DTYPES:
@@ -305,8 +342,8 @@ class TrtllmEngine(Engine):
 
     def estimator_bytes_per_token(self, spec: ArchSpec, layers: list[int], dtype: KvDtype, tp: int) -> int:
         """KVCacheManager.get_cache_size_per_token for the attention layers of one stage: kv_factor x layers x
-        (head_dim x kv_heads // tp) elements (MLA: 576, not divided), then x1 (fp8), ceil(n/2)+ceil(n/16) (nvfp4)
-        or x2 for every other dtype ("we need 2 bytes per token", fp32 included). Per-layer head counts are summed
+        (head_dim x kv_heads // tp) elements (MLA: 576, not divided), then x1 (fp8) or x2 for every other dtype,
+        fp32 and (TrtllmRules.estimator_nvfp4_bytes "two_bytes") NVFP4 included. Per-layer head counts are summed
         where TensorRT-LLM averages a per-layer list."""
         elements = 0
         for i in layers:
@@ -317,11 +354,11 @@ class TrtllmEngine(Engine):
                 elements += attn.head_dim
             else:
                 elements += attn.head_dim * attn.num_kv_heads // tp + attn.head_dim_v * attn.num_kv_heads // tp
-        if dtype is KvDtype.NVFP4:
+        if dtype is KvDtype.NVFP4 and self.rules.estimator_nvfp4_bytes == "packed":
             return cdiv(elements, 2) + cdiv(elements, NVFP4_BLOCK)
         if dtype is KvDtype.FP8_E4M3:
             return elements
-        return 2 * elements
+        return 2 * elements  # "mem_per_token = 2" unless the quant mode has an FP8 KV cache (NVFP4 included)
 
     def pool(
         self,
@@ -331,33 +368,63 @@ class TrtllmEngine(Engine):
         kv_dtype: KvDtype,
         tp: int = 1,
         pp: int = 1,
-        free_gpu_memory_fraction: float = FREE_GPU_MEMORY_FRACTION,
+        free_gpu_memory_fraction: float | None = None,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        free_bytes: int | None = None,
     ) -> TrtllmPool:
         """KV capacity for `available_bytes` per GPU = total memory - profiled peak + the warm-up's temporary KV
-        cache (KvCacheCreator._cal_max_memory). Hybrid Mamba models first set aside `max_batch_size` state slots
-        (the Mamba cache is preallocated per batch slot, outside the token pool)."""
+        cache (KvCacheCreator._cal_max_memory), the smaller of two bounds (TrtllmRules.pool_bounds): the
+        estimator's int(int(available x fraction) // estimator bytes) and fraction x `free_bytes` / the pool's
+        own bytes, `free_bytes` being the free memory when the final KVCacheManager is built (None: taken as
+        `available_bytes`, a lower bound: the warm-up's activations are freed by then). Hybrid Mamba models
+        first set aside `max_batch_size` state slots (allocated before the KV pool, TrtllmRules.mamba_states)."""
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         self.check_parallel(spec, tp, pp)
-        best: TrtllmPool | None = None
+        windows = {
+            a.window if a.kind is AttentionKind.SLIDING else None
+            for layer, _ in spec.layer_groups()
+            if (a := layer.attention)
+        }
+        if self.vswa and len(windows) > 1:  # is_vswa: more than one distinct max_attention_window
+            raise UnsupportedArchitecture(
+                f"TensorRT-LLM VSWA ({spec.model_type}): the pools per window are split by the C++ "
+                "KVCacheManager::calculateMaxNumBlocks (calculate_max_num_blocks_from_cpp), which kvsize has not read",
+                hint="Size the pool without vswa (one window), or per request with kvsize's estimate.",
+            )
+        rules = self.rules
+        fraction = free_gpu_memory_fraction if free_gpu_memory_fraction is not None else rules.free_gpu_memory_fraction
+        free = available_bytes if free_bytes is None else free_bytes
+        bs = self.tokens_per_block
+        best: tuple[float, TrtllmPool] | None = None
         for stage in trtllm_pp_stages(spec.num_layers, pp):
             layers = list(stage)
-            states = sum(
+            states = max_batch_size * sum(
                 self.state_bytes(spec, state, tp) for i in layers if (state := spec.layers[i].state) is not None
             )
-            budget = max(available_bytes * free_gpu_memory_fraction - max_batch_size * states, 0.0)
             per_token = self.estimator_bytes_per_token(spec, layers, kv_dtype, tp)
             runtime = sum(
                 self.attention_bytes_per_token(a, kv_dtype, tp)
                 for i in layers
                 if (a := spec.layers[i].attention) is not None
             )
-            max_tokens = int(budget / per_token) if per_token else 0
-            blocks = max_tokens // self.tokens_per_block
+            if not per_token or not runtime:
+                continue
+            # _util.py configure_kv_cache_capacity: max_tokens = int(int(available x fraction) // per_token).
+            estimator = int(max(available_bytes - states, 0) * fraction) // per_token
+            # resource_manager.py calculate_max_num_blocks: min(max_tokens, fraction x free_mem / runtime bytes).
+            by_free = fraction * max(free - states, 0) / runtime
+            tokens = min(float(estimator), by_free)
+            blocks = math.ceil(tokens / bs) if rules.block_rounding == "ceil" else int(tokens // bs)
             pool = TrtllmPool(
-                per_token, max_tokens, blocks, blocks * self.tokens_per_block * runtime, self.tokens_per_block
+                per_token,
+                int(tokens),
+                blocks,
+                blocks * bs * runtime,
+                bs,
+                runtime_bytes_per_token=runtime,
+                bound="estimator" if estimator <= by_free else "free memory",
             )
-            if per_token and (best is None or pool.max_tokens < best.max_tokens):  # all-reduce MIN over ranks
-                best = pool
-        return best if best is not None else TrtllmPool(0, 0, 0, 0, self.tokens_per_block)
+            if best is None or tokens < best[0]:  # all-reduce MIN over ranks
+                best = (tokens, pool)
+        return best[1] if best is not None else TrtllmPool(0, 0, 0, 0, bs)

@@ -193,7 +193,9 @@ class VllmEngine(Engine):
         self, max_model_len: int, tp: int = 1, pp: int = 1, spec: ArchSpec | None = None
     ) -> SchedulerSettings:
         """The scheduler vLLM runs for this model on the context's device (vllm_scheduler.scheduler_settings).
-        Encoder-decoder models run without chunked prefill (SchedulerConfig: disabled for them)."""
+        Encoder-decoder models run without chunked prefill from 0.12 (ModelConfig.is_chunked_prefill_supported);
+        the V2 model runner (pp + 1 batches) takes the models its era runs there (VllmRules.v2_runner)."""
+        encoder_decoder = spec is not None and spec.is_encoder_decoder
         return scheduler_settings(
             self.version,
             self.device,
@@ -203,7 +205,8 @@ class VllmEngine(Engine):
             pp=pp,
             max_num_batched_tokens=self.batched_tokens_option or self.context.max_num_batched_tokens,
             max_num_seqs=self.max_num_seqs_option or self.context.max_num_seqs,
-            chunked_prefill=not (spec is not None and spec.is_encoder_decoder),
+            chunked_prefill=not encoder_decoder or self.rules.encoder_decoder_chunked,
+            v2_runner=spec is None or _v2_runner_model(spec),
         )
 
     def max_running_requests(self, spec: ArchSpec, max_model_len: int, tp: int = 1, pp: int = 1) -> int | None:
@@ -230,10 +233,36 @@ class VllmEngine(Engine):
     # --- what vLLM serves -----------------------------------------------------------------------------
 
     def check_supported(self, spec: ArchSpec) -> None:
-        if spec.model_type in MLLAMA_TYPES and not self.rules.serves_mllama:
+        r = self.rules
+        if spec.model_type in MLLAMA_TYPES:
+            why = (
+                "serves Mllama (Llama 3.2 Vision) on its V0 engine only"
+                if r.mllama == "v0"
+                else ("cannot serve Mllama (Llama 3.2 Vision): vLLM removed the model after 0.10.2")
+            )
             raise UnsupportedArchitecture(
-                f"vLLM {self.version} cannot serve Mllama (Llama 3.2 Vision): vLLM removed the model in 0.10.2",
-                hint="Use --engine hf or sglang, or size it with --engine formula.",
+                f"vLLM {self.version} {why}", hint="Use --engine hf or sglang, or size it with --engine formula."
+            )
+        if spec.has_state and not r.v1_state_models:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} runs Mamba and linear-attention models on its V0 engine, whose state cache "
+                "(MambaCacheManager, sized by max_num_seqs outside the KV pool) kvsize does not model",
+                hint="Use --engine-version 0.10.2 or later (V1 by default), or --engine formula.",
+            )
+        if spec.model_type == "whisper" and not r.v1_whisper:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} runs Whisper on its V0 engine, which kvsize does not model",
+                hint="Use --engine-version 0.10.2 or later, or --engine formula.",
+            )
+        if self._sparse_mla(spec) and not r.sparse_mla:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} has no DeepSeek-V3.2 sparse attention (added in 0.11.0)",
+                hint="Use --engine-version 0.11.0 or later.",
+            )
+        if self.skip_layers and r.skip_layers == "none":
+            raise UsageError(
+                f"vLLM {self.version} has no --kv-cache-dtype-skip-layers (added in 0.19.0)",
+                hint="Drop it, or use --engine-version 0.19 or later.",
             )
         if spec.is_encoder_decoder and spec.model_type != "whisper":
             raise UnsupportedArchitecture(
@@ -350,7 +379,10 @@ class VllmEngine(Engine):
 
     def attention_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype, tp: int = 1) -> int:
         if attn.kind is AttentionKind.MLA:
-            return self._mla_bytes_per_token(attn, dtype)
+            return self._mla_bytes_per_token(attn, dtype, tp)
+        if dtype is KvDtype.NVFP4 and attn.kind is AttentionKind.SLIDING and not self.rules.nvfp4_sliding_packed:
+            # 0.20.x SlidingWindowSpec.real_page_size_bytes: get_dtype_size(uint8) = 1 B per element, unpacked.
+            return self.kv_heads_per_rank(attn, tp) * (attn.head_dim + attn.head_dim_v)
         if dtype in PER_TOKEN_HEAD and attn.kind is not AttentionKind.SHARED:
             # TritonAttentionBackend.customize_spec: (hs_k + hs_v) x 1 B (int4: halves) + 2 fp32 scales per head.
             heads = self.kv_heads_per_rank(attn, tp)
@@ -361,12 +393,12 @@ class VllmEngine(Engine):
             )
         return super().attention_bytes_per_token(attn, dtype, tp)
 
-    def _mla_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype) -> int:
+    def _mla_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype, tp: int = 1) -> int:
         """MLA latent bytes (replicated on every rank), plus DeepSeek-V3.2's indexer key."""
         rope = attn.qk_rope_head_dim or 0
         nope = attn.head_dim - rope
         if dtype is KvDtype.FP8_DS_MLA or (
-            dtype is KvDtype.FP8_E4M3 and attn.index_head_dim and self.rules.sparse_mla_fp8_is_ds_mla
+            dtype is KvDtype.FP8_E4M3 and attn.index_head_dim and self._sparse_backend(attn, dtype, tp)[1]
         ):
             # FlashMLA sparse "FP8 with scale": NoPE in e4m3, one fp32 scale per 128, RoPE in bf16 (512 + 16 + 128).
             latent = nope + cdiv(nope, 128) * 4 + rope * 2
@@ -381,6 +413,26 @@ class VllmEngine(Engine):
             latent += attn.index_head_dim + attn.index_head_dim // 128 * 4
         return latent
 
+    def _sparse_backend(self, attn: AttentionSpec, dtype: KvDtype, tp: int) -> tuple[int, bool]:
+        """(block size, fp8 in FlashMLA sparse's 656 B layout) of DeepSeek-V3.2's sparse MLA.
+
+        0.11-0.17 (DeepseekV32ForCausalLM.verify_and_update_config): 64-token blocks, fp8 -> fp8_ds_mla on
+        every GPU. 0.18+ (platforms/cuda.py _get_backend_priorities, mla_attention.py
+        _canonicalize_sparse_mla_kv_cache_dtype: fp8_ds_mla only on FLASHMLA_SPARSE): sm_10x with fp8 takes
+        FlashInfer-MLA sparse (32-token blocks, standard fp8); sm_10x in 16 bits FlashInfer sparse (32) at
+        <= 16 heads per rank, FA4 sparse (64) there from 0.33, FlashMLA sparse (64) above; other GPUs FlashMLA
+        sparse (64)."""
+        if self.rules.sparse_fp8 == "config":
+            return 64, True
+        dev = self.device
+        if dev.platform == "cuda" and dev.capability is not None and dev.capability[0] == 10:
+            if dtype in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
+                return 32, False
+            heads = (attn.num_query_heads or 128) // tp  # MLAAttention.num_heads: the heads on this rank
+            if heads <= 16:
+                return (64 if self.rules.sparse_fa4 else 32), False
+        return 64, True
+
     def state_bytes(self, spec: ArchSpec, state: StateSpec, tp: int = 1) -> int:
         """MambaStateShapeCalculator (model_executor/layers/mamba/mamba_utils.py): Mamba-2 conv over
         intermediate + 2 x n_groups x d_state channels with n_groups replicated up to tp when tp does not
@@ -388,15 +440,15 @@ class VllmEngine(Engine):
         columns (Mamba-2, GDN; 0.19+). Gated DeltaNet: conv over 2 x key_dim + value_dim, state
         v_heads/tp x v_dim x k_dim."""
         conv_dtype, ssm_dtype = self.state_dtypes(spec, state)
-        spec_cols = self.num_speculative_tokens if self.rules.speculative_state else 0
+        spec_cols = self.num_speculative_tokens if self.rules.speculative_conv_mamba2 else 0
         if state.kind is StateKind.MAMBA2 and state.n_groups:
             heads, head_dim, d_state = state.ssm_shape
             intermediate = state.conv_channels - 2 * state.n_groups * d_state
             groups = state.n_groups + (0 if state.n_groups % tp == 0 else tp - state.n_groups)
             conv = cdiv(intermediate + 2 * groups * d_state, tp) * (state.conv_kernel - 1 + spec_cols)
             ssm = cdiv(heads, tp) * head_dim * d_state
-        elif state.kind is StateKind.GATED_DELTANET:
-            conv = cdiv(state.conv_channels, tp) * (state.conv_kernel - 1 + spec_cols)
+        elif state.kind is StateKind.GATED_DELTANET:  # gated_delta_net_state_shape: speculative columns since 0.10.2
+            conv = cdiv(state.conv_channels, tp) * (state.conv_kernel - 1 + self.num_speculative_tokens)
             ssm = cdiv(state.ssm_shape[0], tp) * state.ssm_elements // state.ssm_shape[0]
         else:
             return super().state_bytes(spec, state, tp)
@@ -414,6 +466,14 @@ class VllmEngine(Engine):
             layer.attention is not None and layer.attention.kind is AttentionKind.MLA
             for layer, _ in spec.layer_groups()
         )
+
+    @staticmethod
+    def _mla_layers(spec: ArchSpec) -> list[AttentionSpec]:
+        return [
+            layer.attention
+            for layer, _ in spec.layer_groups()
+            if layer.attention is not None and layer.attention.kind is AttentionKind.MLA
+        ]
 
     @staticmethod
     def _sparse_mla(spec: ArchSpec) -> bool:
@@ -434,23 +494,35 @@ class VllmEngine(Engine):
         chosen = self.prefix_caching_option
         if chosen is None:
             chosen = self.context.enable_prefix_caching
-        mode = self.rules.hybrid_prefix_caching
-        if spec.has_state and mode == "forced_off":
+        r = self.rules
+        if spec.has_state and r.hybrid_prefix_caching == "forced_off":
             return False
+        if (
+            spec.has_state
+            and r.mamba_cache_modes == "all_when_caching"
+            and (spec.model_type not in r.mamba_all_mode_models)
+        ):
+            return False  # 0.11.1-0.14.1 MambaModelConfig: only SupportsMambaPrefixCaching models keep it
         if chosen is not None:
             return chosen
         if spec.is_encoder_decoder:
             return False
         if spec.has_state:
-            return mode == "on_by_default" and self._attends(spec)
+            if not self._attends(spec):
+                return r.attention_free_prefix_caching and spec.model_type in r.mamba_all_mode_models
+            return r.hybrid_prefix_caching == "on_by_default"
         return True
 
     def mamba_mode(self, spec: ArchSpec) -> MambaMode:
         """CacheConfig.mamba_cache_mode (models/config.py MambaModelConfig): "align" with prefix caching (0.19:
         "all" for SupportsMambaPrefixCaching models), "none" without."""
+        r = self.rules
         if not spec.has_state or not self.prefix_caching(spec):
             return "none"
-        if spec.model_type in self.rules.mamba_all_mode_models:
+        if r.mamba_cache_modes == "all_when_caching":
+            return "all"  # MambaSpec cdiv(max_model_len, block) with the attention block
+        speculating = self.num_speculative_tokens > 0
+        if spec.model_type in r.mamba_all_mode_models and (r.all_mode_under_speculation or not speculating):
             return "all"
         return "align"
 
@@ -461,7 +533,7 @@ class VllmEngine(Engine):
         (get_mamba_prefill_checkpoint_alignment)."""
         kinds = {layer.state.kind for layer, _ in spec.layer_groups() if layer.state is not None}
         return (
-            self.rules.prefill_checkpoint_blocks
+            self.rules.checkpoint_gdn
             and kinds == {StateKind.GATED_DELTANET}
             and self.mamba_mode(spec) == "align"
             and self.device.platform == "cuda"
@@ -473,15 +545,15 @@ class VllmEngine(Engine):
         mamba_mixer2 declares one checkpoint block, so Mamba-2 hybrids hold 3; GDN one with the FlashInfer
         prefill), "align" 2 + speculative (0.19); "all" cdiv(max_model_len, block) (0.19); otherwise 1 +
         speculative (0.11: 1)."""
-        spec_blocks = self.num_speculative_tokens if self.rules.speculative_state else 0
+        r = self.rules
+        spec_blocks = self.num_speculative_tokens if r.speculative_blocks else 0
         mode = self.mamba_mode(spec)
         if mode == "align":
-            mixer2 = state.kind is StateKind.MAMBA2
+            mixer2 = state.kind is StateKind.MAMBA2 and r.checkpoint_mixer2
             gdn = state.kind is StateKind.GATED_DELTANET and self._gdn_checkpoints(spec)
-            checkpoint = 1 if self.rules.prefill_checkpoint_blocks and (mixer2 or gdn) else 0
-            return 2 + spec_blocks + checkpoint
+            return 2 + spec_blocks + (1 if mixer2 or gdn else 0)
         if mode == "all":
-            return cdiv(ctx, bs)
+            return cdiv(ctx, bs) + (spec_blocks if r.all_mode_speculative_blocks else 0)
         return 1 + spec_blocks
 
     # --- block sizes ------------------------------------------------------------------------------------
@@ -498,7 +570,7 @@ class VllmEngine(Engine):
             default=0,
         )
 
-    def mla_block_size(self, spec: ArchSpec, dtype: KvDtype) -> int:
+    def mla_block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int = 1) -> int:
         """The MLA backend's block (0.33 / 0.19 platforms/cuda.py _get_backend_priorities and each backend's
         supported kernel blocks): DeepSeek-V3.2 sparse MLA 64 (FlashMLA sparse); Blackwell (sm_10x) FlashInfer-MLA
         32; Hopper FlashAttention-MLA 16 in 16-bit, FlashMLA 64 for fp8 (FlashAttention-MLA has no fp8); others
@@ -506,12 +578,24 @@ class VllmEngine(Engine):
         FlashMLA 64 on Hopper, 64 for sparse MLA."""
         dev = self.device
         cap = dev.capability if dev.platform == "cuda" else None
-        if self._sparse_mla(spec):
-            return 64
-        if self.rules.mla_blocks == "flashmla_cutlass":
-            if cap == (10, 0):
-                return 128
-            return 64 if cap is not None and cap[0] == 9 else DEFAULT_BLOCK_SIZE
+        mode = self.rules.mla_blocks
+        sparse = next(
+            (layer.attention for layer, _ in spec.layer_groups() if layer.attention and layer.attention.index_head_dim),
+            None,
+        )
+        if sparse is not None:
+            return self._sparse_backend(sparse, dtype, tp)[0]
+        hopper = 64 if cap is not None and cap[0] == 9 else DEFAULT_BLOCK_SIZE  # FlashMLA on Hopper
+        if mode == "hopper64":
+            return hopper
+        if mode in ("cutlass100", "cutlass10x"):
+            blackwell = cap == (10, 0) if mode == "cutlass100" else cap is not None and cap[0] == 10
+            return 128 if blackwell else hopper  # CUTLASS MLA
+        if mode == "flashinfer64":
+            if cap is not None and cap[0] == 10:
+                nope = next((a.qk_nope_head_dim for a in self._mla_layers(spec)), None)
+                return 64 if nope == 128 else 128  # FlashInfer-MLA only for qk_nope_head_dim 128, else CUTLASS
+            return hopper
         if cap is not None and cap[0] == 10:
             return 32
         if cap is not None and cap[0] == 9 and dtype in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
@@ -529,33 +613,51 @@ class VllmEngine(Engine):
         - --kv-cache-dtype-skip-layers (0.33 Platform._align_heterogeneous_kv_block_size): when the skipped
           layers' page per token S exceeds the primary P, the block grows to 16 x cdiv(16 S, 16 P).
         """
-        base = self.fixed_block_size or (self.mla_block_size(spec, dtype) if self._mla(spec) else DEFAULT_BLOCK_SIZE)
+        base = self.fixed_block_size or (
+            self.mla_block_size(spec, dtype, tp) if self._mla(spec) else DEFAULT_BLOCK_SIZE
+        )
         attn = self._attention_dtype_bytes(spec, dtype, tp)
         states = [self._raw_state(spec, layer.state, tp) for layer, _ in spec.layer_groups() if layer.state is not None]
         bs = base
         if attn and states and max(states):
             state = max(states)
-            if self.rules.hybrid_align == "platform":
-                align = max(HYBRID_ALIGN, base)
-                if self._mla(spec):
-                    align = max(align, 128)
-                if self._gdn_checkpoints(spec):
-                    align = lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
-                bs = max(base, align * cdiv(state, align * attn))
-            elif self.rules.hybrid_align == "fixed16_mla64" and self.mamba_mode(spec) == "all":
-                align = 64 if self._mla(spec) else HYBRID_ALIGN
+            align = self._hybrid_alignment(spec, base)
+            if self.mamba_mode(spec) == "all":  # "all" mode: whole SSD chunks (lcm(mamba chunk size, A))
                 chunk = lcm(_chunk_size(spec), align)
                 bs = chunk * cdiv(cdiv(state, attn), chunk)
             else:
-                align = 64 if self._mla(spec) and self.rules.hybrid_align == "fixed16_mla64" else HYBRID_ALIGN
                 bs = max(base, align * cdiv(state, align * attn))
-        if self.skip_layers and self.rules.skip_layers_realign:
+        if self.skip_layers and self.rules.skip_layers == "realign":
             primary = self.attention_bytes_per_token_model(spec, dtype, tp)
             skipped = self.attention_bytes_per_token_model(spec, self.served_dtype(spec), tp)
             if primary and skipped > primary:
                 align = max(DEFAULT_BLOCK_SIZE, bs)
                 bs = max(bs, align * cdiv(skipped * DEFAULT_BLOCK_SIZE, align * primary))
         return bs
+
+    def _hybrid_alignment(self, spec: ArchSpec, base: int) -> int:
+        """A of the hybrid block size (VllmRules.hybrid_align): 16 (0.10.2-0.11.0); 16, 64 for MLA, 32 for head
+        size 256 on sm_10x (0.11.1-0.17: HybridAttentionMambaModelConfig); or max(16, the backend's block),
+        at least 128 for MLA hybrids (0.27+), lcm'd with the GDN checkpoint alignment (0.33:
+        Platform._align_hybrid_block_size)."""
+        r = self.rules
+        if r.hybrid_align == "fixed16":
+            return HYBRID_ALIGN
+        if r.hybrid_align == "fixed16_mla64":
+            if self._mla(spec):
+                return 64
+            dev = self.device
+            blackwell = dev.platform == "cuda" and dev.capability is not None and dev.capability[0] == 10
+            head_256 = any(
+                layer.attention is not None and layer.attention.head_dim == 256 for layer, _ in spec.layer_groups()
+            )
+            return 32 if r.blackwell_hd256_align32 and blackwell and head_256 else HYBRID_ALIGN
+        align = max(HYBRID_ALIGN, base)
+        if self._mla(spec) and r.mla_hybrid_align_128:
+            align = max(align, 128)
+        if self._gdn_checkpoints(spec):
+            align = lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+        return align
 
     def attention_bytes_per_token_model(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
         """Model-wide bytes per token of one attention layer in `dtype` (the platform's FullAttentionSpec)."""
@@ -573,7 +675,25 @@ class VllmEngine(Engine):
 
     # --- groups -----------------------------------------------------------------------------------------
 
+    def all_full(self, spec: ArchSpec) -> bool:
+        """Every attention layer is paged as full attention: no hybrid allocator and the model mixes layer types
+        (0.8.5-0.9.0: kv_cache_utils.unify_hybrid_kv_cache_specs always), or a chunked-local model whose era
+        turns the hybrid allocator off for it (0.8.5-0.9.2 no ChunkedLocalAttentionSpec; 0.10.1-0.13
+        VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0)."""
+        kinds = {
+            layer.attention.kind
+            for layer, _ in spec.layer_groups()
+            if layer.attention is not None
+            and layer.attention.kind
+            in (AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA)
+        }
+        if AttentionKind.CHUNKED in kinds and not self.rules.chunked_local_window:
+            return True
+        return len(kinds) > 1 and not self.rules.hybrid_allocator
+
     def _attention_blocks(self, attn: AttentionSpec, ctx: int, bs: int, pp: int, spec: ArchSpec | None) -> int:
+        if spec is not None and attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and self.all_full(spec):
+            return cdiv(ctx, bs)
         if attn.kind is AttentionKind.SLIDING:
             assert attn.window is not None
             return cdiv(min(attn.window - 1 + self.in_flight_tokens(ctx, pp), ctx), bs) + 1
@@ -604,7 +724,7 @@ class VllmEngine(Engine):
             per_token = self.attention_bytes_per_token(a, layer_dtype, tp)
             block, page = bs, bs * per_token
             primary = self.attention_bytes_per_token_model(spec, dtype, tp)
-            realign = self.rules.skip_layers_realign
+            realign = self.rules.skip_layers == "realign"
             if layer_dtype != dtype and realign and a.kind is AttentionKind.SLIDING and primary:
                 # A skipped sliding layer pads its page to the primary page (skip_page_size_padded) and takes
                 # the largest multiple of 16 tokens that fits it (attention.py _largest_kernel_block_within).
@@ -612,8 +732,11 @@ class VllmEngine(Engine):
                 block = max(DEFAULT_BLOCK_SIZE, shared // per_token // DEFAULT_BLOCK_SIZE * DEFAULT_BLOCK_SIZE)
                 page = max(shared, block * per_token)
             kind = "mla" if a.kind is AttentionKind.MLA else a.kind.value
+            window = a.window
+            if kind in ("sliding", "chunked") and self.all_full(spec):
+                kind, window = "full", None  # FullAttentionSpec
             blocks = self._attention_blocks(a, ctx, block, pp, spec)
-            found.append(CacheSpec(kind, a.window, block, page, blocks, per_token))
+            found.append(CacheSpec(kind, window, block, page, blocks, per_token))
         if layer.state is not None:
             attn_page = bs * self._attention_dtype_bytes(spec, dtype, tp)
             state = self.state_bytes(spec, layer.state, tp)
@@ -650,9 +773,15 @@ class VllmEngine(Engine):
         """Each spec as the groups page it: unchanged when all layers are of one type (is_kv_cache_spec_uniform,
         UniformTypeKVCacheSpecs), else after unify_kv_cache_spec_page_size."""
         specs = {s for u in units for s in u.specs}
-        if len({s.type_key for s in specs}) == 1 and len({s.blocks for s in specs}) == 1:
-            return {s: s for s in specs}
         pages = {s.page for s in specs}
+        if len({s.type_key for s in specs}) == 1 and len({s.blocks for s in specs}) == 1:
+            if len(pages) > 1 and not self.rules.uniform_type_groups:
+                raise UnsupportedArchitecture(
+                    f"vLLM {self.version} cannot page layers of one type whose pages differ (kv_cache_utils: "
+                    "NotImplementedError before UniformTypeKVCacheSpecs, 0.11.0)",
+                    hint="Use --engine-version 0.11 or later.",
+                )
+            return {s: s for s in specs}
         if len(pages) <= 1:
             return {s: s for s in specs}
         if self.rules.page_unify == "refuse":
@@ -673,6 +802,14 @@ class VllmEngine(Engine):
                 unified[s] = CacheSpec(s.kind, s.window, block, top, self._blocks_of(s, ctx, block, pp), s.per_token)
             elif self.rules.page_unify == "pad" and s.kind != "mla":
                 unified[s] = CacheSpec(s.kind, s.window, s.block_size, top, s.blocks, s.per_token)
+            elif self.rules.page_unify == "pad_block_stride" and s.kind != "mla":
+                raise UnsupportedArchitecture(
+                    f"vLLM {self.version} pads a {s.page} B page to {top} B only when the attention backend indexes "
+                    "blocks outermost (unify_kv_cache_spec_page_size: indexes_kv_by_block_stride), which kvsize "
+                    "does not know for this GPU",
+                    hint="Use --engine-version 0.29 or later (pads every such page), or drop "
+                    "--kv-cache-dtype-skip-layers.",
+                )
             else:
                 raise UnsupportedArchitecture(
                     f"vLLM {self.version} cannot unify a {s.page} B page with a {top} B page "
@@ -809,11 +946,11 @@ class VllmEngine(Engine):
                 + ("on" if self.prefix_caching(spec) else "off")
                 + f" (mamba_cache_mode {mode})"
             )
-        if not self.rules.chunked_local_window and any(
-            layer.attention is not None and layer.attention.kind is AttentionKind.CHUNKED
-            for layer, _ in spec.layer_groups()
-        ):
-            notes.append(f"vLLM {self.version} allocates chunked-local layers for the full context")
+        if self.all_full(spec):
+            notes.append(
+                f"vLLM {self.version} pages every attention layer as full attention for this model (no hybrid "
+                "KV-cache manager for it): sliding and chunked layers hold the whole context"
+            )
         return tuple(notes)
 
     # --- the pool vLLM logs ---------------------------------------------------------------------------
@@ -831,7 +968,10 @@ class VllmEngine(Engine):
         num_blocks = min(available_bytes // lay.bytes_per_block for lay in live)  # min over workers
         per_request = max(lay.blocks_per_request for lay in live)
         concurrency = num_blocks / per_request
-        if self.rules.logged_pool == "concurrency_x_len":
+        if self.rules.logged_pool == "blocks_x_bs":  # one group: num_blocks x block_size, concurrency tokens / L
+            tokens = num_blocks * live[0].block_size
+            concurrency = tokens / max_model_len
+        elif self.rules.logged_pool == "concurrency_x_len":
             tokens = int(concurrency * max_model_len)
         else:  # num_blocks // len(kv_cache_groups) x block_size
             groups = max(lay.groups for lay in live)
@@ -867,6 +1007,19 @@ class VllmEngine(Engine):
         if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
             return 0
         return hit // block * block
+
+
+# config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (0.24+): the MoE architectures listed, by model type.
+V2_RUNNER_MOE_TYPES = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})
+
+
+def _v2_runner_model(spec: ArchSpec) -> bool:
+    """Whether the V2 model runner takes the model where the era runs only some there (0.25-0.28:
+    VllmConfig._is_default_v2_model_runner_model: the listed architectures or any non-MoE model, never a
+    hybrid or attention-free one)."""
+    if spec.has_state:
+        return False
+    return not spec.experts_per_token or spec.model_type in V2_RUNNER_MOE_TYPES
 
 
 def _same_layer(a: LayerSpec, b: LayerSpec) -> bool:

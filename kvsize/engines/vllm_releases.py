@@ -1,14 +1,18 @@
 """vLLM's history as data: one `VllmRules` record per era of releases whose cache rules are identical.
 
-Each field is one named rule switch; its docstring cites where the switch lives in vLLM's source. The eras
-below (`VLLM_RELEASES`) give each switch's value with the release it was read from. The engine code
-(`kvsize/engines/vllm.py`, `vllm_scheduler.py`, `kvsize/budget.py`, `kvsize/calibration.py`) reads switches and
-never compares version strings; a new release is added here. docs/engines.md tabulates the eras.
+Each field is one named rule switch; its docstring says where the switch lives in vLLM's source. The eras
+(`VLLM_RELEASES`) start from the oldest read release's record and list, era by era, only the switches that
+change, each with the file, function and release it was read from (every release 0.8.5-0.33.0 on PyPI was read
+from its sdist except 0.15.0 and 0.15.1, which have none: a change dated 0.16.0 landed after 0.14.1 and at or
+before 0.16.0). Patch releases never change a sizing rule, except 0.20.1 (the logged pool figure). The engine
+code (`kvsize/engines/vllm.py`, `vllm_scheduler.py`, `kvsize/budget.py`, `kvsize/calibration.py`,
+`kvsize/fit.py`) reads switches and never compares version strings; a new release is added here.
+docs/engines.md tabulates the eras.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from kvsize.dtypes import KvDtype
@@ -19,211 +23,391 @@ from kvsize.engines.releases import Era, ReleaseTable
 class VllmRules:
     """The cache, scheduler and budget rules of one era of vLLM releases."""
 
-    # --- the scheduler (engine/arg_utils.py, config/scheduler.py, config/vllm.py) --------------------------
-    batch_defaults: Literal["set_default_args", "get_batch_defaults"]
-    """EngineArgs._set_default_args (no throughput mode, no max_num_seqs x max_model_len clamp, max_model_len
-    tokens without chunked prefill) or get_batch_defaults + _set_default_max_num_seqs_and_batched_tokens_args."""
+    # --- the scheduler (engine/arg_utils.py, config/scheduler.py, config/vllm.py, v1/executor) -------------
+    tier_a100_excluded: bool
+    """The >= 70 GiB batch tier leaves out cards named "a100" (EngineArgs._set_default_args_v1 /
+    get_batch_defaults: `and "a100" not in device_name`)."""
     tier_160gib: bool
     """get_batch_defaults: a >= 160 GiB tier of 16384 tokens / 1024 sequences for both usage contexts."""
     gb10_small_tier: bool
-    """get_batch_defaults: GB10 (capability 12.1) takes the small tier whatever its memory."""
+    """get_batch_defaults: GB10 (capability 12.1) is kept out of the 70 GiB tier."""
+    seqs_capped_by_tokens: bool
+    """The default max_num_seqs is at most max_num_batched_tokens (`min(default_max_num_seqs, B)`)."""
+    seqs_x_len_clamp: bool
+    """A defaulted max_num_batched_tokens is at most max_num_seqs x max_model_len."""
+    throughput_mode: bool
+    """--performance-mode throughput doubles the defaulted batch sizes."""
+    no_chunked_tokens: Literal["chunked_always", "max_model_len", "at_least_max_model_len"]
+    """max_num_batched_tokens without chunked prefill: V1 always chunks; max_model_len; max(L, the default)."""
+    encoder_decoder_chunked: bool
+    """arg_utils still turns chunked prefill on for encoder-decoder models, so they take the tier default
+    (until ModelConfig.is_chunked_prefill_supported says no)."""
     async_scheduling_default: bool
-    """SchedulerConfig.async_scheduling's default (config/scheduler.py)."""
-    async_batches: Literal["two_at_pp1", "pp_plus_one"]
-    """Batches in flight with async scheduling: 2 at pp 1 (executors' max_concurrent_batches), or pp + 1
-    (VllmConfig.max_concurrent_batches, with the V2 model runner); without it, pp."""
-    sliding_reserve: Literal["full_length", "one_batch", "in_flight_batches"]
+    """SchedulerConfig.async_scheduling's default for generative models."""
+    async_batches: Literal["two", "two_at_pp1"]
+    """Batches in flight with async scheduling on the V1 runner: 2, or 2 at pp 1 and pp otherwise; pp without
+    it (MultiprocExecutor / UniProcExecutor.max_concurrent_batches, later VllmConfig.max_concurrent_batches)."""
+    v2_runner: Literal["off", "dense", "all"]
+    """Models on the V2 model runner, which keeps pp + 1 batches in flight (VllmConfig.max_concurrent_batches,
+    use_v2_model_runner): none that matter here, dense non-hybrid models (and the listed MoE architectures), or
+    every model."""
+    sliding_reserve: Literal["one_batch", "in_flight_batches"]
     """Tokens a sliding or chunked-local layer holds beyond its window (SlidingWindowSpec /
-    ChunkedLocalAttentionSpec.max_memory_usage_bytes): none of the window at all (no hybrid allocator: every
-    layer a FullAttentionSpec), one batch of max_num_batched_tokens, or VllmConfig.max_in_flight_tokens."""
+    ChunkedLocalAttentionSpec.max_memory_usage_bytes): one batch of max_num_batched_tokens, or
+    VllmConfig.max_in_flight_tokens (batches in flight x max_num_batched_tokens)."""
+    hybrid_allocator: bool
+    """Several KV-cache groups exist (the hybrid KV-cache manager); without it a model mixing layer types has
+    every layer converted to FullAttentionSpec (kv_cache_utils.unify_hybrid_kv_cache_specs)."""
     chunked_local_window: bool
-    """Chunked-local layers (Llama 4) held for their chunk (ChunkedLocalAttentionSpec), not the whole context."""
+    """Chunked-local layers (Llama 4) are held for their chunk (ChunkedLocalAttentionSpec with the hybrid
+    allocator on), not the whole context."""
     encoder_tokens: Literal["encoder_length", "batched_tokens"]
     """SchedulerConfig.max_num_encoder_input_tokens for encoder-decoder models: the encoder length
-    (VllmConfig.__post_init__) or max_num_batched_tokens."""
+    (VllmConfig.__post_init__) or max_num_batched_tokens (SchedulerConfig.__post_init__)."""
 
-    # --- dtypes (config/cache.py, models/config.py, mamba_utils.py) ----------------------------------------
+    # --- what the V1 engine serves (engine/arg_utils.py _is_v1_supported_oracle, models/registry.py) --------
+    v1_state_models: bool
+    """Mamba and linear-attention models run on the V1 engine by default (before: the V0 engine)."""
+    v1_whisper: bool
+    """Whisper runs on the V1 engine (CrossAttentionSpec)."""
+    mllama: Literal["v0", "removed"]
+    """Mllama (Llama 3.2 Vision): V0 only, or removed (registry _PREVIOUSLY_SUPPORTED_MODELS: "0.10.2")."""
+
+    # --- dtypes (config/cache.py, models/config.py, mla_attention.py, mamba_utils.py) ----------------------
     kv_dtypes: tuple[str, ...]
-    """--kv-cache-dtype values accepted (config/cache.py CacheDType)."""
+    """--kv-cache-dtype values accepted (CacheDType)."""
+    sparse_mla: bool
+    """DeepSeek-V3.2's sparse MLA and indexer cache are served (flashmla_sparse.py, indexer.py)."""
     sparse_mla_auto_ds_mla: bool
-    """DeepseekV32ForCausalLM.verify_and_update_config: auto resolves to fp8_ds_mla on sparse MLA."""
-    sparse_mla_fp8_is_ds_mla: bool
-    """fp8 on a sparse-MLA model stores FlashMLA sparse's 656 B "fp8 with scale" layout."""
+    """DeepseekV32ForCausalLM.verify_and_update_config: auto resolves to fp8_ds_mla too."""
+    sparse_fp8: Literal["config", "backend"]
+    """fp8 on sparse MLA: the config turns it into fp8_ds_mla (656 B) on every GPU, or MLAAttention.__init__
+    does so only on the FLASHMLA_SPARSE backend (FlashInfer-MLA sparse on sm_10x keeps standard fp8)."""
+    sparse_fa4: bool
+    """sm_10x puts FA4-sparse (64-token blocks) first at <= 16 heads per rank (platforms/cuda.py)."""
     nemotron_ssm_default: KvDtype | None
     """NemotronHForCausalLMConfig: the SSM state dtype when the config names no mamba_ssm_cache_dtype
     (None: no such hook, the model dtype)."""
     qwen35_ssm_dtype: bool
     """Qwen3_5ForConditionalGenerationConfig: the config's mamba_ssm_dtype sets the SSM state dtype."""
+    nvfp4_sliding_packed: bool
+    """nvfp4 pages of sliding layers are packed (D/2 + D/16) like full ones (SlidingWindowSpec.
+    real_page_size_bytes); before, they count 1 B per element."""
 
-    # --- Mamba / linear attention (models/config.py, v1/kv_cache_interface.py MambaSpec) -------------------
+    # --- Mamba / linear attention (models/config.py, v1/kv_cache_interface.py MambaSpec, mamba_utils.py) ----
     hybrid_prefix_caching: Literal["forced_off", "off_by_default", "on_by_default"]
-    """Prefix caching for models with state: MambaModelConfig turns it off whatever the user says; or off
-    unless asked (is_prefix_caching_supported: hybrids no); or on for hybrids with attention."""
+    """Prefix caching for models with state: MambaModelConfig turns it off whatever the user says; off unless
+    asked (is_prefix_caching_supported / the arg defaults: hybrids no); or on for hybrids with attention."""
+    attention_free_prefix_caching: bool
+    """Attention-free Mamba models keep prefix caching on by default."""
+    mamba_cache_modes: Literal["one_block", "all_when_caching", "modes"]
+    """MambaSpec blocks per request: always one; cdiv(L, block) with prefix caching on (other models forced
+    off); or mamba_cache_mode "all" cdiv(L, block) / "align" 2 + speculative / "none" 1 + speculative."""
     mamba_all_mode_models: frozenset[str]
-    """Model types with SupportsMambaPrefixCaching: mamba_cache_mode "all" when prefix caching is on."""
-    speculative_state: bool
-    """Speculative tokens add conv columns and state blocks (MambaStateShapeCalculator, MambaSpec)."""
-    prefill_checkpoint_blocks: bool
-    """"align" mode holds one prefill-checkpoint block for mamba_mixer2 layers, and for GDN with the FlashInfer
-    prefill on Hopper (get_mamba_prefill_checkpoint_alignment)."""
-    hybrid_align: Literal["fixed16", "fixed16_mla64", "platform"]
-    """Hybrid attention + Mamba block size: A x cdiv(state, A x attention bytes per token) with A = 16
-    (HybridAttentionMambaModelConfig), A = 16 or 64 for MLA with "all" mode's SSD-chunk rounding, or
-    Platform._align_hybrid_block_size (A = max(16, block), 128 for MLA hybrids, checkpoint lcm)."""
+    """Model types with SupportsMambaPrefixCaching, which take "all" with prefix caching on."""
+    all_mode_under_speculation: bool
+    """"all" stays "all" with speculative decoding (else "align")."""
+    all_mode_speculative_blocks: bool
+    """"all" mode adds the speculative blocks: cdiv(L, block) + speculative."""
+    speculative_blocks: bool
+    """MambaSpec.max_memory_usage_bytes counts num_speculative_blocks."""
+    speculative_conv_mamba2: bool
+    """The Mamba-2 conv state keeps kernel - 1 + speculative columns (GDN always does)."""
+    checkpoint_mixer2: bool
+    """"align" mode holds one prefill-checkpoint block for mamba_mixer2 layers (MambaMixer2.get_kv_cache_spec)."""
+    checkpoint_gdn: bool
+    """"align" mode holds one prefill-checkpoint block for GDN with the FlashInfer prefill on Hopper, and the
+    hybrid block is lcm'd with its 64-token alignment."""
+    hybrid_align: Literal["fixed16", "fixed16_mla64", "backend"]
+    """Hybrid attention + Mamba block size A x cdiv(state, A x attention bytes per token): A = 16
+    (HybridAttentionMambaModelConfig); A = 16, 64 for MLA; or A = max(the backend's smallest kernel block, the
+    block size) (Platform._align_hybrid_block_size)."""
+    blackwell_hd256_align32: bool
+    """HybridAttentionMambaModelConfig: A = 32 on sm_10x for head size 256 (FlashInfer)."""
+    mla_hybrid_align_128: bool
+    """_align_hybrid_block_size: MLA hybrids take A >= 128."""
 
     # --- attention backends (platforms/cuda.py) ------------------------------------------------------------
-    mla_blocks: Literal["flashmla_cutlass", "per_backend"]
-    """MLA block size: FlashMLA 64 on Hopper, CUTLASS MLA 128 on sm_100, 16 elsewhere (check_and_update_config);
-    or _get_backend_priorities' backend's kernel block (FlashInfer-MLA 32 on sm_10x, FlashAttention-MLA 16 /
-    FlashMLA 64 for fp8 on Hopper, Triton 16)."""
+    mla_blocks: Literal["hopper64", "cutlass100", "cutlass10x", "flashinfer64", "per_backend"]
+    """MLA block size: FlashMLA 64 on Hopper, else 16; + CUTLASS MLA 128 on cc 10.0; on any cc 10.x; Blackwell
+    FlashInfer-MLA 64 when qk_nope_head_dim is 128 (else CUTLASS 128); or the backend's preferred kernel block
+    (_get_backend_priorities: FlashInfer-MLA 32 on sm_10x, FlashAttention-MLA 16 / FlashMLA 64 for fp8 on
+    Hopper, Triton 16)."""
 
     # --- groups (v1/core/kv_cache_utils.py, later kv_cache_planning.py) ------------------------------------
-    page_unify: Literal["refuse", "divisible", "pad"]
-    """Layer types whose pages differ: refused (NotImplementedError), unified when the smaller divide the
-    largest, or also padded (non-MLA attention and Mamba) when they do not (unify_kv_cache_spec_page_size)."""
+    uniform_type_groups: bool
+    """UniformTypeKVCacheSpecs: layers of one type whose specs differ share one group (a block spans them)."""
+    page_unify: Literal["refuse", "divisible", "pad_block_stride", "pad"]
+    """Layer types whose pages differ: refused (NotImplementedError); unified when the smaller divide the
+    largest; also padded for num-blocks-first backends only (which kvsize cannot tell, so refused); or padded
+    for any non-MLA attention page (unify_kv_cache_spec_page_size)."""
     group_pad_threshold: float | None
     """_get_kv_cache_groups_uniform_page_size: group size max(counts) when max < threshold x min, else min."""
-    skip_layers_realign: bool
-    """--kv-cache-dtype-skip-layers realigns the primary block (Platform._align_heterogeneous_kv_block_size) and
-    pads skipped sliding pages (Attention.get_kv_cache_spec)."""
-    logged_pool: Literal["blocks_per_group", "concurrency_x_len"]
-    """What "GPU KV cache size: N tokens" means: num_blocks // len(groups) x block_size, or
-    int(concurrency x max_model_len) (get_max_concurrency_for_kv_cache_config)."""
+    skip_layers: Literal["none", "unify", "realign"]
+    """--kv-cache-dtype-skip-layers: absent; skipped layers' pages unified like any other; or the primary block
+    realigned (Platform._align_heterogeneous_kv_block_size) and skipped sliding pages padded."""
+    logged_pool: Literal["blocks_x_bs", "blocks_per_group", "concurrency_x_len"]
+    """"GPU KV cache size: N tokens": num_blocks x block_size (one group, concurrency N / L);
+    num_blocks // len(groups) x block_size; or int(concurrency x max_model_len)."""
 
-    # --- the memory budget (v1/worker/gpu_worker.py) -------------------------------------------------------
+    # --- the memory budget (config/cache.py, v1/worker/gpu_worker.py) ---------------------------------------
     gpu_memory_utilization: float
     """CacheConfig.gpu_memory_utilization's default."""
     cuda_graph_estimate: bool
-    """determine_available_memory subtracts the profiled CUDA-graph memory estimate from the KV budget."""
+    """determine_available_memory subtracts the profiled CUDA-graph memory estimate from the KV budget
+    (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS's default)."""
 
     # --- the model's maximum context (config/model.py _get_and_verify_max_len) -------------------------------
     unscaled_rope_types: frozenset[str]
     """RoPE types whose `factor` does not scale the derived maximum."""
     yarn_from_original: bool
     """YaRN's maximum is original_max_position_embeddings x factor (`derived_max_model_len =
-    rp["original_max_position_embeddings"]`); from 0.30 YaRN is unscaled: max_position_embeddings is taken as
-    already scaled."""
-
-    # --- models ------------------------------------------------------------------------------------------
-    serves_mllama: bool
-    """Mllama (Llama 3.2 Vision) is served (removed in 0.10.2)."""
+    rp["original_max_position_embeddings"]`); later max_position_embeddings is taken as already scaled."""
 
 
-KV_DTYPES_011 = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
-KV_DTYPES_019 = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
-KV_DTYPES_033 = (
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
-    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4",
-    "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
-    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+# config/cache.py CacheDType, as each release grows it.
+KV_DTYPES_085 = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+KV_DTYPES_0100 = (*KV_DTYPES_085, "fp8_inc")
+KV_DTYPES_0110 = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+KV_DTYPES_0111 = (*KV_DTYPES_0110, "fp8_ds_mla")
+KV_DTYPES_0180 = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+KV_DTYPES_0200 = (
+    *KV_DTYPES_0180, "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
+    "int8_per_token_head", "fp8_per_token_head", "nvfp4",
 )  # fmt: skip
+KV_DTYPES_0250 = (*KV_DTYPES_0200, "int4_per_token_head")
+KV_DTYPES_0280 = (*KV_DTYPES_0250, "nvfp4_4over6")
+KV_DTYPES_0300 = (*KV_DTYPES_0280, "nvfp4_ds_mla")
+KV_DTYPES_0320 = (*KV_DTYPES_0300, "ultraquant_4bit")
+KV_DTYPES_0330 = (*KV_DTYPES_0320, "octave_k3v4", "octave_k3v3", "octave_k3v3_compact")
 
+# models/interfaces.py SupportsMambaPrefixCaching (0.11.1; BambaForCausalLM removed in 0.24.0).
+MAMBA_PREFIX_CACHING_MODELS = frozenset(
+    {"bamba", "falcon_h1", "granitemoehybrid", "jamba", "mamba", "falcon_mamba", "mamba2", "nemotron_h", "zamba2"}
+)
 # config/model.py _get_and_verify_max_len: the RoPE types left unscaled (0.29 and before; 0.30 and after).
 UNSCALED_ROPE_OLD = frozenset({"su", "longrope", "llama3"})
 UNSCALED_ROPE_030 = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 
-# models/interfaces.py SupportsMambaPrefixCaching (0.19).
-MAMBA_ALL_MODE_019 = frozenset(
-    {"bamba", "nemotron_h", "jamba", "mamba2", "mamba", "falcon_mamba", "zamba2", "granitemoehybrid", "falcon_h1"}
-)
-
-RULES_011 = VllmRules(
-    batch_defaults="set_default_args",
+# 0.8.5 (0.8.5.post1 is the same), the oldest release read.
+R_0_8_5 = VllmRules(
+    tier_a100_excluded=False,  # arg_utils.py _set_default_args_v1: `if device_memory >= 70 * GiB_bytes:`
     tier_160gib=False,
     gb10_small_tier=False,
-    async_scheduling_default=False,
-    async_batches="two_at_pp1",
-    sliding_reserve="one_batch",
-    chunked_local_window=False,
+    seqs_capped_by_tokens=False,
+    seqs_x_len_clamp=False,
+    throughput_mode=False,
+    no_chunked_tokens="chunked_always",  # V1 sets enable_chunked_prefill = True
+    encoder_decoder_chunked=True,
+    async_scheduling_default=False,  # no async scheduling before 0.10.0
+    async_batches="two",
+    v2_runner="off",
+    sliding_reserve="one_batch",  # SlidingWindowSpec.max_memory_usage_bytes: W - 1 + max_num_batched_tokens
+    hybrid_allocator=False,  # get_kv_cache_config calls unify_hybrid_kv_cache_specs unconditionally
+    chunked_local_window=False,  # no ChunkedLocalAttentionSpec: local layers are FullAttentionSpec
     encoder_tokens="encoder_length",
-    kv_dtypes=KV_DTYPES_011,
-    sparse_mla_auto_ds_mla=True,
-    sparse_mla_fp8_is_ds_mla=True,
+    v1_state_models=False,  # models SupportsV0Only
+    v1_whisper=False,  # whisper.py SupportsV0Only
+    mllama="v0",
+    kv_dtypes=KV_DTYPES_085,  # config.py CacheDType
+    sparse_mla=False,
+    sparse_mla_auto_ds_mla=False,
+    sparse_fp8="config",
+    sparse_fa4=False,
     nemotron_ssm_default=None,
     qwen35_ssm_dtype=False,
+    nvfp4_sliding_packed=False,
     hybrid_prefix_caching="forced_off",
+    attention_free_prefix_caching=False,
+    mamba_cache_modes="one_block",
     mamba_all_mode_models=frozenset(),
-    speculative_state=False,
-    prefill_checkpoint_blocks=False,
+    all_mode_under_speculation=True,
+    all_mode_speculative_blocks=False,
+    speculative_blocks=False,
+    speculative_conv_mamba2=False,
+    checkpoint_mixer2=False,
+    checkpoint_gdn=False,
     hybrid_align="fixed16",
-    mla_blocks="flashmla_cutlass",
+    blackwell_hd256_align32=False,
+    mla_hybrid_align_128=False,
+    mla_blocks="hopper64",  # platforms/cuda.py check_and_update_config: FlashMLA forces 64 on Hopper
+    uniform_type_groups=False,
     page_unify="refuse",
     group_pad_threshold=None,
-    skip_layers_realign=False,
-    logged_pool="blocks_per_group",
+    skip_layers="none",
+    logged_pool="blocks_x_bs",  # _get_kv_cache_config_uniform_type: num_blocks * block_size
     gpu_memory_utilization=0.90,
     cuda_graph_estimate=False,
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
-    serves_mllama=False,
 )
-RULES_019 = VllmRules(
-    batch_defaults="get_batch_defaults",
-    tier_160gib=False,
-    gb10_small_tier=False,
-    async_scheduling_default=True,
-    async_batches="two_at_pp1",
-    sliding_reserve="one_batch",
-    chunked_local_window=True,
-    encoder_tokens="batched_tokens",
-    kv_dtypes=KV_DTYPES_019,
-    sparse_mla_auto_ds_mla=False,
-    sparse_mla_fp8_is_ds_mla=False,
-    nemotron_ssm_default=KvDtype.FP16,
-    qwen35_ssm_dtype=True,
+# 0.9.0: arg_utils.py _set_default_args_v1: `and "a100" not in device_name`.
+R_0_9_0 = replace(R_0_8_5, tier_a100_excluded=True)
+# 0.9.1: the hybrid allocator (_get_kv_cache_config_uniform_page_size; unify_hybrid_kv_cache_specs only when
+# disable_hybrid_kv_cache_manager); concurrency by blocks per request; multi-group log num_blocks // groups x bs.
+R_0_9_1 = replace(R_0_9_0, hybrid_allocator=True, logged_pool="blocks_per_group")
+# 0.9.2: without chunked prefill max_num_batched_tokens = max_model_len (_set_default_args_v1).
+R_0_9_2 = replace(R_0_9_1, no_chunked_tokens="max_model_len")
+# 0.10.0: ChunkedLocalAttentionSpec (v1/kv_cache_interface.py); fp8_inc; async scheduling (off).
+R_0_10_0 = replace(R_0_9_2, chunked_local_window=True, kv_dtypes=KV_DTYPES_0100)
+# 0.10.1: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0 (hybrid allocator off for Llama 4:
+# chunked layers full again); CUTLASS MLA 128 on cc 10.0; max_num_seqs <= max_num_batched_tokens.
+R_0_10_1 = replace(R_0_10_0, chunked_local_window=False, mla_blocks="cutlass100", seqs_capped_by_tokens=True)
+# 0.10.2: hybrids and Whisper on V1 by default (_is_v1_supported_oracle); MambaModelConfig forces prefix caching
+# off; HybridAttentionMambaModelConfig A = 16; cross attention = the encoder length.
+R_0_10_2 = replace(R_0_10_1, v1_state_models=True, v1_whisper=True)
+# 0.11.0: V0 removed (Mllama with it); bfloat16 KV; DeepSeek-V3.2 (auto and fp8 -> fp8_ds_mla,
+# DeepseekV32ForCausalLM); UniformTypeKVCacheSpecs; groups over the whole model.
+R_0_11_0 = replace(
+    R_0_10_2,
+    mllama="removed",
+    kv_dtypes=KV_DTYPES_0110,
+    sparse_mla=True,
+    sparse_mla_auto_ds_mla=True,
+    uniform_type_groups=True,
+)
+# 0.11.1: hybrid prefix caching off by default, SupportsMambaPrefixCaching models may turn it on
+# (get_chunked_prefill_prefix_caching_defaults; MambaSpec cdiv(L, block)); alignment 16 / MLA 64 / sm_10x head
+# size 256: 32 with SSD-chunk rounding (HybridAttentionMambaModelConfig); B <= seqs x L, B >= L without chunked
+# prefill; fp8_ds_mla offered, V3.2 auto stays bf16.
+R_0_11_1 = replace(
+    R_0_11_0,
     hybrid_prefix_caching="off_by_default",
-    mamba_all_mode_models=MAMBA_ALL_MODE_019,
-    speculative_state=True,
-    prefill_checkpoint_blocks=False,
+    attention_free_prefix_caching=True,
+    mamba_cache_modes="all_when_caching",
+    mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS,
     hybrid_align="fixed16_mla64",
-    mla_blocks="per_backend",
-    page_unify="divisible",
-    group_pad_threshold=1.5,
-    skip_layers_realign=False,
-    logged_pool="blocks_per_group",
-    gpu_memory_utilization=0.90,
-    cuda_graph_estimate=False,
-    unscaled_rope_types=UNSCALED_ROPE_OLD,
-    yarn_from_original=True,
-    serves_mllama=False,
-)
-RULES_033 = VllmRules(
-    batch_defaults="get_batch_defaults",
-    tier_160gib=True,
-    gb10_small_tier=True,
-    async_scheduling_default=True,
-    async_batches="pp_plus_one",
-    sliding_reserve="in_flight_batches",
-    chunked_local_window=True,
-    encoder_tokens="batched_tokens",
-    kv_dtypes=KV_DTYPES_033,
+    blackwell_hd256_align32=True,
+    seqs_x_len_clamp=True,
+    no_chunked_tokens="at_least_max_model_len",
+    kv_dtypes=KV_DTYPES_0111,
     sparse_mla_auto_ds_mla=False,
-    sparse_mla_fp8_is_ds_mla=True,
-    nemotron_ssm_default=KvDtype.FP32,
-    qwen35_ssm_dtype=True,
-    hybrid_prefix_caching="on_by_default",
-    mamba_all_mode_models=frozenset(),
-    speculative_state=True,
-    prefill_checkpoint_blocks=True,
-    hybrid_align="platform",
-    mla_blocks="per_backend",
-    page_unify="pad",
+)
+# 0.12.0: unify_kv_cache_spec_page_size (divisible pages); group size max when max < 1.25 min; attention-free
+# prefix caching off (is_prefix_caching_supported); encoder-decoder no longer chunked (is_chunked_prefill_supported).
+R_0_12_0 = replace(
+    R_0_11_1,
+    page_unify="divisible",
+    group_pad_threshold=1.25,
+    attention_free_prefix_caching=False,
+    encoder_decoder_chunked=False,
+)
+# 0.13.0: Whisper's max_num_encoder_input_tokens = max_num_batched_tokens (SchedulerConfig.__post_init__);
+# NemotronH SSM dtype from the config, default float16 (NemotronHForCausalLMConfig); CUTLASS MLA on any cc 10.x.
+R_0_13_0 = replace(
+    R_0_12_0, encoder_tokens="batched_tokens", nemotron_ssm_default=KvDtype.FP16, mla_blocks="cutlass10x"
+)
+# 0.14.0: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (Llama 4 chunked again); async
+# scheduling on by default (config/vllm.py VllmConfig.__post_init__).
+R_0_14_0 = replace(R_0_13_0, chunked_local_window=True, async_scheduling_default=True)
+# 0.16.0 (0.15.x has no sdist): mamba_cache_mode none/align/all (MambaModelConfig); MambaSpec counts speculative
+# blocks; Blackwell FlashInfer-MLA 64 for qk_nope_head_dim 128; max_concurrent_batches 2 only at pp 1.
+R_0_16_0 = replace(
+    R_0_14_0,
+    mamba_cache_modes="modes",
+    speculative_blocks=True,
+    mla_blocks="flashinfer64",
+    async_batches="two_at_pp1",
+)
+# 0.17.0: --performance-mode throughput; Mamba-2 conv keeps speculative columns (mamba2_state_shape); Qwen3.5.
+R_0_17_0 = replace(R_0_16_0, throughput_mode=True, speculative_conv_mamba2=True, qwen35_ssm_dtype=True)
+# 0.18.0: group size max when max < 1.5 min; MLA block from the backend's preference
+# (update_block_size_for_backend); float16 KV; the sm_10x head-size-256 alignment dropped; fp8 -> fp8_ds_mla only
+# on FLASHMLA_SPARSE (MLAAttention.__init__).
+R_0_18_0 = replace(
+    R_0_17_0,
     group_pad_threshold=1.5,
-    skip_layers_realign=True,
-    logged_pool="concurrency_x_len",
+    mla_blocks="per_backend",
+    kv_dtypes=KV_DTYPES_0180,
+    blackwell_hd256_align32=False,
+    sparse_fp8="backend",
+)
+# 0.19.0: --kv-cache-dtype-skip-layers (config/cache.py).
+R_0_19_0 = replace(R_0_18_0, skip_layers="unify")
+# 0.20.0: gpu_memory_utilization 0.92 and the CUDA-graph estimate subtracted (config/cache.py, envs.py
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1"); NemotronH SSM float32; _align_hybrid_block_size; turboquant,
+# per-token-head and nvfp4 KV; "align" for SupportsMambaPrefixCaching models when speculating.
+R_0_20_0 = replace(
+    R_0_19_0,
     gpu_memory_utilization=0.92,
     cuda_graph_estimate=True,
-    unscaled_rope_types=UNSCALED_ROPE_030,
-    yarn_from_original=False,
-    serves_mllama=False,
+    nemotron_ssm_default=KvDtype.FP32,
+    hybrid_align="backend",
+    kv_dtypes=KV_DTYPES_0200,
+    all_mode_under_speculation=False,
 )
+# 0.20.1: the logged pool is int(max_concurrency x max_model_len) (_report_kv_cache_config).
+R_0_20_1 = replace(R_0_20_0, logged_pool="concurrency_x_len")
+# 0.21.0: nvfp4 sliding pages packed (SlidingWindowSpec.real_page_size_bytes).
+R_0_21_0 = replace(R_0_20_1, nvfp4_sliding_packed=True)
+# 0.22.0: "all" + speculative blocks, "all" again under speculation (MambaModelConfig, MambaSpec). 0.23.0 moves
+# max_concurrent_batches into VllmConfig (pp + 1 on the V2 runner), which sizes nothing until 0.26.0.
+R_0_22_0 = replace(R_0_21_0, all_mode_speculative_blocks=True, all_mode_under_speculation=True)
+# 0.24.0: a non-divisible attention page is padded on num-blocks-first backends; BambaForCausalLM removed.
+R_0_24_0 = replace(
+    R_0_22_0, page_unify="pad_block_stride", mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS - {"bamba"}
+)
+# 0.25.0: Platform._align_heterogeneous_kv_block_size (skip layers); int4_per_token_head; V2 runner for listed
+# architectures or any non-MoE model (never hybrid).
+R_0_25_0 = replace(R_0_24_0, skip_layers="realign", kv_dtypes=KV_DTYPES_0250, v2_runner="dense")
+# 0.26.0: sliding and chunked layers reserve VllmConfig.max_in_flight_tokens.
+R_0_26_0 = replace(R_0_25_0, sliding_reserve="in_flight_batches")
+# 0.27.0: MLA hybrids A >= 128 (_align_hybrid_block_size).
+R_0_27_0 = replace(R_0_26_0, mla_hybrid_align_128=True)
+# 0.28.0: hybrid prefix caching on by default, always "align" (EngineArgs defaults, MambaModelConfig); the
+# 160 GiB tier (get_batch_defaults); nvfp4_4over6.
+R_0_28_0 = replace(
+    R_0_27_0,
+    hybrid_prefix_caching="on_by_default",
+    mamba_all_mode_models=frozenset(),
+    tier_160gib=True,
+    kv_dtypes=KV_DTYPES_0280,
+)
+# 0.29.0: every non-MLA attention page padded (unify_kv_cache_spec_page_size); the V2 runner for every model.
+R_0_29_0 = replace(R_0_28_0, page_unify="pad", v2_runner="all")
+# 0.30.0: YaRN maxima unscaled (_get_and_verify_max_len); nvfp4_ds_mla. 0.31.0 changes no sizing rule.
+R_0_30_0 = replace(R_0_29_0, unscaled_rope_types=UNSCALED_ROPE_030, yarn_from_original=False, kv_dtypes=KV_DTYPES_0300)
+# 0.32.0: the mamba_mixer2 checkpoint block (MambaMixer2.get_kv_cache_spec); "all" removed; ultraquant_4bit.
+R_0_32_0 = replace(R_0_30_0, checkpoint_mixer2=True, kv_dtypes=KV_DTYPES_0320)
+# 0.33.0: GB10 on the small tier; the GDN checkpoint block and 64 alignment (qwen_gdn_linear_attn.py); FA4
+# sparse MLA; octave KV formats.
+R_0_33_0 = replace(R_0_32_0, gb10_small_tier=True, checkpoint_gdn=True, sparse_fa4=True, kv_dtypes=KV_DTYPES_0330)
 
 VLLM_RELEASES: ReleaseTable[VllmRules] = ReleaseTable(
     engine="vllm",
     title="vLLM",
     eras=(
-        Era("0.11.0", "0.11.2", RULES_011, ("0.11.0",)),
-        Era("0.12.0", "0.19.1", RULES_019, ("0.19.0",)),
-        Era("0.20.0", "0.33.0", RULES_033, ("0.33.0",)),
+        Era("0.8.5", "0.8.5.post1", R_0_8_5, ("0.8.5", "0.8.5.post1")),
+        Era("0.9.0", "0.9.0.1", R_0_9_0, ("0.9.0", "0.9.0.1")),
+        Era("0.9.1", "0.9.1", R_0_9_1, ("0.9.1",)),
+        Era("0.9.2", "0.9.2", R_0_9_2, ("0.9.2",)),
+        Era("0.10.0", "0.10.0", R_0_10_0, ("0.10.0",)),
+        Era("0.10.1", "0.10.1.1", R_0_10_1, ("0.10.1", "0.10.1.1")),
+        Era("0.10.2", "0.10.2", R_0_10_2, ("0.10.2",)),
+        Era("0.11.0", "0.11.0", R_0_11_0, ("0.11.0",)),
+        Era("0.11.1", "0.11.2", R_0_11_1, ("0.11.1", "0.11.2")),
+        Era("0.12.0", "0.12.0", R_0_12_0, ("0.12.0",)),
+        Era("0.13.0", "0.13.0", R_0_13_0, ("0.13.0",)),
+        Era("0.14.0", "0.15.1", R_0_14_0, ("0.14.0", "0.14.1")),
+        Era("0.16.0", "0.16.0", R_0_16_0, ("0.16.0",)),
+        Era("0.17.0", "0.17.1", R_0_17_0, ("0.17.0", "0.17.1")),
+        Era("0.18.0", "0.18.1", R_0_18_0, ("0.18.0", "0.18.1")),
+        Era("0.19.0", "0.19.1", R_0_19_0, ("0.19.0", "0.19.1")),
+        Era("0.20.0", "0.20.0", R_0_20_0, ("0.20.0",)),
+        Era("0.20.1", "0.20.2", R_0_20_1, ("0.20.1", "0.20.2")),
+        Era("0.21.0", "0.21.0", R_0_21_0, ("0.21.0",)),
+        Era("0.22.0", "0.23.0", R_0_22_0, ("0.22.0", "0.22.1", "0.23.0")),
+        Era("0.24.0", "0.24.0", R_0_24_0, ("0.24.0",)),
+        Era("0.25.0", "0.25.1", R_0_25_0, ("0.25.0", "0.25.1")),
+        Era("0.26.0", "0.26.0", R_0_26_0, ("0.26.0",)),
+        Era("0.27.0", "0.27.1", R_0_27_0, ("0.27.0", "0.27.1")),
+        Era("0.28.0", "0.28.0", R_0_28_0, ("0.28.0",)),
+        Era("0.29.0", "0.29.0", R_0_29_0, ("0.29.0",)),
+        Era("0.30.0", "0.31.0", R_0_30_0, ("0.30.0", "0.31.0")),
+        Era("0.32.0", "0.32.0", R_0_32_0, ("0.32.0",)),
+        Era("0.33.0", "0.33.0", R_0_33_0, ("0.33.0",)),
     ),
 )
+UNREAD_RELEASES = ("0.15.0", "0.15.1")
+"""Releases with no sdist on PyPI: sized with the era before them, with a note (a change dated 0.16.0 may have
+landed in them)."""

@@ -57,13 +57,14 @@ def _rules(release: str | VllmRules | None) -> VllmRules:
 def batch_defaults(
     release: str | VllmRules | None, device: Device | None, usage: UsageContext, world_size: int = 1
 ) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) before any clamping, as EngineArgs.get_batch_defaults
-    (0.33, 0.19) or EngineArgs._set_default_args (0.11) pick them for `device`.
+    """(max_num_batched_tokens, max_num_seqs) before any clamping, as EngineArgs.get_batch_defaults (0.12+)
+    or _set_default_args(_v1) pick them for `device`.
 
-    Tiers (device memory as get_device_total_memory reports it):
-    - 0.33: >= 160 GiB: 16384 / 1024 for both contexts; >= 70 GiB and not an A100 and not GB10 (capability
-      12.1): API server 8192, LLM class 16384, 1024 sequences; otherwise API 2048, LLM 8192, 256 sequences.
-    - 0.19, 0.11: >= 70 GiB and not an A100: API 8192, LLM 16384, 1024 sequences; otherwise 2048 / 8192, 256.
+    Tiers (device memory as get_device_total_memory reports it), by the era's switches:
+    - >= 160 GiB (VllmRules.tier_160gib, 0.28+): 16384 / 1024 for both contexts;
+    - >= 70 GiB, not named "a100" (tier_a100_excluded, 0.9+) and not GB10 (capability 12.1, gb10_small_tier,
+      0.33): API server 8192, LLM class 16384, 1024 sequences;
+    - otherwise API 2048, LLM 8192, 256 sequences.
     - TPU chips override the batched tokens (V6E 1024/2048, V5E 512/1024, V5P 256/512 for API/LLM); the CPU
       platform scales with the world size (2048 / 4096 tokens, 128 / 256 sequences per rank).
     - No device (vLLM could not query one): the small tier.
@@ -75,7 +76,7 @@ def batch_defaults(
     is_gb10 = rules.gb10_small_tier and device is not None and device.capability == (12, 1)
     if rules.tier_160gib and memory >= 160 * GIB:
         tokens, seqs = 16384, 1024
-    elif memory >= 70 * GIB and "a100" not in name and not is_gb10:
+    elif memory >= 70 * GIB and not (rules.tier_a100_excluded and "a100" in name) and not is_gb10:
         tokens, seqs = (8192 if api else 16384), 1024
     else:
         tokens, seqs = (2048 if api else 8192), 256
@@ -92,20 +93,20 @@ def batch_defaults(
 
 
 def max_concurrent_batches(
-    release: str | VllmRules | None, pp: int = 1, *, async_scheduling: bool | None = None
+    release: str | VllmRules | None, pp: int = 1, *, async_scheduling: bool | None = None, v2_runner: bool = True
 ) -> int:
-    """Batches the engine keeps in flight.
-
-    0.33 (VllmConfig.max_concurrent_batches): pp + 1 with async scheduling on the V2 model runner (both on by
-    default for generative models), else pp. 0.19 (multiproc_executor.py / uniproc_executor.py
-    max_concurrent_batches): 2 with async scheduling (on by default) at pp 1, else pp. 0.11: async scheduling
-    is off by default (SchedulerConfig.async_scheduling = False), so pp; when on, 2.
-    """
+    """Batches the engine keeps in flight: pp + 1 with async scheduling on the V2 model runner
+    (VllmConfig.max_concurrent_batches, 0.23+); on the V1 runner 2 with async scheduling (0.10-0.14.1:
+    executors' `2 if async else pp`; 0.16+: 2 at pp 1, else pp); pp without it. Async scheduling is on by
+    default from 0.14 (VllmRules.async_scheduling_default). `v2_runner`: the model would run on the V2 runner
+    where the era runs some models there (VllmRules.v2_runner)."""
     rules = _rules(release)
     on = rules.async_scheduling_default if async_scheduling is None else async_scheduling
     if not on:
         return pp
-    return pp + 1 if rules.async_batches == "pp_plus_one" else (2 if pp <= 1 else pp)
+    if rules.v2_runner == "all" or (rules.v2_runner == "dense" and v2_runner):
+        return pp + 1
+    return 2 if rules.async_batches == "two" or pp <= 1 else pp
 
 
 def scheduler_settings(
@@ -121,44 +122,46 @@ def scheduler_settings(
     chunked_prefill: bool = True,
     async_scheduling: bool | None = None,
     throughput_mode: bool = False,
+    v2_runner: bool = True,
 ) -> SchedulerSettings:
     """vLLM `version`'s scheduler for a model served at `max_model_len` on `device`, with the user's
     --max-num-batched-tokens / --max-num-seqs (None: the default) and --performance-mode throughput (0.19+).
 
-    _set_default_max_num_seqs_and_batched_tokens_args (0.33, 0.19), in order: the tier defaults; x2 each in
-    throughput mode; without chunked prefill (encoder-decoder models, some pooling models) at least
-    max_model_len; at most max_num_seqs x max_model_len; then max_num_seqs at most max_num_batched_tokens.
-    Only defaults are adjusted: a value the user gave is kept. 0.11 (_set_default_args) has neither the
-    throughput mode nor the max_num_seqs x max_model_len clamp, and without chunked prefill uses max_model_len.
+    _set_default_max_num_seqs_and_batched_tokens_args (0.12+; before, _set_default_args(_v1)), in order, each
+    where the era has it: the tier defaults; x2 each in throughput mode (0.17+); without chunked prefill
+    max_model_len (0.9.2-0.11.0) or at least max_model_len (0.11.1+); at most max_num_seqs x max_model_len
+    (0.11.1+); then max_num_seqs at most max_num_batched_tokens (0.10.1+). Only defaults are adjusted: a value
+    the user gave is kept.
     """
     resolved = VLLM_RELEASES.resolve(release)
     rules, version = resolved.era.rules, resolved.release
+    if throughput_mode and not rules.throughput_mode:
+        from kvsize.errors import UsageError
+
+        raise UsageError(f"vLLM {version} has no --performance-mode (added in 0.17)", hint="Drop it.")
     default_tokens, default_seqs = batch_defaults(rules, device, usage, tp * pp)
     tokens = max_num_batched_tokens if max_num_batched_tokens is not None else default_tokens
     seqs = max_num_seqs if max_num_seqs is not None else default_seqs
     notes = []
-    if rules.batch_defaults == "set_default_args":
-        if max_num_batched_tokens is None:
-            tokens = default_tokens if chunked_prefill else max_model_len
-        if max_num_seqs is None:
-            seqs = min(default_seqs, tokens)
-    else:
-        if throughput_mode:
-            tokens *= 2 if max_num_batched_tokens is None else 1
-            seqs *= 2 if max_num_seqs is None else 1
-        if max_num_batched_tokens is None:
-            if not chunked_prefill:
-                tokens = max(max_model_len, tokens)
+    if throughput_mode:
+        tokens *= 2 if max_num_batched_tokens is None else 1
+        seqs *= 2 if max_num_seqs is None else 1
+    if max_num_batched_tokens is None:
+        if not chunked_prefill and rules.no_chunked_tokens == "max_model_len":
+            tokens = max_model_len
+        elif not chunked_prefill and rules.no_chunked_tokens == "at_least_max_model_len":
+            tokens = max(max_model_len, tokens)
+        if rules.seqs_x_len_clamp:
             tokens = min(seqs * max_model_len, tokens)
-        if max_num_seqs is None:
-            seqs = min(seqs, tokens)
+    if max_num_seqs is None and rules.seqs_capped_by_tokens:
+        seqs = min(seqs, tokens)
     tier = f"{default_tokens} tokens / {default_seqs} sequences for {usage.value}"
     notes.append(
         f"vLLM {version} defaults {tier} on "
         + (f"{device.name or 'a custom card'} ({device.total_memory_bytes / GIB:.1f} GiB)" if device else "no GPU")
     )
-    batches = max_concurrent_batches(rules, pp, async_scheduling=async_scheduling)
-    in_flight = {"in_flight_batches": batches * tokens, "one_batch": tokens, "full_length": 0}[rules.sliding_reserve]
+    batches = max_concurrent_batches(rules, pp, async_scheduling=async_scheduling, v2_runner=v2_runner)
+    in_flight = batches * tokens if rules.sliding_reserve == "in_flight_batches" else tokens
     return SchedulerSettings(
         version=version,
         max_num_batched_tokens=tokens,

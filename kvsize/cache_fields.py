@@ -1,0 +1,563 @@
+"""Which config.json fields change what a layer caches, and which of them kvsize understands.
+
+kvsize first meets a new architecture as a config.json it has never seen. Before `kvsize.config` sizes a
+config, `unknown_cache_fields` lists every field that may change what a layer caches but that kvsize does not
+read in the sense it has there; `parse_config` refuses such a config (exit 2, naming the fields) unless the
+caller passes `assume_standard_attention`, and then every answer names the fields it ignored.
+
+Three tables decide it, field by field (top-level fields of the language model's config, and the wrapper's
+top-level fields around a nested `text_config`):
+
+- `READ`: the fields kvsize's parser reads, grouped by the layout family that reads them, each with the
+  condition under which the parser's reading is the field's meaning (`attention_chunk_size` is Llama 4
+  chunking only beside `no_rope_layers`; `index_topk` is DeepSeek sparse attention only beside an MLA
+  `kv_lora_rank`).
+- `IRRELEVANT` (and `IRRELEVANT_PATTERNS`): fields whose name sounds cache-related but which size nothing in
+  the KV cache or the recurrent state, with the reason each.
+- `cache_sounding`: the generic detector for every other field: a name that speaks of windows, chunks,
+  compression, indexers, latent ranks, linear or convolutional state, heads or head sizes, KV sharing, layer
+  types. Anything it flags and the tables do not explain is not understood.
+
+A field whose value is null, false or empty is treated as absent (a switch that is off).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kvsize.errors import ConfigError
+from kvsize.text import clean
+
+Config = Mapping[str, Any]
+
+
+class UnmodelledFields(ConfigError):
+    """A config whose cache-relevant fields kvsize does not understand; `fields` names them."""
+
+    def __init__(self, message: str, *, fields: tuple[str, ...], hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.fields = fields
+
+
+# --- what the parser reads -----------------------------------------------------------------------------------
+
+# The layer_types / layers_block_type values kvsize.config maps to a layer kind (its _LAYER_TYPE_KIND).
+KNOWN_LAYER_TYPES = frozenset(
+    {
+        "full_attention",
+        "attention",
+        "global",
+        "sliding_attention",
+        "local",
+        "chunked_attention",
+        "linear_attention",
+        "mamba",
+        "hybrid",
+        "mlp",
+        "moe",
+    }
+)
+# Families whose "linear_attention" layers kvsize sizes: Gated DeltaNet (Qwen3-Next / Qwen3.5 `linear_*`
+# fields) and MiniMax lightning attention. Another family's linear layers (Kimi's KDA) keep another state.
+_GDN_FIELDS = ("linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim")
+
+
+def _has(c: Config, key: str) -> bool:
+    return present(c.get(key))
+
+
+# Model types kvsize knows (kvsize.config KNOWN_MODEL_TYPES) that have MLA layers or recurrent-state layers. A
+# known type outside them keeps standard attention whatever extra fields its config carries (transformers'
+# LlamaConfig ignores a kv_lora_rank); a type kvsize does not know is read by the fields it carries.
+MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32"})
+STATE_MODEL_TYPES = frozenset(
+    {"mamba", "mamba2", "falcon_mamba", "jamba", "nemotron_h", "zamba2", "qwen3_next", "falcon_h1", "minimax"}
+)
+_KNOWN = "__kvsize_known_model_types__"  # where unknown_cache_fields puts the known types for the conditions
+
+
+def _type_allows(c: Config, family_types: frozenset[str]) -> bool:
+    model_type = c.get("model_type")
+    known: frozenset[str] = c.get(_KNOWN, frozenset())
+    return model_type not in known or model_type in family_types
+
+
+def _mla(c: Config) -> bool:
+    return _has(c, "kv_lora_rank") and _type_allows(c, MLA_MODEL_TYPES)
+
+
+def _layer_types_known(c: Config) -> bool:
+    for key in ("layer_types", "layers_block_type"):
+        names = c.get(key)
+        if not isinstance(names, list):
+            continue
+        if any(not isinstance(n, str) or n not in KNOWN_LAYER_TYPES for n in names):
+            return False
+        if "linear_attention" in names:
+            lightning = str(c.get("model_type", "")).startswith("minimax")
+            if not lightning and not all(_has(c, k) for k in _GDN_FIELDS):
+                return False
+    return True
+
+
+def _llama4_chunking(c: Config) -> bool:
+    return str(c.get("model_type", "")).startswith("llama4") or any(
+        _has(c, k) for k in ("no_rope_layers", "no_rope_layer_interval")
+    )
+
+
+def _same_window(c: Config) -> bool:
+    return c.get("sliding_window") in (None, c.get("sliding_window_size"))
+
+
+def _full_indexers(c: Config) -> bool:
+    types = c.get("indexer_types")
+    return _mla(c) and isinstance(types, list) and all(t == "full" for t in types)
+
+
+def _has_state(c: Config) -> bool:
+    return any(_has(c, k) for k in _STATE_SIZE_FIELDS) and _type_allows(c, STATE_MODEL_TYPES)
+
+
+def _windowed(c: Config) -> bool:
+    return _has(c, "sliding_window") or str(c.get("model_type")) in ("gemma2", "gemma3_text", "cohere2")
+
+
+_STATE_SIZE_FIELDS = ("ssm_state_size", "state_size", "mamba_d_state", "d_state", "linear_num_value_heads")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How kvsize reads one field: the layout family that reads it, and when its reading is the meaning."""
+
+    family: str
+    when: Callable[[Config], bool] | None = None
+    condition: str = ""
+    """The `when` in words, for the refusal message."""
+
+
+def _family(
+    family: str, *keys: str, when: Callable[[Config], bool] | None = None, condition: str = ""
+) -> dict[str, Reading]:
+    return {key: Reading(family, when, condition) for key in keys}
+
+
+READ: dict[str, Reading] = {
+    **_family("layers", "num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    # standard attention: MHA / GQA / MQA (kvsize.config _attention_params, _num_kv_heads)
+    **_family(
+        "attention",
+        "num_attention_heads",
+        "n_head",
+        "n_heads",
+        "num_key_value_heads",
+        "n_head_kv",
+        "num_kv_heads",
+        "num_attention_groups",
+        "multi_query",
+        "new_decoder_architecture",
+        "multi_query_attention",
+        "multi_query_group_num",
+        "head_dim",
+        "kv_channels",
+        "attention_head_dim",
+        "hidden_size_per_head",
+        "v_head_dim",
+        "hidden_size",
+        "n_embd",
+        "d_model",
+    ),  # fmt: skip
+    # sliding windows: every layer (Mistral), from max_window_layers (Qwen2), by period or L/G pattern
+    **_family("sliding", "sliding_window", "use_sliding_window", "max_window_layers"),
+    # SGLang's opt-in to its separate sliding-window pool (configs/model_config.py is_hybrid_swa_model), read into
+    # ArchSpec.declares_hybrid_swa; it changes which pool holds the layers, not what a layer caches
+    **_family("sliding", "is_hybrid_swa"),
+    **_family(
+        "sliding",
+        "sliding_window_pattern",
+        when=_windowed,
+        condition="only beside a sliding_window",
+    ),
+    **_family(
+        "sliding",
+        "sliding_window_size",
+        when=_same_window,
+        condition="only as the same number as sliding_window (Gemma 2's older spelling)",
+    ),
+    **_family(
+        "layer_types",
+        "layer_types",
+        "layers_block_type",
+        when=_layer_types_known,
+        condition=f"only with the layer types {', '.join(sorted(KNOWN_LAYER_TYPES))} (linear_attention only "
+        "as Gated DeltaNet with linear_num_value_heads, or MiniMax lightning attention)",
+    ),
+    **_family(
+        "chunked",
+        "attention_chunk_size",
+        when=_llama4_chunking,
+        condition="only as Llama 4 chunked attention (llama4 model types, or beside no_rope_layers)",
+    ),
+    **_family(
+        "chunked",
+        "no_rope_layers",
+        "no_rope_layer_interval",
+        when=lambda c: _has(c, "attention_chunk_size") or str(c.get("model_type")).startswith("llama4"),
+        condition="only beside Llama 4's attention_chunk_size",
+    ),
+    **_family("cross", "cross_attention_layers"),
+    **_family("kv_sharing", "num_kv_shared_layers"),
+    # MLA (DeepSeek-V2/V3, Kimi K2): one latent per token; DeepSeek-V3.2 sparse attention adds its indexer key
+    **_family(
+        "mla",
+        "kv_lora_rank",
+        when=_mla,
+        condition=f"only for MLA model types ({', '.join(sorted(MLA_MODEL_TYPES))}) or model types it does not know",
+    ),
+    **_family(
+        "mla",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "qk_head_dim",
+        "index_topk",
+        "index_head_dim",
+        "index_n_heads",
+        when=_mla,
+        condition="only beside an MLA kv_lora_rank",
+    ),  # fmt: skip
+    **_family(
+        "mla",
+        "indexer_types",
+        when=_full_indexers,
+        condition="only with MLA and every layer's indexer 'full' (shared indexers store no keys)",
+    ),
+    # layer patterns of hybrids
+    **_family(
+        "hybrid",
+        "hybrid_override_pattern",
+        "attn_layer_period",
+        "full_attention_interval",
+        "attn_type_list",
+        "block_configs",
+    ),  # fmt: skip
+    **_family(
+        "hybrid",
+        "attn_layer_offset",
+        when=lambda c: _has(c, "attn_layer_period"),
+        condition="only beside attn_layer_period",
+    ),
+    # recurrent state: Mamba-1/2 and Gated DeltaNet (kvsize.config _state_spec)
+    **_family(
+        "state",
+        "ssm_state_size",
+        "state_size",
+        "mamba_d_state",
+        "d_state",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+        "linear_conv_kernel_dim",
+        when=lambda c: _type_allows(c, STATE_MODEL_TYPES),
+        condition=f"only for model types with recurrent layers ({', '.join(sorted(STATE_MODEL_TYPES))}) or "
+        "model types it does not know",
+    ),  # fmt: skip
+    **_family(
+        "state",
+        "conv_kernel",
+        "mamba_d_conv",
+        "d_conv",
+        "conv_dimension",
+        "mamba_d_ssm",
+        "expand",
+        "mamba_expand",
+        "expansion_factor",
+        "mamba_head_dim",
+        "mamba_headdim",
+        "mamba_d_head",
+        "n_groups",
+        "mamba_n_groups",
+        "mamba_ngroups",
+        "ngroups",
+        "mamba_num_heads",
+        "mamba_n_heads",
+        "n_mamba_heads",
+        "mamba_chunk_size",
+        "chunk_size",
+        "mamba_ssm_dtype",
+        "mamba_ssm_cache_dtype",
+        when=_has_state,
+        condition="only beside a recurrent state size (ssm_state_size, d_state, linear_num_value_heads)",
+    ),  # fmt: skip
+    **_family(
+        "state",
+        "num_heads",
+        when=lambda c: _has_state(c) or c.get("is_encoder_decoder") is True,
+        condition="only as Mamba-2 heads or an encoder-decoder's heads",
+    ),
+    # MPT / DBRX keep their KV heads inside attn_config (its fields are checked one by one)
+    **_family("attention", "attn_config"),
+    # encoder-decoder models (T5, BART, Whisper: kvsize.config _encoder_decoder)
+    **_family(
+        "encoder_decoder",
+        "is_encoder_decoder",
+        "decoder_layers",
+        "num_decoder_layers",
+        "decoder_attention_heads",
+        "d_kv",
+        "max_source_positions",
+        "encoder_layers",
+        "encoder_attention_heads",
+    ),  # fmt: skip
+}
+# The fields of nested objects the parser reads, by the object's key.
+READ_NESTED: dict[str, frozenset[str]] = {
+    "attn_config": frozenset({"kv_n_heads"}),
+    "block_configs[].attention": frozenset({"n_heads_in_group", "no_op", "replace_with_linear"}),
+}
+
+# --- cache-sounding fields that size nothing ------------------------------------------------------------------
+
+_NO_CACHE = "sizes no cache"
+IRRELEVANT: dict[str, str] = {
+    # generation and runtime switches
+    "use_cache": "turns the cache on at inference; kvsize sizes the cache that is on",
+    "cache_implementation": "transformers' default cache class for generate(); kvsize's hf engine takes its own",
+    "output_attentions": "returns attention weights; stores nothing per token",
+    "_attn_implementation": "the attention kernel's name (eager, sdpa, flash); no cache shape",
+    "attn_implementation": "the attention kernel's name (eager, sdpa, flash); no cache shape",
+    "flash_attn": "kernel choice; no cache shape",
+    "use_flash_attention": "kernel choice; no cache shape",
+    "attention_softmax_in_fp32": "the softmax's compute dtype",
+    "scale_attention_softmax_in_fp32": "the softmax's compute dtype",
+    "use_bidirectional_attention": "a mask (Gemma 4: over image tokens); the same keys are cached",
+    "is_decoder": "a class flag; the layers are read from the decoder fields",
+    # mixture of experts routing
+    "norm_topk_prob": "MoE router: renormalises the top-k expert weights",
+    "topk_group": "MoE router: expert groups each token may choose",
+    "n_group": "MoE router: expert groups",
+    "num_expert_group": "MoE router: expert groups",
+    "topk_method": "MoE router: how experts are picked",
+    "top_k": "generation sampling (or MoE top-k): no cache",
+    "top_k_experts": "MoE top-k",
+    "moe_topk": "MoE top-k",
+    "decoder_sparse_step": "MoE: every n-th layer has experts (the MLP, not attention)",
+    "moe_layer_freq": "MoE: which layers have experts",
+    "mlp_only_layers": "MoE: layers with a dense MLP",
+    "mlp_layer_types": "dense or MoE MLP per layer; the attention is the same",
+    "moe_latent_size": "Nemotron-3 latent MoE: experts run in a smaller width; weights only",
+    "interleave_moe_layer_step": "Llama 4: MoE every n-th layer (the MLP)",
+    "first_k_dense_replace": "MoE: the first layers have a dense MLP",
+    "num_experts_per_tok": "MoE top-k",
+    "use_grouped_topk": "MoE router",
+    # low-rank projections that are weights, not cache
+    "q_lora_rank": "MLA: the query's low-rank projection; queries are not cached",
+    "o_lora_rank": "DeepSeek-V4: the output's low-rank projection; weights only",
+    "lora_rank": "Zamba2: LoRA adapters of the shared attention block; weights only",
+    "use_shared_attention_lora": "Zamba2: LoRA adapters on the shared attention; weights only",
+    "use_shared_block_lora": "Zamba2: LoRA adapters on the shared block; weights only",
+    "time_step_rank": "Mamba: rank of the dt projection; weights only (the state is d_inner x d_state)",
+    "mamba_dt_rank": "Mamba: rank of the dt projection; weights only",
+    # positions
+    "partial_rotary_factor": "RoPE covers part of each head; the head is cached whole",
+    "rotary_pct": "RoPE covers part of each head; the head is cached whole",
+    "rotary_dim": "RoPE covers part of each head; the head is cached whole",
+    "rotary": "GPT-J: RoPE on; no cache shape",
+    "original_rope": "ChatGLM: RoPE layout",
+    "use_mem_rope": "Zamba2: RoPE in the shared blocks",
+    "use_mrope": "multimodal RoPE sections",
+    "rope_interleave": "RoPE layout",
+    "rope_interleaved": "RoPE layout",
+    "indexer_rope_interleave": "the DSA indexer's RoPE layout",
+    "no_rope_layers_interval": "RoPE layout",
+    "rope_local_base_freq": "RoPE frequency of local layers",
+    "mrope_section": "RoPE layout",
+    # vision, MTP and other towers that hold no decoder cache
+    "vision_config": "the vision tower's own config: it holds no KV cache of the language model",
+    "audio_config": "the audio tower's own config: it holds no KV cache of the language model",
+    "vision_feature_layer": "which vision layer feeds the projector",
+    "num_nextn_predict_layers": "MTP draft layers: cached only with speculative decoding, not modelled",
+    "mtp_num_hidden_layers": "MTP draft layers: cached only with speculative decoding, not modelled",
+    "mtp_hybrid_override_pattern": "MTP draft layers: cached only with speculative decoding, not modelled",
+    "mtp_layers_block_type": "MTP draft layers: cached only with speculative decoding, not modelled",
+    "mtp_transformer_layers": "MTP draft layers: cached only with speculative decoding, not modelled",
+    "num_mtp_modules": "MTP draft layers: cached only with speculative decoding, not modelled",
+    "index_share_for_mtp_iteration": "MTP draft layers' indexer: speculative decoding, not modelled",
+    "num_mem_blocks": "Zamba2: shared transformer blocks reused across layers; their cache is per layer",
+    # context keys read for the maximum, not the layout
+    "context_window_size": "CodeLlama: a context length; kvsize reads max_position_embeddings",
+    "prefill_chunk_size": "a serving default (chunked prefill); no cache shape",
+    # quantization: the KV dtype is read by kvsize.api from quantization_config.kv_cache_scheme
+    "quantization_config": "weights' quantization; an fp8 kv_cache_scheme is read by --kv-dtype auto",
+    "transformers.js_config": "transformers.js ONNX export settings",
+    "full_attn_mod": "Phi-4-mini: read by neither transformers' nor vLLM's phi3 model",
+    "hidden_size_per_layer_input": "Gemma 3n/4 per-layer input embeddings; weights only",
+    "num_hash_layers": "DeepSeek-V4: hash-routed MoE layers",
+    "attention_value_scale": "a scale on values; no cache shape",
+    "hc_sinkhorn_iters": "DeepSeek-V4 hyper-connections: mixes residual streams; no cache",
+    "o_groups": "DeepSeek-V4: groups of the output projection; weights only",
+    "mla_use_nope": "Kimi: MLA without RoPE rotation; the latent keeps kv_lora_rank + qk_rope_head_dim (vLLM "
+    "kimi_linear.py KimiMLAAttention)",
+    "scale_attn_weights": "GPT-2 family: scales attention scores",
+    "scale_attn_by_inverse_layer_idx": "GPT-2: scales attention scores",
+    "reorder_and_upcast_attn": "GPT-2: the score computation's dtype",
+    "query_pre_attn_scalar": "Gemma: scales queries",
+    "parallel_attn": "Falcon: attention and MLP side by side; the attention caches the same",
+    "attn_output_gate": "Qwen3.5: a gate on the attention output; weights only",
+    "attention_output_gate": "a gate on the attention output; weights only",
+    "output_gate_type": "a gate on the attention output; weights only",
+    "use_mamba_kernels": "kernel choice (CUDA Mamba kernels); the state is the same",
+    "chunk_size_feed_forward": "transformers' feed-forward chunking over the sequence; no cache shape",
+    "use_unified_vision_chunk": "Kimi-K2.5: vision chunking",
+    "gated_linear_unit": "Zamba2: a gated MLP",
+    "num_query_groups": "Zamba2: overwritten with num_attention_heads (transformers Zamba2Config.__post_init__)",
+    "relative_attention_num_buckets": "T5: a position bias; no cache",
+    "relative_attention_max_distance": "T5: a position bias; no cache",
+}
+# Name patterns with one reason each: special-token ids, dropouts, biases, norms, scales and initialisation.
+IRRELEVANT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r".*_token_(id|index)$|^ignore_index$|.*_token_ids?$"), "a special token's id"),
+    (re.compile(r".*(dropout|pdrop|layerdrop)$"), "training-time dropout"),
+    (re.compile(r".*_bias$|^(use_)?(qkv_|attention_|conv_|proj_)?bias$|^add_.*bias.*"), "a bias term: weights"),
+    (re.compile(r".*norm.*|.*_eps$|.*epsilon$"), "normalisation: no cache shape"),
+    (re.compile(r".*(scale|scaling|multiplier|softcap|softcapping)$"), "a scale on activations: no cache shape"),
+    (re.compile(r"^(init|initializer)_.*|.*_init(_.*)?$"), "weight initialisation"),
+    (re.compile(r".*_(act|activation)$|^activation_.*|.*hidden_act$"), "an activation function"),
+    (re.compile(r"^rope_.*|.*_rope_theta$|^rope$"), "RoPE frequencies: kvsize reads only a scaling factor"),
+    (re.compile(r"^(output|return)_.*"), "what a forward returns"),
+    (re.compile(r"^(num_beams|num_beam_groups|.*_penalty|num_return_sequences)$"), "generation settings"),
+    (re.compile(r".*_experts?(_.*)?$|^n_routed_experts$|^experts_.*"), "MoE experts: the MLP, not attention"),
+    (re.compile(r"^moe_.*|.*router.*"), "MoE settings: the MLP, not attention"),
+    (re.compile(r".*_intermediate_size$|^intermediate_size.*|.*ffn.*"), "an MLP width"),
+    (re.compile(r"^mm_.*|^vision_.*|^image_.*|^video_.*|^audio_.*"), "multimodal projector settings"),
+    (re.compile(r".*logits.*|.*_heads?_bias$"), "output logits"),
+    (re.compile(r".*pretraining_tp$|.*_tp$"), "training-time tensor parallelism"),
+)
+
+# --- the generic detector ---------------------------------------------------------------------------------------
+
+CACHE_WORDS = (
+    "window", "sliding", "swa", "chunk", "compress", "index", "topk", "lora", "latent", "rank", "linear",
+    "conv", "state", "ssm", "mamba", "recurr", "delta", "kda", "gdn", "lightning", "retention", "kv", "key",
+    "value", "head", "query", "group", "layer_type", "layers_block", "pattern", "shared", "share", "sparse",
+    "cache", "attn", "attention", "local", "global", "nope", "rope", "mla", "dsa", "csa", "hca", "sink",
+    "mem", "expand", "hybrid", "block_type",
+)  # fmt: skip
+_CACHE_WORDS = re.compile("|".join(CACHE_WORDS))
+
+
+def cache_sounding(key: str) -> bool:
+    """Whether a field's name speaks of something a layer may cache (windows, chunks, compression, indexers,
+    ranks, linear or convolutional state, heads, KV sharing, layer types)."""
+    return bool(_CACHE_WORDS.search(key.lower()))
+
+
+def irrelevant_reason(key: str) -> str | None:
+    """Why a field sizes no cache, or None when no table says so."""
+    reason = IRRELEVANT.get(key)
+    if reason is not None:
+        return reason
+    return next((why for pattern, why in IRRELEVANT_PATTERNS if pattern.fullmatch(key)), None)
+
+
+def present(value: object) -> bool:
+    """A field is absent when null, false or empty (a switch that is off)."""
+    return value is not None and value is not False and value != [] and value != {} and value != ""
+
+
+# --- the guard ---------------------------------------------------------------------------------------------------
+
+TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "generator")
+
+
+@dataclass(frozen=True)
+class Finding:
+    field: str
+    """The field as written in the config (`text_config.compress_ratios`, `attn_config.alibi`)."""
+    why: str
+    """Why kvsize does not understand it."""
+
+
+def unknown_cache_fields(
+    raw: Config, data: Config, where: str, model_type: str, known_model_types: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """The fields of a config that may change what a layer caches but that kvsize does not understand.
+
+    `data` is the language model's config (`raw` itself, or its `text_config`), `where` its prefix, `model_type`
+    the checked model type ("unknown" when it names none); `known_model_types` those kvsize's parser was written
+    against."""
+    context = {**data, "model_type": model_type, _KNOWN: known_model_types}
+    found = [f for key, value in data.items() if (f := _judge(key, value, context, where)) is not None]
+    if where:  # the wrapper's own fields around a nested language model
+        for key, value in raw.items():
+            if key in TEXT_CONFIG_KEYS or key in data:
+                continue
+            finding = _judge(key, value, {**raw, "model_type": model_type, _KNOWN: known_model_types}, "")
+            if finding is not None:
+                found.append(finding)
+    found.extend(_nested(data, where))
+    return found
+
+
+def _judge(key: str, value: object, config: Config, where: str) -> Finding | None:
+    if not isinstance(key, str) or not present(value) or key == "model_type":
+        return None
+    reading = READ.get(key)
+    if reading is not None:
+        if reading.when is None or reading.when(config):
+            return None
+        return Finding(f"{where}{key}", f"kvsize reads it {reading.condition}")
+    if irrelevant_reason(key) is not None or not cache_sounding(key):
+        return None
+    return Finding(f"{where}{key}", "not a field kvsize reads")
+
+
+def _nested(data: Config, where: str) -> list[Finding]:
+    found: list[Finding] = []
+    attn = data.get("attn_config")
+    if isinstance(attn, Mapping):
+        found += _unread_children(attn, READ_NESTED["attn_config"], f"{where}attn_config.")
+    blocks = data.get("block_configs")
+    if isinstance(blocks, list):
+        for i, block in enumerate(blocks):
+            sub = block.get("attention") if isinstance(block, Mapping) else None
+            if isinstance(sub, Mapping):
+                prefix = f"{where}block_configs[{i}].attention."
+                found += _unread_children(sub, READ_NESTED["block_configs[].attention"], prefix)
+    return found
+
+
+def _unread_children(sub: Config, read: frozenset[str], prefix: str) -> list[Finding]:
+    return [
+        Finding(f"{prefix}{key}", "not a field kvsize reads")
+        for key, value in sub.items()
+        if isinstance(key, str)
+        and key not in read
+        and present(value)
+        and cache_sounding(key)
+        and irrelevant_reason(key) is None
+    ]
+
+
+def refusal(source: str, model_type: str, findings: list[Finding]) -> UnmodelledFields:
+    names = tuple(dict.fromkeys(f.field for f in findings))
+    shown = ", ".join(clean(n)[:60] for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return UnmodelledFields(
+        f"{source}: kvsize does not understand the cache-relevant field{'s' if len(names) > 1 else ''} {shown} "
+        f"(model_type {clean(model_type)[:60]}): it cannot say what these layers cache",
+        fields=names,
+        hint="kvsize cannot size this layout yet. To size it from its standard attention fields anyway, pass "
+        "--assume-standard-attention (library: assume_standard_attention=True); every answer then names the "
+        "fields it ignored.",
+    )
+
+
+def ignored_note(findings: list[Finding]) -> str:
+    names = ", ".join(dict.fromkeys(clean(f.field)[:60] for f in findings))
+    return (
+        f"--assume-standard-attention: sized as standard attention, ignoring cache fields kvsize does not "
+        f"understand: {names}; the real cache may differ"
+    )

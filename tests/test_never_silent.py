@@ -1,0 +1,310 @@
+"""Never silent (issue 19): a config whose cache-relevant fields kvsize does not understand is refused naming them,
+or sized with --assume-standard-attention and a note naming the fields ignored; never sized silently.
+
+The corpus is every config in the repository: the registry (kvsize/models/registry.jsonl), the configs it refused
+(tests/data/registry_refused.jsonl), tests/data/configs and tests/data/never_silent (sources in its SOURCES.tsv).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import kvsize
+import kvsize.config as config_module
+from kvsize.cache_fields import IRRELEVANT, READ, UnmodelledFields, cache_sounding, irrelevant_reason
+from kvsize.cli import app
+from kvsize.config import parse_config
+from kvsize.errors import KvsizeError
+from kvsize.registry import load_registry_config, registry_entries
+
+DATA = Path(__file__).parent / "data"
+NEVER_SILENT = DATA / "never_silent"
+
+
+def _corpus() -> dict[str, dict[str, Any]]:
+    configs = {e.hub_id: load_registry_config(e) for e in registry_entries().values()}
+    for line in (DATA / "registry_refused.jsonl").read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        configs[f"refused:{entry['hub_id']}"] = entry["config"]
+    for folder in (DATA / "configs", NEVER_SILENT):
+        for path in sorted(folder.glob("*.json")):
+            configs[f"{folder.name}/{path.name}"] = json.loads(path.read_text(encoding="utf-8"))
+    return configs
+
+
+CORPUS = _corpus()
+
+
+def _text(config: dict[str, Any]) -> dict[str, Any]:
+    for key in ("text_config", "language_config", "llm_config", "decoder", "generator"):
+        if isinstance(config.get(key), dict):
+            return config[key]  # type: ignore[no-any-return]
+    return config
+
+
+def _parse_reading(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, set[str]]:
+    """Parse, and collect every key the parser read (kvsize.config._Fields.used)."""
+    made: list[Any] = []
+    original = config_module._Fields.__init__
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(config_module._Fields, "__init__", spy)
+    spec = parse_config(config, source="corpus")
+    return spec, {key for fields in made if not fields.where.count(".") > 1 for key in fields.used}
+
+
+# --- the corpus --------------------------------------------------------------------------------------------------
+
+# Refused for fields the guard names, each worked from the config and the family's design:
+EXPECTED_REFUSALS = {
+    # DeepSeek-V4 compressed sparse attention: per-layer compression ratios and an indexer, no kv_lora_rank
+    "never_silent/nvidia--DeepSeek-V4-Flash-NVFP4.json": {"compress_ratios", "index_topk", "index_head_dim"},
+    # Kimi Linear: most layers a KDA state (linear_attn_config), the rest MLA
+    "never_silent/moonshotai--Kimi-Linear-48B-A3B-Instruct.json": {"linear_attn_config"},
+    # CogVLM2: no model_type; its KV heads are num_multi_query_heads (8 of 32 query heads)
+    "never_silent/THUDM--cogvlm2-llama3-chat-19B.json": {"num_multi_query_heads"},
+    # MiMo-V2: sliding layers with their own heads and head sizes; attention_chunk_size is not Llama 4 chunking
+    "never_silent/XiaomiMiMo--MiMo-V2-Flash.json": {
+        "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "hybrid_layer_pattern", "attention_chunk_size",
+    },  # fmt: skip
+    # LFM2: short-convolution layers (layer_types "conv")
+    "never_silent/LiquidAI--LFM2-1.2B.json": {"layer_types", "conv_L_cache"},
+    # Gemma 4: global layers with their own head size and KV heads, K = V
+    "refused:google/gemma-4-26B-A4B": {"text_config.global_head_dim", "text_config.num_global_key_value_heads"},
+    "refused:nvidia/Gemma-4-26B-A4B-NVFP4": {"text_config.global_head_dim"},
+    "refused:nvidia/Gemma-4-31B-IT-NVFP4": {"text_config.global_head_dim"},
+    # MiniMax-M3: an index cache on sparse layers
+    "refused:MiniMaxAI/MiniMax-M3": {"sparse_attention_config"},
+    # GLM-5.2: indexers shared between layers (indexer_types 'shared')
+    "refused:zai-org/GLM-5.2": {"indexer_types", "index_topk_freq"},
+    "refused:zai-org/GLM-5.2-FP8": {"indexer_types", "index_topk_freq"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_every_config_is_understood_or_refused_naming_its_fields(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = CORPUS[name]
+    try:
+        spec, read = _parse_reading(config, monkeypatch)
+    except UnmodelledFields as exc:
+        assert exc.fields, name
+        assert all(field in str(exc) for field in exc.fields[:8]), name
+        assert "--assume-standard-attention" in (exc.hint or "")
+        assert name in EXPECTED_REFUSALS, f"{name} refused for {exc.fields}"
+        assert EXPECTED_REFUSALS[name] <= set(exc.fields), exc.fields
+        return
+    except KvsizeError as exc:  # refused for another reason (a missing field): named in the message
+        assert "'" in str(exc), name
+        assert name not in EXPECTED_REFUSALS
+        return
+    assert name not in EXPECTED_REFUSALS, f"{name} sized silently"
+    assert not any("assume-standard-attention" in n for n in spec.notes)
+    # Every cache-sounding key the parser read is one the tables say it reads: they cannot drift from the parser
+    # (it also reads widths for the weights and the context: vocab_size, intermediate_size, ...).
+    text = _text(config)
+    assert {k for k in read if k in text and cache_sounding(k)} <= set(READ), name
+
+
+def test_the_refusals_are_the_ones_expected() -> None:
+    refused = set()
+    for name, config in CORPUS.items():
+        try:
+            parse_config(config, source=name)
+        except UnmodelledFields:
+            refused.add(name)
+        except KvsizeError:
+            pass
+    assert refused == set(EXPECTED_REFUSALS)
+
+
+def test_refusal_is_exit_2_naming_fields_and_the_way_on(tmp_path: Path) -> None:
+    path = NEVER_SILENT / "moonshotai--Kimi-Linear-48B-A3B-Instruct.json"
+    result = CliRunner().invoke(app, [str(path), "--ctx", "4096"])
+    assert result.exit_code == 2
+    assert "linear_attn_config" in result.output and "--assume-standard-attention" in result.output
+
+
+def test_assume_standard_attention_names_the_ignored_fields_on_every_answer() -> None:
+    path = NEVER_SILENT / "THUDM--cogvlm2-llama3-chat-19B.json"
+    result = CliRunner().invoke(
+        app, [str(path), "--ctx", "4096", "--engine", "formula", "--assume-standard-attention", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.output)["notes"]
+    assert any("num_multi_query_heads" in n and "assume-standard-attention" in n for n in notes)
+    # With the field ignored the layers are MHA: 32 layers x 32 heads x (128 + 128) x 2 bytes = 524,288 B/token
+    # (hidden 4096 / 32 heads = 128): the 4x overstatement the note warns of (CogVLM2 stores 8 KV heads).
+    api = kvsize.estimate(json.loads(path.read_text()), ctx=4096, engine="formula", assume_standard_attention=True)
+    assert api.scenarios[0].kv_bytes_per_token == 32 * 32 * 256 * 2
+    assert any("num_multi_query_heads" in n for n in api.notes)
+
+
+def test_library_refuses_by_default() -> None:
+    config = json.loads((NEVER_SILENT / "nvidia--DeepSeek-V4-Flash-NVFP4.json").read_text())
+    with pytest.raises(UnmodelledFields) as caught:
+        kvsize.estimate(config, ctx=4096, engine="formula")
+    assert "compress_ratios" in caught.value.fields
+
+
+def test_unknown_model_type_with_standard_fields_is_sized_with_its_note() -> None:
+    config = {"model_type": "brand_new", "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 512}
+    spec = parse_config(config)
+    assert spec.notes[0].startswith("unknown model_type 'brand_new'")
+    assert spec.layers[0].attention is not None and spec.layers[0].attention.elements_per_token == 2 * 8 * 64
+
+
+# --- the fields the previous probe named -----------------------------------------------------------------------
+
+LLAMA: dict[str, Any] = {"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False, "max_window_layers": 2},
+        {"model_type": "gemma2", "sliding_window": 4096, "sliding_window_size": 4096},
+        {"model_type": "falcon", "multi_query": True, "num_kv_heads": 71},
+        {"model_type": "qwen2_5_vl", "vision_config": {"window_size": 112, "fullatt_block_indexes": [7]}},
+        {"model_type": "zamba2", "lora_rank": 128, "use_shared_attention_lora": False},
+        {"moe_latent_size": 1024, "use_cache": True, "norm_topk_prob": True, "topk_group": 1, "q_lora_rank": 1536},
+        {"decoder_sparse_step": 1, "num_key_value_heads": 8},
+    ],
+)
+def test_fields_that_sound_cache_related_but_are_understood(fields: dict[str, Any]) -> None:
+    config = {**LLAMA, **fields}
+    if config["model_type"] == "zamba2":  # zamba2 needs its state fields to parse at all; the guard is what's tested
+        from kvsize.cache_fields import unknown_cache_fields
+
+        assert unknown_cache_fields(config, config, "", "zamba2", config_module.KNOWN_MODEL_TYPES) == []
+        return
+    parse_config(config)
+
+
+def test_gemma2_sliding_window_size_that_disagrees_is_refused() -> None:
+    with pytest.raises(UnmodelledFields, match="sliding_window_size"):
+        parse_config({**LLAMA, "model_type": "gemma2", "sliding_window": 4096, "sliding_window_size": 2048})
+
+
+def test_every_irrelevant_key_sounds_cache_related_and_has_a_reason() -> None:
+    for key, reason in IRRELEVANT.items():
+        assert reason and key not in READ, key
+    assert irrelevant_reason("use_cache") and irrelevant_reason("image_token_index")
+    assert cache_sounding("compress_ratio") and cache_sounding("linear_attn_config")
+    assert not cache_sounding("vocab_size")
+
+
+# --- mutations: a known cache field renamed, removed or added ----------------------------------------------------
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Standard configs: every registry config kvsize sizes with no note of ignored fields.
+SEEDS = sorted(n for n in CORPUS if n not in EXPECTED_REFUSALS and not n.startswith("refused:"))
+ADDED: list[dict[str, Any]] = [
+    {"sliding_window_pattern": 4},  # without a sliding_window
+    {"kv_lora_rank": 512, "qk_rope_head_dim": 64},  # MLA fields on a model type that has none
+    {"linear_attn_config": {"kda_layers": [1], "num_heads": 32, "head_dim": 128}},
+    {"index_topk": 2048, "index_head_dim": 128},
+    {"compress_ratio": 4},
+    {"compress_ratios": [4, 128]},
+    {"swa_num_key_value_heads": 8},
+    {"global_head_dim": 512},
+    {"num_global_key_value_heads": 2},
+    {"kv_sharing_layers": [3]},
+    {"conv_L_cache": 3},
+    {"short_conv_kernel_size": 4},
+    {"no_rope_layers": [1, 0, 1]},
+    {"attention_sink_window": 64},
+    {"sparse_attention_config": {"sparse_topk_blocks": 8}},
+    {"latent_kv_dim": 256},
+]
+
+
+def _layer_count(text: dict[str, Any]) -> int:
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"):
+        if isinstance(text.get(key), int):
+            return int(text[key])
+    return 4
+
+
+@FUZZ
+@given(seed=st.sampled_from(SEEDS), added=st.sampled_from(ADDED))
+def test_an_added_cache_field_is_refused(seed: str, added: dict[str, Any]) -> None:
+    config = copy.deepcopy(CORPUS[seed])
+    text = _text(config)
+    assume(not any(k in text for k in added))
+    model_type = str(text.get("model_type") or config.get("model_type"))
+    if "kv_lora_rank" in added:  # MLA on a model type kvsize knows to have none (unknown types are read by field)
+        assume(model_type in config_module.KNOWN_MODEL_TYPES and "deepseek" not in model_type)
+    if "index_topk" in added:  # beside an MLA latent it is DeepSeek-V3.2's indexer, which kvsize sizes
+        assume("kv_lora_rank" not in text)
+    if "no_rope_layers" in added:
+        assume(not model_type.startswith("llama4") and "attention_chunk_size" not in text)
+    if "sliding_window_pattern" in added:
+        assume(text.get("sliding_window") is None and model_type not in ("gemma2", "gemma3_text", "cohere2"))
+    text.update(added)
+    with pytest.raises(UnmodelledFields):
+        parse_config(config, source=seed)
+
+
+@st.composite
+def renames(draw: st.DrawFn) -> tuple[str, str, str]:
+    seed = draw(st.sampled_from(SEEDS))
+    text = _text(CORPUS[seed])
+    keys = sorted(k for k in text if k in READ and cache_sounding(k) and text[k] not in (None, False, [], {}, ""))
+    assume(keys)
+    key = draw(st.sampled_from(keys))
+    new = draw(st.sampled_from([f"{key}_v2", f"swa_{key}", f"global_{key}", f"{key}_per_layer"]))
+    return seed, key, new
+
+
+@FUZZ
+@given(renames())
+def test_a_renamed_cache_field_is_refused_or_fails(case: tuple[str, str, str]) -> None:
+    seed, key, new = case
+    assume(new not in READ and irrelevant_reason(new) is None)
+    config = copy.deepcopy(CORPUS[seed])
+    text = _text(config)
+    text[new] = text.pop(key)
+    with pytest.raises(KvsizeError) as caught:
+        parse_config(config, source=seed)
+    if isinstance(caught.value, UnmodelledFields):
+        assert any(new in f for f in caught.value.fields)
+
+
+# Fields that switch a layout on: removed, their companions are left unexplained (no_rope_layers without
+# attention_chunk_size is among the added fields above).
+REMOVED = {"kv_lora_rank": "qk_rope_head_dim", "attn_layer_period": "attn_layer_offset"}
+
+
+@pytest.mark.parametrize("removed", sorted(REMOVED))
+def test_a_removed_layout_switch_is_refused(removed: str) -> None:
+    seeds = [n for n in SEEDS if removed in _text(CORPUS[n]) and REMOVED[removed] in _text(CORPUS[n])]
+    assert seeds, removed
+    for name in seeds:
+        config = copy.deepcopy(CORPUS[name])
+        _text(config).pop(removed)
+        with pytest.raises(UnmodelledFields, match=REMOVED[removed]):
+            parse_config(config, source=name)
+
+
+@FUZZ
+@given(seed=st.sampled_from(SEEDS), kind=st.sampled_from(["conv", "kda_attention", "compressed_sparse_attention"]))
+def test_layer_types_with_a_value_kvsize_does_not_know_are_refused(seed: str, kind: str) -> None:
+    config = copy.deepcopy(CORPUS[seed])
+    text = _text(config)
+    assume(not text.get("is_encoder_decoder") and not config.get("is_encoder_decoder"))
+    n = _layer_count(text)
+    text["layer_types"] = [kind] + ["full_attention"] * (n - 1)
+    text.pop("layers_block_type", None)
+    with pytest.raises(UnmodelledFields, match="layer_types"):
+        parse_config(config, source=seed)
