@@ -361,6 +361,7 @@ class EstimateOptions(TypedDict, total=False):
     disk: tuple[int, int | None] | None
     hf_overrides: str | Mapping[str, Any] | None
     environment: Mapping[str, str] | None
+    assume_standard_attention: bool
 
 
 def estimate(
@@ -422,13 +423,17 @@ def estimate_loaded(
     disk: tuple[int, int | None] | None = None,
     hf_overrides: str | Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
+    assume_standard_attention: bool = False,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
     other option as given. `weights_bytes` is the whole model's weights; `weights_bytes_per_gpu` (wins over it)
     the weights on each GPU of the tp x pp group. `hf_overrides` (vLLM's --hf-overrides, SGLang's
     --json-model-override-args: JSON text or a mapping) is merged into the config first; `environment` (None:
-    this process's) is where the engines' long-context switches are read (kvsize/overrides.py)."""
+    this process's) is where the engines' long-context switches are read (kvsize/overrides.py).
+    `assume_standard_attention` sizes a config whose cache-relevant fields kvsize does not understand from its
+    standard attention fields, every answer naming the fields ignored (kvsize/cache_fields.py); without it such a
+    config is refused."""
     # Every value through the CLI's readers (see "the API's readers" above): refused as the CLI refuses it.
     tp, pp = _setting("tp", tp, "tp", optional=False), _setting("pp", pp, "pp", optional=False)
     gpu_mem = _setting("gpu_mem", gpu_mem, "gpu_mem")
@@ -452,7 +457,8 @@ def estimate_loaded(
     overrides = parse_overrides(hf_overrides)
     if overrides:
         loaded = msgspec.structs.replace(loaded, raw=apply_overrides(loaded.raw, overrides))
-    spec = _parsed(loaded, encoder_len)
+    assume = _flag("assume_standard_attention", assume_standard_attention)
+    spec = _parsed(loaded, encoder_len, assume)
     if weights_bytes_per_gpu is not None:  # the weights on each GPU of the tp x pp group (wins over the whole)
         weights_bytes = weights_bytes_per_gpu * tp * pp
     if [n.strip().lower() for n in names] == [ALL_ENGINES]:
@@ -478,6 +484,10 @@ def estimate_loaded(
     contexts = list(dict.fromkeys(ctx_list)) if ctx_list else default_contexts(spec)
     dtypes, notes = resolve_kv_dtypes(kv_dtype_names, loaded.raw, spec)
     notes = [*spec.notes, *notes]
+    if card is not None and gpu is not None and gpu.strip().lower() == "auto":  # what --gpu auto found
+        from kvsize.local_gpu import auto_notes
+
+        notes.extend(auto_notes())
     if overrides:
         from kvsize.text import clean
 
@@ -562,6 +572,7 @@ def estimate_loaded(
             "kv_budget_tokens": kv_budget_tokens,
             "allocation": allocation,
             "disk": disk,
+            "assume_standard_attention": assume,
             "kv_dtype_names": names_asked,
         }
         rerun_options["several_engines"] = len(engines) > 1
@@ -859,17 +870,22 @@ def _host_link(profile: Any) -> tuple[int | None, str | None]:
 
 # Specs and parameter counts of recently used configs, keyed by the config dict's identity: a capacity check
 # sizes the same model for many deployments.
-_PARSED: dict[tuple[int, int | None], tuple[dict[str, Any], ArchSpec]] = {}
+_PARSED: dict[tuple[int, int | None, bool], tuple[dict[str, Any], ArchSpec]] = {}
 _ACTIVE: dict[int, tuple[dict[str, Any], tuple[int | None, int | None]]] = {}
 _CACHE_LIMIT = 256
 
 
-def _parsed(loaded: LoadedConfig, encoder_len: int | None) -> ArchSpec:
-    key = (id(loaded.raw), encoder_len)
+def _parsed(loaded: LoadedConfig, encoder_len: int | None, assume_standard_attention: bool = False) -> ArchSpec:
+    key = (id(loaded.raw), encoder_len, assume_standard_attention)
     hit = _PARSED.get(key)
     if hit is not None and hit[0] is loaded.raw:
         return hit[1]
-    spec = parse_config(loaded.raw, source=loaded.location, encoder_tokens=encoder_len)
+    spec = parse_config(
+        loaded.raw,
+        source=loaded.location,
+        encoder_tokens=encoder_len,
+        assume_standard_attention=assume_standard_attention,
+    )
     if len(_PARSED) >= _CACHE_LIMIT:
         _PARSED.clear()
     _PARSED[key] = (loaded.raw, spec)

@@ -282,8 +282,8 @@ def kv_budget(
         ) + vlm_reserve
         requested = math.ceil(visible * util)
         rule = (
-            f"SGLang {version or era.last} (rules of {SGLANG_RELEASES.span_of(era)}): mem_fraction_static {util} x free memory before "
-            "loading - weights"
+            f"SGLang {version or era.last} (rules of {SGLANG_RELEASES.span_of(era)}): mem_fraction_static {util} x "
+            "free memory before loading - weights"
             + (f" - {sglang_rules.vlm_kv_reserve_mib} MiB multimodal cache" if vlm_reserve else "")
             + " (model_executor/pool_configurator.py, memory_hook.py)"
         )

@@ -91,6 +91,16 @@ HfOverridesOpt = Annotated[
         rich_help_panel="Engine",
     ),
 ]
+AssumeStandardOpt = Annotated[
+    bool,
+    typer.Option(
+        "--assume-standard-attention",
+        help="Size a config whose cache-relevant fields kvsize does not understand (refused otherwise) from its "
+        "standard attention fields; every answer names the fields ignored.",
+        metavar="",
+        rich_help_panel="Model",
+    ),
+]
 TpOpt = Annotated[
     str,
     typer.Option(
@@ -204,7 +214,8 @@ GpuOpt = Annotated[
     str | None,
     typer.Option(
         "--gpu",
-        help="GPU profile id or alias (kvsize gpus): h100, h200, a100-80gb, mi300x, ...",
+        help="GPU profile id or alias (kvsize gpus): h100, h200, a100-80gb, mi300x, ...; the name nvidia-smi "
+        "prints ('NVIDIA H100 80GB HBM3'); or auto: this machine's (NVML, nvidia-smi, amdsmi, rocm-smi or torch).",
         show_default=False,
         metavar="NAME",
         rich_help_panel="GPU and budget",
@@ -394,6 +405,18 @@ PlotOpt = Annotated[
         'pip install -e ".\\[plot]").',
         show_default=False,
         metavar="FILE",
+        rich_help_panel="Output",
+    ),
+]
+EmitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--emit",
+        help="Print the engine's own launch command for the scenario sized (vllm, sglang, llamacpp, trtllm): every "
+        "flag one the release's parser accepts; needs one --ctx, --batch and --kv-dtype and a card. Exit 1, "
+        "nothing emitted, when it does not fit.",
+        show_default=False,
+        metavar="ENGINE",
         rich_help_panel="Output",
     ),
 ]

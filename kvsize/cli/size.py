@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from kvsize.cli.options import (
     AllocationOpt,
+    AssumeStandardOpt,
     BatchedTokensOpt,
     BatchOpt,
     BlockSizeOpt,
@@ -16,6 +19,7 @@ from kvsize.cli.options import (
     DeviceOpt,
     DiskBandwidthOpt,
     DiskOpt,
+    EmitOpt,
     EncoderLenOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -55,6 +59,7 @@ from kvsize.cli.options import (
     WeightsPerGpuOpt,
     WorkloadOpt,
     emit,
+    make_console,
     render_estimate,
     serving_kwargs,
     split_list,
@@ -74,6 +79,7 @@ def size(
     engine: EngineOpt = "vllm",
     engine_version: EngineVersionOpt = None,
     hf_overrides: HfOverridesOpt = None,
+    assume_standard_attention: AssumeStandardOpt = False,
     tp: TpOpt = "1",
     pp: PpOpt = "1",
     block_size: BlockSizeOpt = None,
@@ -115,6 +121,7 @@ def size(
     trust_remote_code: TrustRemoteCodeOpt = False,
     calibration: CalibrationOpt = None,
     weights_mem_per_gpu: WeightsPerGpuOpt = None,
+    emit_engine: EmitOpt = None,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
 
@@ -181,6 +188,9 @@ def size(
         )
         return
     with user_errors(debug):
+        if emit_engine is not None:  # --emit: one scenario, sized with the engine and the caps it emits
+            engine = _emit_scenario(context, emit_engine, engine, ctx, batch, kv_dtype, gpu, gpu_mem)
+            max_num_seqs = max_num_seqs or batch  # the running-request cap emitted is the one the budget profiled
         from kvsize.api import estimate_loaded
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
@@ -225,6 +235,15 @@ def size(
                 weights_bytes=model_weights(loaded, weights_dtype),
             )
             options = apply_calibration(options, read_calibration(calibration), target=target, source=calibration)
+        emit_args = {
+            "weights_dtype": weights_dtype,
+            "hf_overrides": hf_overrides,
+            "enable_prefix_caching": enable_prefix_caching,
+            "kv_cache_dtype_skip_layers": kv_cache_dtype_skip_layers,
+            "options": options,
+            "model": model,
+            "gpu": gpu,
+        }
         result = estimate_loaded(
             loaded,
             ctx=split_list(ctx) if ctx is not None else None,
@@ -246,6 +265,7 @@ def size(
             gpu=gpu,
             weights_dtype=weights_dtype,
             hf_overrides=hf_overrides,
+            assume_standard_attention=assume_standard_attention,
             **options,
             with_advice=True,
         )
@@ -259,7 +279,11 @@ def size(
             from kvsize.config import parse_config
             from kvsize.plot import write_plot
 
-            write_plot(result, plot, spec=parse_config(loaded.raw, source=loaded.location))
+            spec = parse_config(loaded.raw, source=loaded.location, assume_standard_attention=assume_standard_attention)
+            write_plot(result, plot, spec=spec)
+    if emit_engine is not None:
+        _emit_launch(result, loaded, settings, engine_version, emit_args, json_output, explain)
+        return
     emit(
         lambda console: render_estimate(console, result, explain=explain),
         lambda: to_json(result),
@@ -269,4 +293,106 @@ def size(
     # The answer is "no" (printed above, then exit 1) when a scenario the user asked for does not fit. Without
     # --ctx the contexts are kvsize's own grid, so the question was "does it fit at all": no only if none fits.
     if verdicts and (not all(verdicts) if ctx is not None else not any(verdicts)):
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _emit_scenario(
+    context: typer.Context,
+    emit_engine: str,
+    engine: str,
+    ctx: str | None,
+    batch: str,
+    kv_dtype: str,
+    gpu: str | None,
+    gpu_mem: str | None,
+) -> str:
+    """--emit's checks: one scenario on a card, sized by the engine emitted (--engine, when given, must be it)."""
+    from kvsize.errors import UsageError
+    from kvsize.launch import EMIT_ENGINES
+
+    name = emit_engine.strip().lower().replace(".", "").replace("-", "")
+    if name not in EMIT_ENGINES:
+        raise UsageError(
+            f"--emit {emit_engine[:20]}: no launch command for it", hint=f"One of: {', '.join(EMIT_ENGINES)}."
+        )
+    given = getattr(context.get_parameter_source("engine"), "name", "DEFAULT") != "DEFAULT"
+    if given and engine.strip().lower().replace(".", "").replace("-", "") != name:
+        raise UsageError(
+            f"--emit {name} with --engine {engine[:20]}", hint="Drop --engine: --emit sizes with its engine."
+        )
+    for option, value in (("--ctx", ctx), ("--batch", batch), ("--kv-dtype", kv_dtype)):
+        if value is None or len(split_list(value)) != 1:
+            raise UsageError(
+                f"--emit needs one {option}", hint=f"Give {option} one value: one command serves one scenario."
+            )
+    if gpu is None and gpu_mem is None:
+        raise UsageError("--emit needs a card", hint="Add --gpu (or --gpu-mem): the command is emitted when it fits.")
+    return name
+
+
+def _emit_launch(
+    result: Any,
+    loaded: Any,
+    settings: Any,
+    engine_version: str | None,
+    args: dict[str, Any],
+    json_output: bool,
+    explain: bool,
+) -> None:
+    """The launch command of the one scenario sized, or, when it does not fit, the answer and its advice (exit 1)."""
+    from kvsize.api import _gpu_card, engine_context
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+    from kvsize.launch import launch_command, scenario_of
+    from kvsize.record import to_json
+
+    scenario = result.scenarios[0]
+    fits = scenario.gpu is not None and scenario.gpu.fits
+    launch = None
+    if fits:
+        options = args["options"]
+        engine_options = options["engine_options"]
+        card = _gpu_card(args["gpu"], options["gpu_mem"])
+        device = card.device if card is not None else None
+        rules = get_engine(scenario.engine, engine_version, engine_context(device, engine_options), **engine_options)
+        spec = parse_config(loaded.raw, source=loaded.location)
+        tokens = engine_options.get("max_num_batched_tokens")
+        if tokens is None and hasattr(rules, "scheduler"):  # vLLM: the tier default the budget profiled
+            tokens = rules.scheduler(scenario.ctx, scenario.tp, scenario.pp, spec).max_num_batched_tokens
+        budget = scenario.gpu.budget
+        launch = launch_command(
+            scenario.engine,
+            rules.version,
+            rules.rules_name,
+            scenario_of(
+                args["model"],
+                scenario,
+                spec,
+                loaded.raw,
+                rules,
+                utilization=budget.utilization,
+                kv_memory_bytes=settings.kv_memory,
+                max_num_batched_tokens=tokens,
+                revision=settings.revision,
+                weights_dtype=args["weights_dtype"],
+                hf_overrides=args["hf_overrides"],
+                prefix_caching=args["enable_prefix_caching"],
+                kv_cache_dtype_skip_layers=args["kv_cache_dtype_skip_layers"],
+                block_size=engine_options.get("block_size"),
+            ),
+        )
+    if json_output:
+        import json
+
+        from kvsize.text import json_safe
+
+        payload = json.loads(to_json(result))
+        payload["launch"] = launch.to_json() if launch is not None else None
+        typer.echo(json_safe(json.dumps(payload, indent=2, ensure_ascii=False)))
+    elif launch is not None:
+        typer.echo(launch.text())
+    else:
+        render_estimate(make_console(), result, explain=explain)
+    if launch is None:
+        stderr_line("Not emitted: the scenario does not fit (advice above).")
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
