@@ -273,7 +273,11 @@ def sglang_release(root: Path) -> dict:
     where = "python/sglang/srt/server_args.py" if "python" in path.parts else "sglang/srt/server_args.py"
     return {
         "source": f"{where}:ServerArgs.add_cli_args@{version}"
-        + (" (+ arg_groups/fields via add_cli_args_from_dataclass)" if group_files and "add_cli_args_from_dataclass" in ast.unparse(fn) else ""),
+        + (
+            " (+ arg_groups/fields via add_cli_args_from_dataclass)"
+            if group_files and "add_cli_args_from_dataclass" in ast.unparse(fn)
+            else ""
+        ),
         "flags": sorted(flags),
         "choices": {k: choices[k] for k in keep if k in choices},
     }
