@@ -230,7 +230,17 @@ def context_limit(engine: Engine, spec: ArchSpec, ctx: int) -> ContextLimit | No
                 override=override,
             )
         action = action.format(maximum=maximum, ctx=ctx)
-        if engine.name == "vllm" and any(r.rope_type == "yarn" for r in spec.rope_scaling):
+        # YaRN whose original maximum x factor passes the stated one: the user extended the context (Qwen3's
+        # --hf-overrides recipe), which vLLM 0.30+ reads only from max_position_embeddings.
+        extended = [
+            r
+            for r in spec.rope_scaling
+            if r.rope_type == "yarn"
+            and r.original_max
+            and r.factor
+            and r.original_max * r.factor[0] // r.factor[1] > maximum
+        ]
+        if engine.name == "vllm" and extended:
             from kvsize.engines.vllm import VllmEngine
 
             if isinstance(engine, VllmEngine) and not engine.rules.yarn_from_original:
@@ -450,20 +460,33 @@ def pool_figures(
 
 
 def running_request_cap(
-    engine: Engine, spec: ArchSpec, *, ctx: int, tp: int, pp: int, settings: BudgetSettings, pool_tokens: int | None
+    engine: Engine,
+    spec: ArchSpec,
+    *,
+    ctx: int,
+    tp: int,
+    pp: int,
+    settings: BudgetSettings,
+    pool_tokens: int | None,
+    kv_budget_bytes: int | None = None,
+    kv_dtype: KvDtype = KvDtype.BF16,
 ) -> int | None:
     """How many requests the engine runs at once at most, whatever the KV memory holds.
 
     vLLM: max_num_seqs (v1/core/sched/scheduler.py stops admitting at len(self.running) == max_num_seqs): given,
     else the scheduler's default for the card and release (Engine.max_running_requests, vllm_scheduler.py).
-    SGLang: max_running_requests given (--max-num-seqs), else its default from the pool
-    (engines/sglang.py default_max_running_requests, KVCacheConfigurator.resolve_max_num_reqs)."""
+    SGLang: max_running_requests given (--max-num-seqs), else its default from the pool of `kv_budget_bytes`,
+    capped by the Mamba state pool (engines/sglang.py SglangEngine.running_request_cap,
+    KVCacheConfigurator.resolve_max_num_reqs)."""
     if settings.max_num_seqs is not None and isinstance(engine, (VllmEngine, SglangEngine)):
         return settings.max_num_seqs
     if isinstance(engine, SglangEngine):
-        from kvsize.engines.sglang import default_max_running_requests
-
-        return default_max_running_requests(pool_tokens, ctx) if pool_tokens else None
+        if not pool_tokens or kv_budget_bytes is None:
+            return None
+        # The default from the pool, capped by the Mamba state pool SGLang reserves (SglangEngine.running_request_cap:
+        # resolve_max_num_reqs); the era's rules (the formula per release) come with the engine.
+        pool = engine.pool(spec, available_bytes=kv_budget_bytes, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        return engine.running_request_cap(pool, ctx)
     return engine.max_running_requests(spec, ctx, tp, pp)
 
 
@@ -509,7 +532,17 @@ def plan_fit(
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     hw = hardware or Hardware()
     held = usable // per_request if per_request else 0
-    cap = running_request_cap(engine, spec, ctx=ctx, tp=tp, pp=pp, settings=settings, pool_tokens=tokens)
+    cap = running_request_cap(
+        engine,
+        spec,
+        ctx=ctx,
+        tp=tp,
+        pp=pp,
+        settings=settings,
+        pool_tokens=tokens,
+        kv_budget_bytes=usable,
+        kv_dtype=kv_dtype,
+    )
     by_memory = (
         max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
     )

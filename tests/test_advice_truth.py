@@ -3,7 +3,7 @@ figures the suggestion promised (fits, requests at once, KV budget, KV per GPU),
 the engine cap's message and the shared prefix's max ctx, worked by hand from the config and the engines'
 source.
 
-Llama-3.1-8B (config): 32 layers, 8 KV heads of 128, bf16. vLLM 0.33 pages of 16 tokens
+Llama-3.1-8B (config): 32 layers, 8 KV heads of 128, bf16. vLLM 0.33.0 pages of 16 tokens
 (vllm/v1/core/kv_cache_utils.py: one block = block_size tokens of one layer), so one token costs
 32 x 8 x 128 x 2 (K, V) x 2 B = 131,072 B and one block of all layers 16 x 131,072 = 2 MiB.
 """
@@ -125,7 +125,7 @@ def test_no_context_shorter_than_the_requests_is_suggested() -> None:
 
 
 def test_suggestions_count_the_shared_prefix() -> None:
-    # Audit 2, worked by hand. 8k x64 with a 2,048-token prefix. vLLM 0.33 stores whole prefix blocks once
+    # Audit 2, worked by hand. 8k x64 with a 2,048-token prefix. vLLM 0.33.0 stores whole prefix blocks once
     # (v1/core/single_type_kv_cache_manager.py FullAttentionManager.find_longest_cache_hit): hit =
     # min(2048, prompt - 1 = 8191) = 2048 = 128 blocks shared; each request holds 8192 / 16 = 512 blocks.
     # --kv-dtype fp8 halves a block (1 MiB): the same 55.06 GiB budget holds 2 x 28,188 = 56,376 blocks
@@ -158,7 +158,7 @@ def test_cap_message_compares_with_what_the_budget_holds() -> None:
     # Audit 5. Qwen3-0.6B (config: 28 layers, 8 KV heads of 128, bf16): 28 x 8 x 128 x 2 x 2 = 114,688 B per
     # token. On an H200 vLLM's pool is 1,163,040 tokens = 72,690 blocks of 16; a 1,024-token request is 64
     # blocks, so the budget holds 72,690 // 64 = 1,135 (the pool line's 1,163,040 / 1,024 = 1135.78x), but
-    # max_num_seqs is 1,024 (vLLM 0.33 engine/arg_utils.py default for an H200 as the API server).
+    # max_num_seqs is 1,024 (vLLM 0.33.0 engine/arg_utils.py default for an H200 as the API server).
     _, data = sized("Qwen/Qwen3-0.6B", "--ctx", "1k", "--gpu", "h200")
     gpu = data["scenarios"][0]["gpu"]
     assert gpu["kv_pool_tokens"] == 1_163_040
@@ -189,7 +189,7 @@ def test_sglang_cap_message_compares_with_what_the_budget_holds() -> None:
 def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
     # Llama-3.1-8B, 128k x4 on an H100 with --max-num-seqs 2: the pool is 459,664 tokens = 28,729 blocks; a
     # 131,072-token request is 8,192 blocks, so the budget holds 28,729 // 8,192 = 3 (< 4: does not fit) and the
-    # cap runs 2. vLLM 0.33 (v1/core/sched/scheduler.py Scheduler.schedule) admits waiting requests only while
+    # cap runs 2. vLLM 0.33.0 (v1/core/sched/scheduler.py Scheduler.schedule) admits waiting requests only while
     # len(self.running) < max_num_seqs: the other 2 wait in the queue, holding no blocks, not preempted.
     args = PASTE_CASES["cap"]
     code, data = sized(*args)

@@ -125,13 +125,13 @@ def test_weights_mem_per_gpu_is_per_rank() -> None:
 
 
 def test_trtllm_budget_is_nine_tenths_of_what_the_warm_up_leaves() -> None:
-    # TensorRT-LLM 1.2, KvCacheCreator._cal_max_memory (_torch/pyexecutor/_util.py): the KV cache gets
+    # TensorRT-LLM 1.2.0, KvCacheCreator._cal_max_memory (_torch/pyexecutor/_util.py): the KV cache gets
     # free_gpu_memory_fraction = 0.9 (llmapi/llm_args.py KvCacheConfig) of what the warm-up run left free.
     # kvsize.budget: floor((CUDA-visible - weights - warm-up peak - non-torch) x 0.9). Llama-3.1-8B bf16 on one
     # H100 SXM (nvidia-smi 85,520,809,984 B):
     #   CUDA-visible   85,520,809,984 - 494,927,872 (CUDA context)                        = 85,025,882,112
     #   weights        8,030,261,248 parameters x 2 B                                     = 16,060,522,496
-    #   warm-up peak   vLLM 0.33 H100 tier 8192 tokens / 1024 seqs, as in the first test  =  1,973,506,048
+    #   warm-up peak   vLLM 0.33.0 H100 tier 8192 tokens / 1024 seqs, as in the first test  =  1,973,506,048
     #   non-torch      tp 1: 0.25 GiB                                                     =    268,435,456
     #   free           85,025,882,112 - 16,060,522,496 - 1,973,506,048 - 268,435,456      = 66,723,418,112
     #   KV budget      66,723,418,112 x 0.9 = 60,051,076,300.8 -> 60,051,076,300

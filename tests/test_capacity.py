@@ -18,7 +18,7 @@ H100 = 85_520_809_984
 WEIGHTS = 16_060_522_496
 REQUESTED = -(-(H100 - 494_927_872) * 92 // 100)
 ACTIVATION = 1024 * 128_256 * 14 + 132 * 128_256 * 4 + 8192 * 4096 * 2  # budget.vllm_activation_bytes, H100
-BUDGET = REQUESTED - WEIGHTS - ACTIVATION - 268_435_456 - 805_306_368  # vLLM 0.33 on one H100 (test_planner)
+BUDGET = REQUESTED - WEIGHTS - ACTIVATION - 268_435_456 - 805_306_368  # vLLM 0.33.0 on one H100 (test_planner)
 PER_8K = 8192 * 131_072  # one 8k request of Llama-3.1-8B: 512 blocks x 2 MiB
 
 
@@ -206,7 +206,7 @@ def deployment(name: str, requirement: str, engine: str = "vllm") -> str:
     return f"  - name: {name}\n    model: {LLAMA}\n    gpu: h100\n    engine: {engine}\n    require: {requirement}\n"
 
 
-# Llama-3.1-8B under vLLM 0.33 on one H100: BUDGET // PER_8K requests of 8k fit (worked out at the top of this
+# Llama-3.1-8B under vLLM 0.33.0 on one H100: BUDGET // PER_8K requests of 8k fit (worked out at the top of this
 # file: ceil(85,025,882,112 x 0.92) - weights - activation - non-torch - CUDA graphs, over 8192 x 131,072 B).
 FITS = f"{{ctx: 8k, min_concurrency: {BUDGET // PER_8K}}}"
 ONE_TOO_MANY = f"{{ctx: 8k, min_concurrency: {BUDGET // PER_8K + 1}}}"

@@ -129,25 +129,23 @@ def test_sglang_series_is_the_full_number() -> None:
         get_engine("sglang", "0.4.9.post1")
 
 
-def test_the_note_reaches_the_user() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "8k", "--engine-version", "0.19.1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert "note: vLLM 0.19.1: sized with the rules of vLLM 0.19 (its series)" in done.stdout
-    assert "rule: vllm 0.19" in done.stdout
-    done = subprocess.run(
-        [sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "8k", "--engine-version", "0.24.0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--engine-version 0.19 or 0.33" in done.stderr
+def test_the_era_reaches_the_user() -> None:
+    def run(version: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "8k", "--engine-version", version],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"},
+        )
+
+    patch = run("0.19.1")
+    assert patch.returncode == 0, patch.stderr
+    assert "rule: vllm 0.19.1 (rules of 0.19)" in patch.stdout
+    between = run("0.24.0")  # every release from 0.8.5 to 0.33.0 has its era (kvsize/engines/vllm_releases.py)
+    assert between.returncode == 0 and "rule: vllm 0.24.0 (rules of 0.24)" in between.stdout
+    old = run("0.7.1")
+    assert old.returncode == 2 and old.stderr.count("\n") == 1 and "oldest release kvsize models (0.8.5)" in old.stderr
 
 
 def test_json_carries_the_note() -> None:
@@ -170,3 +168,14 @@ def test_json_carries_the_note() -> None:
     )
     assert done.returncode == 0
     assert any("newer than the newest" in n for n in json.loads(done.stdout)["notes"])
+
+
+def test_engine_version_help_lists_the_eras() -> None:
+    from kvsize.cli.options import ENGINE_ERAS
+    from kvsize.engines.llamacpp_releases import LLAMACPP_RELEASES
+    from kvsize.engines.sglang_releases import SGLANG_RELEASES
+    from kvsize.engines.trtllm_releases import TRTLLM_RELEASES
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
+    tables = (VLLM_RELEASES, SGLANG_RELEASES, LLAMACPP_RELEASES, TRTLLM_RELEASES)
+    assert ENGINE_ERAS == {table.title: table.spans() for table in tables}

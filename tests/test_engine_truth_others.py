@@ -344,7 +344,7 @@ def test_llamacpp_v_padded_without_flash_attention() -> None:
 
 
 # ======================================================================================================
-# TensorRT-LLM 1.2 (PyTorch flow, V1 KV cache manager)
+# TensorRT-LLM 1.2.0 (PyTorch flow, V1 KV cache manager)
 # ======================================================================================================
 
 

@@ -1,4 +1,4 @@
-"""vLLM's rules, worked by hand from the configs and vLLM 0.33's source (see kvsize/engines/vllm.py)."""
+"""vLLM's rules, worked by hand from the configs and vLLM 0.33.0's source (see kvsize/engines/vllm.py)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_sliding_window_past_the_window() -> None:
 
 def test_hybrid_linear_attention_pages() -> None:
     # Qwen3-Next: attention 2 KV heads x 256 x 2 x 2 B = 2048 B per token per layer; Gated DeltaNet state
-    # (bf16) = conv 8192 x 3 x 2 + 32 x 128 x 128 x 2 = 1,097,728 B. vLLM 0.33 on the reference H100 (sm_90):
+    # (bf16) = conv 8192 x 3 x 2 + 32 x 128 x 128 x 2 = 1,097,728 B. vLLM 0.33.0 on the reference H100 (sm_90):
     # prefix caching on for hybrids -> mamba_cache_mode "align"; the FlashInfer GDN prefill exports checkpoints
     # aligned to 64 tokens (qwen_gdn_linear_attn.py, gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), so
     # Platform._align_hybrid_block_size uses lcm(16, 64) = 64: block = 64 x cdiv(1,097,728, 64 x 2048) = 576

@@ -19,7 +19,7 @@ EXPECTED: dict[str, list[str]] = {
         "131,072 B",  # Llama-3.1-8B per token
         "16.00 GiB",  # ... at 128k
         "h100-sxm",
-        "requests of 8k tokens that fit on an H100: 55",  # vLLM 0.33 budget // 1 GiB, as in test_planner
+        "requests of 8k tokens that fit on an H100: 55",  # vLLM 0.33.0 budget // 1 GiB, as in test_planner
         "40 GPU profiles",
     ],
     "api_example.py": ["seed check passed", "fp8_e4m3", "17179869184"],

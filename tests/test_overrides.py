@@ -28,7 +28,7 @@ def qwen3(**overrides: object) -> dict[str, object]:
 
 
 def test_apply_overrides_replaces_fields_and_updates_sub_configs() -> None:
-    # vLLM 0.33 config/model.py ModelConfig.__post_init__ + _apply_dict_overrides: flat keys config.update(), a
+    # vLLM 0.33.0 config/model.py ModelConfig.__post_init__ + _apply_dict_overrides: flat keys config.update(), a
     # nested PreTrainedConfig key by key, a dict-valued field (rope_scaling) replaced whole.
     raw = {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "x": 1}, "text_config": {"a": 1, "b": 2}, "n": 3}
     out = apply_overrides(raw, {"rope_scaling": {"rope_type": "yarn"}, "text_config": {"b": 5}, "n": 4})
@@ -144,7 +144,7 @@ def test_cli_yarn_and_the_switch() -> None:
     yarn = json.dumps({"rope_scaling": YARN})
     past = run("Qwen/Qwen3-8B", "--ctx", "131072", "--gpu", "h100")
     assert past.returncode == 1 and "past the model's maximum context 40,960" in past.stdout
-    # vLLM 0.33 leaves YaRN unscaled: still refused, and the message says what to add.
+    # vLLM 0.33.0 leaves YaRN unscaled: still refused, and the message says what to add.
     still = run("Qwen/Qwen3-8B", "--ctx", "131072", "--gpu", "h100", "--hf-overrides", yarn)
     assert still.returncode == 1
     assert '"max_position_embeddings": 131072 to --hf-overrides' in " ".join(still.stdout.split())

@@ -18,7 +18,7 @@ def run(**kwargs: object) -> Estimate:
     return kvsize.estimate("meta-llama/Llama-3.1-8B", gpu="h100", kv_dtype="bf16", **kwargs)  # type: ignore[arg-type]
 
 
-# vLLM 0.33 on the same card, part by part (kvsize/budget.py):
+# vLLM 0.33.0 on the same card, part by part (kvsize/budget.py):
 VISIBLE = H100_BYTES - 494_927_872  # CUDA-visible: nvidia-smi's 79.65 GiB less 0.46 GiB -> 79.19 GiB
 REQUESTED = -(-VISIBLE * 92 // 100)  # ceil(visible x 0.92)
 # vLLM profile run (budget.vllm_activation_bytes): 1024 seqs x 128,256 vocab x (2 bf16 + 12 fp32) sampler bytes,
@@ -72,7 +72,7 @@ def test_custom_card_and_reserve() -> None:
 
 
 def test_seed_rule_of_thumb_vllm() -> None:
-    """The same under vLLM 0.33's budget: 92% of the CUDA-visible memory less weights, the profile run's
+    """The same under vLLM 0.33.0's budget: 92% of the CUDA-visible memory less weights, the profile run's
     activation peak, non-torch memory and CUDA graphs."""
     at_8k, at_128k = (s.gpu for s in run(ctx=["8k", "128k"], engine="vllm").scenarios)
     assert at_8k is not None and at_128k is not None

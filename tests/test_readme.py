@@ -71,6 +71,12 @@ def test_the_readme_has_commands() -> None:
 # question; 1: a scenario asked for does not fit, kvsize/cli/size.py). None depends on the machine: every model
 # is in the offline registry and every card a profile. A README command missing here fails: say its verdict.
 README_EXIT_CODES = {
+    # Qwen3-8B (max_position_embeddings 40,960) with YaRN x4 over 32,768: vLLM 0.29 derives 131,072
+    # (_get_and_verify_max_len@0.29.0), so 128k is served; 131,072 x 147,456 B = 18 GiB fits an H100.
+    "kvsize Qwen/Qwen3-8B --ctx 128k --gpu h100 --engine-version 0.29 --hf-overrides '{\"rope_scaling\": "
+    "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}}'": 0,
+    # The switch set: vLLM serves past the maximum (a warning), and it fits.
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 kvsize Qwen/Qwen3-8B --ctx 131072 --gpu h100": 0,
     # 128k x 131,072 B = 16 GiB, under the ~55 GiB vLLM budget of one H100.
     "kvsize meta-llama/Llama-3.1-8B --ctx 131072 --gpu h100": 0,
     # No card: nothing to fit, sizes only.

@@ -223,8 +223,10 @@ def _cal(**changes: object) -> Calibration:
 def test_mismatches_by_part() -> None:
     target = CalibrationTarget(model="org/m", gpu="h100-sxm", engines=("vllm",), engine_version="0.19", tp=2, pp=1)
     assert calibration_mismatches(_cal(), target) == []
-    # 0.12-0.19 are sized with the 0.19 rules, 0.20+ with 0.33: 0.15 applies, 0.21 does not
-    assert calibration_mismatches(_cal(engine_version="0.15.0"), target) == []
+    # Releases compare by their era (kvsize/engines/vllm_releases.py): 0.19.0 and 0.19.1 are one era, so a
+    # 0.19.0 calibration applies to 0.19; 0.18.1 (its own era) and 0.21.0 do not.
+    assert calibration_mismatches(_cal(engine_version="0.19.0"), target) == []
+    assert [m.split()[0] for m in calibration_mismatches(_cal(engine_version="0.18.1"), target)] == ["release"]
     assert [m.split()[0] for m in calibration_mismatches(_cal(engine_version="0.21.0"), target)] == ["release"]
     assert [m.split()[0] for m in calibration_mismatches(_cal(pp=2), target)] == ["tp"]
     assert [m.split()[0] for m in calibration_mismatches(_cal(gpu="h100-pcie"), target)] == ["card"]

@@ -93,7 +93,7 @@ def share(engine: str, config: dict[str, object], prefix: int, ctx: int, prompt:
     ],
 )
 def test_vllm_shares_whole_blocks(prefix: int, tokens: int) -> None:
-    # vLLM 0.33 FullAttentionManager.find_longest_cache_hit: whole cached blocks from the start.
+    # vLLM 0.33.0 FullAttentionManager.find_longest_cache_hit: whole cached blocks from the start.
     got = share("vllm", LLAMA, prefix, ctx=8192)
     assert got.shared_tokens_by_kind == {"full": tokens}
     assert got.shared_bytes == tokens * PER_TOKEN

@@ -227,7 +227,7 @@ def test_encoder_decoder_cross_attention_per_request() -> None:
     # encoder length is max_num_encoder_input_tokens for encoder-decoder models, VllmConfig.__post_init__).
     paged = get_engine("vllm", "0.11").estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)
     assert paged.kv_cache_bytes == 32 * 20 * 64 * 2 * 2 * (28 * 16 + 94 * 16)
-    # vLLM 0.33 sizes cross-attention by SchedulerConfig.max_num_encoder_input_tokens = max_num_batched_tokens:
+    # vLLM 0.33.0 sizes cross-attention by SchedulerConfig.max_num_encoder_input_tokens = max_num_batched_tokens:
     # on the reference H100 (API server) max(448, 8192) = 8192 (no chunked prefill for encoder-decoder), then
     # min(1024 x 448, 8192) = 8192 -> cdiv(8192, 16) = 512 blocks per layer.
     paged = get_engine("vllm").estimate(spec, ctx=448, batch=1, kv_dtype=KvDtype.FP16)

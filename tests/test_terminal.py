@@ -86,7 +86,7 @@ def test_headline_at_80_columns(colour: bool) -> None:
     assert re.search(r"131,072 │ +1 │ +bf16 │ .*│ +yes │ +3 │ +131,072", screen)
     assert "engine pool (tokens of KV):" in screen
     # The rule paragraph waits for --explain; no doubled engine label.
-    assert "kv_cache_interface" not in screen and "vLLM 0.33: vLLM 0.33" not in screen
+    assert "kv_cache_interface" not in screen and "vLLM 0.33.0: vLLM 0.33.0" not in screen
     assert "--explain" in screen
     # The legend lists only the parts drawn: nothing runs over the budget here.
     assert "KV over budget" not in screen

@@ -142,7 +142,7 @@ def test_check_reasons_format_bytes_and_tokens(tmp_path: Path) -> None:
     reasons = {d["name"]: d["reason"] for d in json.loads(out)["deployments"]}
     assert re.fullmatch(r"the weights leave no KV memory \(budget -\d+\.\d\d GiB\)", reasons["no-room"])
     # 64 x 131,072 tokens x 131,072 B per token (2 x 32 layers x 8 kv heads x 128 x 2 B) = 2^40 B = 1.00 TiB;
-    # the budget as tests/test_capacity.py BUDGET (vLLM 0.33 on one H100)
+    # the budget as tests/test_capacity.py BUDGET (vLLM 0.33.0 on one H100)
     requested = -(-(H100 - 494_927_872) * 92 // 100)
     activation = 1024 * 128_256 * 14 + 132 * 128_256 * 4 + 8192 * 4096 * 2
     budget = requested - WEIGHTS - activation - 268_435_456 - 805_306_368

@@ -61,14 +61,29 @@ EngineOpt = Annotated[
         rich_help_panel="Engine",
     ),
 ]
+# The eras --engine-version maps a release to (kept equal to the release tables by tests/test_engine_releases.py;
+# not imported here, so `kvsize --help` loads no engine module).
+ENGINE_ERAS = {
+    "vLLM": "0.8.5, 0.9.0-0.9.0.1, 0.9.1, 0.9.2, 0.10.0, 0.10.1-0.10.1.1, 0.10.2, 0.11.0, 0.11.1-0.11.2, 0.12, 0.13, "
+    "0.14-0.15, 0.16, 0.17, 0.18, 0.19, 0.20.0, 0.20.1-0.20.2, 0.21, 0.22-0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29, "
+    "0.30-0.31, 0.32, 0.33",
+    "SGLang": "0.4.9.post2, 0.4.9.post3-0.4.10.post1, 0.4.10.post2, 0.5.0rc0-0.5.1, 0.5.2, 0.5.3, 0.5.4, 0.5.5-0.5.6, "
+    "0.5.7, 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15, 0.5.16-0.5.17, 0.5.18, 0.5.19, 0.5.20, "
+    "0.5.21, 0.5.22, 0.5.23",
+    "llama.cpp": "b6209, b7445-b8164, b9665, b11312",
+    "TensorRT-LLM": "1.2",
+}
 EngineVersionOpt = Annotated[
     str | None,
     typer.Option(
         "--engine-version",
         help=(
-            "Engine release whose rule to mirror, as the engine prints it (0.19.1, v0.33, 0.11.0+nv25.11): vLLM "
-            "0.33, 0.19, 0.11 and their patch releases; newer releases use the newest rules (a note says so); "
-            "releases between them are refused (default: the newest modelled)."
+            "Engine release whose rules to mirror, as the engine prints it (0.19.1, v0.33, 0.29.1rc1.dev17+g..., "
+            "0.11.0+nv25.11; llama.cpp b7445 or a llama-cpp-python version). Each maps to its era of identical "
+            "rules; newer than the newest read uses the newest (a note says so), older than the oldest is refused. "
+            "Eras: "
+            + "; ".join(f"{engine} {eras}" for engine, eras in ENGINE_ERAS.items())
+            + " (default: the newest)."
         ),
         show_default=False,
         metavar="VERSION",
@@ -82,9 +97,8 @@ HfOverridesOpt = Annotated[
         "--json-model-override-args",
         help=(
             "JSON merged into the model's config.json, as vLLM's --hf-overrides and SGLang's "
-            "--json-model-override-args take it: rope_scaling for YaRN "
-            """('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": """
-            """32768}}'), max_position_embeddings, a sub-config's fields."""
+            "--json-model-override-args take it: a rope_scaling object for YaRN, max_position_embeddings, a "
+            "sub-config's fields (README: \"Long contexts\")."
         ),
         show_default=False,
         metavar="JSON",

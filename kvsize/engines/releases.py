@@ -76,6 +76,8 @@ class ReleaseTable(Generic[RulesT]):
     engine: str
     title: str
     eras: tuple[Era[RulesT], ...]
+    unread: tuple[str, ...] = ()
+    """Releases inside an era whose source could not be read (no sdist): sized with that era, with a note."""
 
     def __post_init__(self) -> None:
         firsts = [_parse(e.first) for e in self.eras]
@@ -133,6 +135,13 @@ class ReleaseTable(Generic[RulesT]):
                 era,
                 f"{self.title} {shown} is newer than the newest release kvsize has read ({self.newest.last}); "
                 f"sized with the rules of {self.span_of(era)}",
+            )
+        if any(_release_of(version) == _release_of(_parse(u)) for u in self.unread):
+            return Resolved(
+                shown,
+                era,
+                f"{self.title} {shown}'s source was not read (none is published): sized with the rules of "
+                f"{self.span_of(era)}; a change kvsize dates to the next era may have landed in it",
             )
         return Resolved(shown, era)
 

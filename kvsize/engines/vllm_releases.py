@@ -407,7 +407,7 @@ VLLM_RELEASES: ReleaseTable[VllmRules] = ReleaseTable(
         Era("0.32.0", "0.32.0", R_0_32_0, ("0.32.0",)),
         Era("0.33.0", "0.33.0", R_0_33_0, ("0.33.0",)),
     ),
+    # No sdist on PyPI: sized with the era before them, with a note (a change dated 0.16.0 may have landed there).
+    unread=("0.15.0", "0.15.1"),
 )
-UNREAD_RELEASES = ("0.15.0", "0.15.1")
-"""Releases with no sdist on PyPI: sized with the era before them, with a note (a change dated 0.16.0 may have
-landed in them)."""
+UNREAD_RELEASES = VLLM_RELEASES.unread
