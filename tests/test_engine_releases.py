@@ -178,4 +178,4 @@ def test_engine_version_help_lists_the_eras() -> None:
     from kvsize.engines.vllm_releases import VLLM_RELEASES
 
     tables = (VLLM_RELEASES, SGLANG_RELEASES, LLAMACPP_RELEASES, TRTLLM_RELEASES)
-    assert ENGINE_ERAS == {table.title: table.spans() for table in tables}
+    assert {table.title: table.spans() for table in tables} == ENGINE_ERAS
