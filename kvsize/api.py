@@ -301,10 +301,41 @@ def _engine_options(value: Any) -> dict[str, Any] | None:
             item = _read(name, item, parse_tokens)
         elif key == "cache_implementation":
             item = _text(name, item)
+        elif key == "dtype":
+            item = _served_dtype(name, item)
         elif key == "kv_cache_dtype_skip_layers" and not _layer_list(item):
             raise UsageError(f"{name}: expected layer indices or 'sliding_window', got {_shown(item)}")
         read[key] = item
     return read
+
+
+def _check_served_width(spec: ArchSpec, served: str) -> None:
+    """--dtype float32 on a 16-bit checkpoint doubles the weights and activations vLLM holds, which kvsize sizes
+    at the checkpoint's width: refused. Casts between 16-bit dtypes (and float32 on a float32 checkpoint) keep
+    the bytes."""
+    from kvsize.engines.context import served_dtype_name
+
+    if served_dtype_name(served) == "fp32" and spec.model_dtype in ("bf16", "fp16"):
+        raise UsageError(
+            f"--dtype {served} upcasts this {spec.model_dtype} checkpoint to float32, and kvsize sizes weights and "
+            "activations at the checkpoint's width",
+            hint="Size the float32 cache with --kv-dtype fp32 and give the weights with --weights-mem.",
+        )
+
+
+def _served_dtype(name: str, value: Any) -> str | None:
+    """--dtype as vLLM and SGLang take it (kvsize.engines.context.SERVED_DTYPES), lower-cased; None: auto."""
+    from kvsize.engines.context import SERVED_DTYPES
+
+    text: str | None = _text(name, value)
+    if text is None or text.strip().lower() == "auto":
+        return None
+    if text.strip().lower() not in SERVED_DTYPES:
+        raise UsageError(
+            f"{name}: unknown dtype {_shown(value)}",
+            hint=f"vLLM's and SGLang's --dtype take {', '.join(SERVED_DTYPES)}.",
+        )
+    return text.strip().lower()
 
 
 def _layer_list(value: Any) -> bool:
@@ -362,6 +393,7 @@ class EstimateOptions(TypedDict, total=False):
     hf_overrides: str | Mapping[str, Any] | None
     environment: Mapping[str, str] | None
     assume_standard_attention: bool
+    dtype: str | None
 
 
 def estimate(
@@ -424,6 +456,7 @@ def estimate_loaded(
     hf_overrides: str | Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
     assume_standard_attention: bool = False,
+    dtype: str | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
@@ -433,7 +466,8 @@ def estimate_loaded(
     this process's) is where the engines' long-context switches are read (kvsize/overrides.py).
     `assume_standard_attention` sizes a config whose cache-relevant fields kvsize does not understand from its
     standard attention fields, every answer naming the fields ignored (kvsize/cache_fields.py); without it such a
-    config is refused."""
+    config is refused. `dtype` is vLLM's and SGLang's --dtype (auto, half, float16, bfloat16, float, float32): the
+    dtype the engine serves the model in, which `kv_dtype` auto stores."""
     # Every value through the CLI's readers (see "the API's readers" above): refused as the CLI refuses it.
     tp, pp = _setting("tp", tp, "tp", optional=False), _setting("pp", pp, "pp", optional=False)
     gpu_mem = _setting("gpu_mem", gpu_mem, "gpu_mem")
@@ -465,6 +499,10 @@ def estimate_loaded(
         names = list(ENGINES)
     if enable_prefix_caching is not None:  # the engines' own switch (vLLM Mamba blocks, SGLang state slots)
         engine_options = {**(engine_options or {}), "enable_prefix_caching": enable_prefix_caching}
+    served = _served_dtype("dtype", dtype)
+    if served is not None:  # the served dtype (vLLM / SGLang --dtype), which their auto KV cache follows
+        _check_served_width(spec, served)
+        engine_options = {**(engine_options or {}), "dtype": served}
     card = _gpu_card(gpu, gpu_mem)
     context = engine_context(card.device if card is not None else None, engine_options, environment)
     engines = [
@@ -484,6 +522,9 @@ def estimate_loaded(
     contexts = list(dict.fromkeys(ctx_list)) if ctx_list else default_contexts(spec)
     dtypes, notes = resolve_kv_dtypes(kv_dtype_names, loaded.raw, spec)
     notes = [*spec.notes, *notes]
+    if (engine_options or {}).get("dtype") and any(e.name not in ("vllm", "sglang") for e in engines):
+        others = ", ".join(e.name for e in engines if e.name not in ("vllm", "sglang"))
+        notes.append(f"--dtype is vLLM's and SGLang's; {others} size the config's dtype")
     if card is not None and gpu is not None and gpu.strip().lower() == "auto":  # what --gpu auto found
         from kvsize.local_gpu import auto_notes
 
@@ -826,6 +867,7 @@ def engine_context(
         max_num_seqs=options.get("max_num_seqs"),
         enable_prefix_caching=options.get("enable_prefix_caching"),
         long_context_switches=switches,
+        dtype=options.get("dtype"),
     )
 
 

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 GIB = 1024**3
 
 # CUDA-visible total memory is below nvidia-smi's: the H100 80GB reports 81,559 MiB (79.65 GiB) in nvidia-smi
-# but 79.19 GiB to torch / vLLM ("total_gpu_memory (79.19GiB)"); GPUS.md gives 0.45-0.75 GiB by driver.
+# but 79.19 GiB to torch / vLLM ("total_gpu_memory (79.19GiB)"); GPUS.md gives 0.45-0.75 GiB by driver. A profile
+# with a published CUDA total (GpuProfile.cuda_total_bytes: H200 139.81 of 140.40 GiB, L40S 44.42 of 44.99)
+# starts from that; this constant is the fallback for the others.
 CUDA_CONTEXT_BYTES = 494_927_872  # 79.65 GiB - 79.19 GiB = 0.461 GiB
 
 # vLLM's profile run (v1/worker/gpu_model_runner.py profile_run, 0.19): a forward of max_num_batched_tokens
@@ -124,6 +126,38 @@ class KvBudget(Record, frozen=True, kw_only=True):
     kv_budget_bytes: int
     """requested - weights - activation - non_torch - cuda_graph (negative: the model does not load)."""
     rule: str
+    visible_bytes: int = 0
+    """Where vLLM / SGLang / TensorRT-LLM start: the card's CUDA total (cudaMemGetInfo)."""
+    visible_source: str = ""
+    """Which figure `visible_bytes` is, and its source."""
+
+
+def cuda_visible(memory_bytes: int, device: Device | None) -> tuple[int, str]:
+    """The total CUDA reports for the card (torch.cuda.mem_get_info()[1], which vLLM's MemorySnapshot.measure,
+    SGLang's get_available_gpu_memory and TensorRT-LLM's cudaMemGetInfo read), with its source: the profile's
+    published figure, else `memory_bytes` less CUDA_CONTEXT_BYTES."""
+    if device is not None and device.cuda_total_bytes is not None:
+        return device.cuda_total_bytes, f"CUDA total {_gib(device.cuda_total_bytes)} ({device.cuda_total_source})"
+    return (
+        memory_bytes - CUDA_CONTEXT_BYTES,
+        f"card {_gib(memory_bytes)} - CUDA context {_gib(CUDA_CONTEXT_BYTES)} (kvsize/budget.py CUDA_CONTEXT_BYTES: "
+        "no published CUDA total for this card)",
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+# Unified memory (DGX Spark, Jetson): vLLM keeps cudaMemGetInfo's total but takes free memory from the OS
+# (psutil.virtual_memory().available: utils/mem_utils.py MemorySnapshot.measure, for compute capability 8.7 /
+# 11.0 / 12.1 in 0.11.1-0.19, for every device torch reports is_integrated from 0.20); request_memory
+# (v1/worker/utils.py) refuses to start unless that covers ceil(total x utilisation). The budget is unchanged.
+UNIFIED_NOTE = (
+    "; unified memory: the CPU shares this memory, and vLLM (0.11.1+) starts only if the OS reports "
+    "ceil(total x utilisation) available (utils/mem_utils.py MemorySnapshot.measure, psutil), so the OS, the "
+    "engine's own process and other programs must fit in the rest"
+)
 
 
 def _dtype_bytes(spec: ArchSpec) -> int:
@@ -225,7 +259,7 @@ def kv_budget(
             kv_budget_bytes=s.kv_memory_bytes,
             rule="given (--kv-memory)",
         )
-    visible = memory_bytes - CUDA_CONTEXT_BYTES
+    visible, visible_source = cuda_visible(memory_bytes, device)
     multi = tp * pp > 1
     if s.reserve_bytes is not None:
         engine = "given reserve"  # a stated reserve replaces every engine's model
@@ -247,7 +281,9 @@ def kv_budget(
         rule = (
             f"vLLM {version}: ceil(CUDA-visible memory x {util}) - weights - activation peak - non-torch"
             + (" - CUDA graphs" if graphs else "")
-            + " (v1/worker/gpu_worker.py determine_available_memory)"
+            + " (v1/worker/gpu_worker.py determine_available_memory, v1/worker/utils.py request_memory); "
+            + f"CUDA-visible memory: {visible_source}"
+            + (UNIFIED_NOTE if device is not None and device.unified_memory else "")
         )
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
@@ -285,7 +321,7 @@ def kv_budget(
             f"SGLang {version or era.last} (rules of {SGLANG_RELEASES.span_of(era)}): mem_fraction_static {util} x "
             "free memory before loading - weights"
             + (f" - {sglang_rules.vlm_kv_reserve_mib} MiB multimodal cache" if vlm_reserve else "")
-            + " (model_executor/pool_configurator.py, memory_hook.py)"
+            + f" (model_executor/pool_configurator.py, memory_hook.py); free memory before loading: {visible_source}"
         )
     elif engine == "trtllm":
         # (total - peak + temporary KV) x free_gpu_memory_fraction (_torch/pyexecutor/_util.py
@@ -313,7 +349,10 @@ def kv_budget(
             non_torch_bytes=non_torch,
             cuda_graph_bytes=graphs,
             kv_budget_bytes=math.floor(free * util),
-            rule=f"TensorRT-LLM: {util} x (CUDA-visible memory - weights - warm-up peak)",
+            rule=f"TensorRT-LLM: {util} x (CUDA-visible memory - weights - warm-up peak); CUDA-visible memory: "
+            + visible_source,
+            visible_bytes=visible,
+            visible_source=visible_source,
         )
     else:  # formula, hf, llamacpp: the card minus the weights and a reserve
         reserve = s.reserve_bytes if s.reserve_bytes is not None else memory_bytes - memory_bytes * 92 // 100
@@ -349,4 +388,6 @@ def kv_budget(
         cuda_graph_bytes=graphs,
         kv_budget_bytes=budget,
         rule=rule,
+        visible_bytes=visible,
+        visible_source=visible_source,
     )

@@ -35,6 +35,9 @@ class ParamEstimate(msgspec.Struct, frozen=True):
     """total split by kind: embeddings, lm_head, attention, mlp, experts, mamba, norms, vision, other."""
     notes: tuple[str, ...]
     """Assumptions made and parts left out (vision tower, MTP layers)."""
+    layers: tuple[tuple[str, dict[str, int]], ...] = ()
+    """Per decoder layer: (its kind, its parameters by kind), for the families counted layer by layer (the
+    Llama template, Jamba, Nemotron-H); the rest of `breakdown` is outside the layers. Empty for the others."""
 
 
 # Where multimodal and wrapper configs keep their language model (transformers `get_text_config`).
@@ -240,13 +243,16 @@ class _Acc:
         self.inactive = 0
         self.moe = False
         self.notes: list[str] = []
+        self.layers: list[tuple[str, dict[str, int]]] = []
 
     def add(self, kind: str, n: int) -> None:
         if n:
             self.parts[kind] = self.parts.get(kind, 0) + n
 
 
-def _count_layers(acc: _Acc, signatures: Sequence[Hashable], count_layer: Callable[[int], None]) -> int:
+def _count_layers(
+    acc: _Acc, signatures: Sequence[Hashable], count_layer: Callable[[int], None], labels: Sequence[str] = ()
+) -> int:
     """Add every layer's parameters, counting each distinct layer (by its signature) once.
 
     The first layer of each signature is counted by `count_layer(index)`, in order, so the breakdown's keys
@@ -262,6 +268,8 @@ def _count_layers(acc: _Acc, signatures: Sequence[Hashable], count_layer: Callab
         count_layer(index)
         added = {kind: n - parts_before.get(kind, 0) for kind, n in acc.parts.items() if n != parts_before.get(kind)}
         counted[signature] = (added, acc.inactive - inactive_before)
+    # Each layer's parts (one shared dict per signature), labelled with its kind, for pricing layer by layer.
+    acc.layers = [(labels[i] if labels else "", counted[sig][0]) for i, sig in enumerate(signatures)]
     for signature, times in repeats.items():
         added, inactive = counted[signature]
         for kind, n in added.items():
@@ -324,7 +332,9 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
 
     total = sum(acc.parts.values())
     active = total - acc.inactive if acc.moe else None
-    return ParamEstimate(total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes))
+    return ParamEstimate(
+        total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes), layers=tuple(acc.layers)
+    )
 
 
 def _tied(cfg: _Cfg, top: Mapping[str, Any], model_type: str) -> bool:
@@ -560,7 +570,7 @@ def _count_decoder(cfg: _Cfg, acc: _Acc, *, model_type: str, tie: bool) -> None:
 
     # Layers alike (same kind, cross-attention, MoE) have the same parameters.
     signatures = [(kinds[i], i in cross, moe is not None and i in moe_layers) for i in range(layers)]
-    last_layer = _count_layers(acc, signatures, count_layer)
+    last_layer = _count_layers(acc, signatures, count_layer, kinds)
     acc.add("norms", style.norm * hidden)  # final norm
     mtp = cfg.opt_int("num_nextn_predict_layers")
     if mtp:
@@ -766,7 +776,8 @@ def _count_jamba(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
         acc.add("norms", 2 * hidden)
 
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
-    _count_layers(acc, [(is_attention(i), is_moe(i)) for i in range(layers)], count_layer)
+    labels = ["attention" if is_attention(i) else "mamba" for i in range(layers)]
+    _count_layers(acc, [(is_attention(i), is_moe(i)) for i in range(layers)], count_layer, labels)
     acc.add("norms", hidden)  # final_layernorm
 
 
@@ -851,7 +862,7 @@ def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
         else:
             _nemotron_h_moe(cfg, acc, hidden=hidden, bias=mlp_bias)
 
-    _count_layers(acc, kinds, count_layer)  # one count per distinct layer kind
+    _count_layers(acc, kinds, count_layer, kinds)  # one count per distinct layer kind
     acc.add("norms", hidden)
     mtp = cfg.opt_int("num_nextn_predict_layers")
     if mtp:  # transformers drops the checkpoint's mtp.* weights (_keys_to_ignore_on_load_unexpected)

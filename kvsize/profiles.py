@@ -145,6 +145,13 @@ class GpuProfile(Record, frozen=True, kw_only=True):
     """True when no reported total was found and `memory_bytes` is the advertised figure (usable is lower)."""
     memory_reported_by: str | None
     """The tool or runtime behind `memory_bytes` (`nvidia-smi memory.total`), or why none was found."""
+    cuda_total_bytes: ByteCount | None = None
+    """The total CUDA reports (torch.cuda.mem_get_info()[1] / cudaMemGetInfo), below `memory_bytes`: where the
+    engines' budgets start. Published logs print it to 0.01 GiB (vLLM `total_memory=79.19GiB`), so it is
+    round(GiB x 2**30), within 0.005 GiB; null where no published figure was found (the budget then takes
+    `memory_bytes` less kvsize.budget.CUDA_CONTEXT_BYTES)."""
+    cuda_total_source: str | None = None
+    """The log line or file behind `cuda_total_bytes`, or why none was found."""
     memory_advertised: str | None
     """Marketing memory figure as text (`80 GB`)."""
     memory_advertised_bytes: ByteCount | None
@@ -202,6 +209,10 @@ class GpuProfile(Record, frozen=True, kw_only=True):
         unknown = [f for f in self.uncertain_fields if f not in UNCERTAIN_FIELD_NAMES]
         if unknown:
             raise ValueError(f"uncertain_fields entry '{unknown[0]}' is not a profile field")
+        if self.cuda_total_bytes is not None and self.cuda_total_source is None:
+            raise ValueError("cuda_total_bytes needs its cuda_total_source")
+        if self.cuda_total_bytes is not None and self.cuda_total_bytes > self.memory_bytes:
+            raise ValueError(f"cuda_total_bytes {self.cuda_total_bytes} exceeds memory_bytes {self.memory_bytes}")
         if self.memory_bytes_is_advertised and self.memory_advertised_bytes != self.memory_bytes:
             raise ValueError(
                 f"memory_bytes_is_advertised is true but memory_bytes {self.memory_bytes} differs from"

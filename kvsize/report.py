@@ -295,7 +295,10 @@ def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
     b = gpu.budget
     parts: list[tuple[str, int]] = []
     if b.engine in _CUDA_CONTEXT_ENGINES and b.kv_budget_bytes != 0 and b.requested_bytes < b.memory_bytes:
-        parts.append(("CUDA context", CUDA_CONTEXT_BYTES))
+        # What CUDA does not report of the card (the profile's cuda_total_bytes, where a driver log gives it),
+        # else kvsize's CUDA-context constant.
+        hidden = b.memory_bytes - b.visible_bytes if b.visible_bytes else CUDA_CONTEXT_BYTES
+        parts.append(("CUDA context", hidden))
     parts += [
         (label, value)
         for label, value in (

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Callable, Mapping
 from fractions import Fraction
@@ -246,86 +248,382 @@ def _in_features(raw: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _quantized_bits(raw: Mapping[str, Any]) -> tuple[Fraction, str, bool] | None:
-    """(bits, description, experts only) from a config's quantization_config, its fields validated as data."""
-    quant = raw.get("quantization_config")
-    if not isinstance(quant, Mapping):
-        return None
-    method = str(quant.get("quant_method", "")).lower()
-    if method == "fp8":
-        # vLLM Fp8Config: weight_block_size is None (per-tensor scales) or [block_n, block_k], one fp32 scale per
-        # block (vllm/model_executor/layers/quantization/fp8.py Fp8Config.__init__, 0.19).
-        block = quant.get("weight_block_size")
-        if block is None:
-            return Fraction(8), "fp8 (quantization_config)", False
+def _bad_quant(field: str, wanted: str, value: Any) -> ConfigError:
+    return ConfigError(
+        f"quantization_config.{field} must be {wanted}, got {_shown(value)}",
+        hint="Fix the config.json's quantization_config.",
+    )
+
+
+class _Format(msgspec.Struct, frozen=True):
+    """How one quantized Linear is stored: bits per weight (its group or block scales included) and the bytes
+    of the per-tensor scalars each checkpoint linear adds."""
+
+    bits: Fraction
+    name: str
+    scalar_bytes: int = 0
+
+
+class QuantScheme(msgspec.Struct, frozen=True):
+    """What a checkpoint's quantization_config quantizes and how. A Linear is quantized when a group's
+    targets match it (compressed-tensors / ModelOpt config_groups: a layer name first, the class "Linear"
+    after, vLLM compressed_tensors/utils.py:find_matched_target@0.33.0) and no exclusion names it."""
+
+    method: str
+    groups: tuple[tuple[tuple[str, ...], _Format], ...]
+    exclude: tuple[str, ...] = ()
+    lm_head: bool = False
+    """lm_head is a candidate: config_groups checkpoints (a Linear like any other), GPTQ/AWQ `lm_head: true`."""
+    experts_only: bool = False
+
+
+def module_matches(name: str, pattern: str) -> bool:
+    """An exclusion or target as the engines read them: `re:` regexes by re.match (vLLM
+    quantization/utils/config_utils.py:is_equal_or_regex_match@0.33.0), ModelOpt wildcards by fnmatch
+    (modelopt.py:ModelOptQuantConfigBase.is_layer_excluded@0.33.0), and plain names as a whole dotted
+    component path anywhere in the name: `lm_head`, `model.vision_tower` (a prefix), `gate` (the router
+    `mlp.gate`, never `gate_proj`), `self_attn` (transformers' substring test on modules_to_not_convert)."""
+    if pattern.startswith("re:"):
+        try:
+            return re.match(pattern[3:], name) is not None
+        except re.error:
+            raise _bad_quant("ignore", "valid regexes after 're:'", pattern) from None
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return f".{pattern}." in f".{name}."
+
+
+def _targets_match(name: str, targets: tuple[str, ...]) -> bool:
+    return any(t != "Linear" and module_matches(name, t) for t in targets)
+
+
+def _strings(quant: Mapping[str, Any], *keys: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for key in keys:
+        value = quant.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _bad_quant(key, "a list of module names", value)
+        out += value
+    return tuple(out)
+
+
+def _fp8_format(block: Any, *, per_channel: bool, in_features: int | None, what: str) -> _Format:
+    """FP8 e4m3: 1 byte per weight and fp32 scales (vLLM utils/fp8_utils.py:create_fp8_scale_parameter@0.33.0:
+    float32 unless e8m0): one per block of block_n x block_k (BlockQuantScaleParameter), one per output row
+    (ChannelQuantScaleParameter; counted as 32 bits per hidden_size weights) or one per tensor (4 bytes)."""
+    if block is not None:
         valid = isinstance(block, list) and len(block) == 2
         valid = valid and all(
             isinstance(b, int) and not isinstance(b, bool) and 0 < b <= MAX_QUANT_BLOCK for b in block
         )
         if not valid:
-            raise ConfigError(
-                f"quantization_config.weight_block_size must be two positive whole numbers like [128, 128], "
-                f"got {_shown(block)}",
-                hint="Fix the config.json's quantization_config.",
-            )
-        scales = Fraction(32, block[0] * block[1])
-        return Fraction(8) + scales, "fp8 (quantization_config, fp32 scale per block)", False
+            raise _bad_quant("weight_block_size", "two positive whole numbers like [128, 128]", block)
+        return _Format(
+            Fraction(8) + Fraction(32, block[0] * block[1]), f"{what} fp8, fp32 scale per {block[0]}x{block[1]}"
+        )
+    if per_channel:
+        extra = Fraction(32, in_features) if in_features else Fraction(0)
+        return _Format(Fraction(8) + extra, f"{what} fp8, fp32 scale per channel")
+    return _Format(Fraction(8), f"{what} fp8, per-tensor scale", scalar_bytes=4)
+
+
+# NVFP4: packed e2m1 (4 bits), one float8_e4m3fn scale per 16 weights along the input, and the fp32
+# weight_scale_2 and input_scale per linear (modelopt.py:KNvfp4Static.create_weights@0.33.0).
+_NVFP4 = _Format(Fraction(4) + Fraction(8, 16), "nvfp4, e4m3 scale per 16", scalar_bytes=8)
+
+
+def _group_format(weights: Mapping[str, Any], raw: Mapping[str, Any]) -> _Format:
+    """A compressed-tensors / ModelOpt config group's `weights` args."""
+    bits, kind = weights.get("num_bits"), weights.get("type", "int")
+    group, strategy = weights.get("group_size"), str(weights.get("strategy") or "")
+    if isinstance(bits, bool) or bits not in (2, 3, 4, 8):
+        raise _bad_quant("config_groups.*.weights.num_bits", "2, 3, 4 or 8", bits)
+    if kind == "float" and bits == 8:
+        block = weights.get("block_structure") if strategy == "block" else None
+        return _fp8_format(
+            block, per_channel=strategy == "channel", in_features=_in_features(raw), what="compressed-tensors"
+        )
+    if kind == "float" and bits == 4:
+        if group == 32:  # MXFP4: one e8m0 scale per 32 (compressed_tensors_w4a4_mxfp4.py:create_weights@0.33.0)
+            return _Format(Fraction(4) + Fraction(8, 32), "mxfp4, e8m0 scale per 32")
+        return _NVFP4
+    # Integer weights (compressed_tensors_wNa16.py:CompressedTensorsWNA16.create_weights@0.33.0): packed int32,
+    # a 16-bit scale per group (params_dtype) and, when not symmetric, a packed zero point per group.
+    if group in (None, -1) or strategy == "channel":
+        group = _in_features(raw)
+    if isinstance(group, bool) or not isinstance(group, int) or not 0 < group <= MAX_QUANT_BLOCK:
+        raise _bad_quant("config_groups.*.weights.group_size", "a positive group size", group)
+    zero = 0 if weights.get("symmetric", True) else bits
+    return _Format(Fraction(bits) + Fraction(16 + zero, group), f"int{bits}, group {group}")
+
+
+def quant_scheme(raw: Mapping[str, Any]) -> QuantScheme | None:
+    """The scheme of a config's quantization_config (or its text_config's), its fields validated as data; None
+    for an unquantized config. An unknown quant_method is refused: pricing it at 16 bits would overcount."""
+    quant = raw.get("quantization_config")
+    text = raw.get("text_config")
+    if not isinstance(quant, Mapping) and isinstance(text, Mapping):
+        quant = text.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return None
+    if isinstance(quant.get("quantization"), Mapping):  # ModelOpt hf_quant_config.json layout
+        quant = {**quant["quantization"], "quant_method": "modelopt"}
+    method = str(quant.get("quant_method", "")).lower()
+    if isinstance(quant.get("config_groups"), Mapping):
+        groups = []
+        for name, group in quant["config_groups"].items():
+            weights = group.get("weights") if isinstance(group, Mapping) else None
+            if not isinstance(weights, Mapping):
+                raise _bad_quant(f"config_groups.{name}.weights", "an object", weights)
+            targets = _strings(group, "targets") or ("Linear",)  # no targets (ModelOpt 0.31 FP8): every Linear
+            groups.append((targets, _group_format(weights, raw)))
+        return QuantScheme(
+            method or "compressed-tensors", tuple(groups), _strings(quant, "ignore", "exclude_modules"), lm_head=True
+        )
+    exclude = _strings(
+        quant, "modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules", "llm_int8_skip_modules"
+    )
+    linear = ("Linear",)
+    if method == "fp8":  # vLLM fp8.py:Fp8Config.__init__@0.33.0 (weight_block_size None: per-tensor scales)
+        fmt = _fp8_format(quant.get("weight_block_size"), per_channel=False, in_features=None, what="fp8")
+        return QuantScheme(method, ((linear, fmt),), exclude)
+    if method == "modelopt":  # modelopt.py:ModelOptNvFp4Config / ModelOptFp8Config@0.33.0
+        algo = str(quant.get("quant_algo", "")).upper()
+        formats = {
+            "NVFP4": _NVFP4,
+            "W4A16_NVFP4": _NVFP4,
+            "FP8": _fp8_format(None, per_channel=False, in_features=None, what="modelopt"),
+            "FP8_PER_CHANNEL_PER_TOKEN": _fp8_format(
+                None, per_channel=True, in_features=_in_features(raw), what="modelopt"
+            ),
+            "FP8_PB_WO": _fp8_format([128, 128], per_channel=False, in_features=None, what="modelopt"),
+        }
+        if algo not in formats:
+            raise _bad_quant("quant_algo", f"one of {', '.join(formats)} (ModelOpt)", algo)
+        return QuantScheme(method, ((linear, formats[algo]),), exclude)
     if method in ("awq", "gptq"):
-        # vLLM GPTQConfig accepts 2, 3, 4 or 8 bits and AWQConfig only 4 (quantization/gptq.py, awq.py, 0.19);
-        # AWQ reads w_bit / q_group_size as well (AWQConfig.from_config).
+        # vLLM auto_gptq.py:AutoGPTQLinearMethod.create_weights / auto_awq.py@0.33.0: packed int32 weights, a
+        # params_dtype scale and a packed zero point per group along the input; GPTQ 2/3/4/8 bits, AWQ 4.
         allowed_bits = (4,) if method == "awq" else (2, 3, 4, 8)
         bits, bits_key = _quant_int(quant, ("bits", "w_bit"), 4, "/".join(map(str, allowed_bits)))
         group, group_key = _quant_int(quant, ("group_size", "q_group_size"), 128, "-1 or a positive group size")
         if bits not in allowed_bits:
-            raise ConfigError(
-                f"quantization_config.{bits_key} must be {' or '.join(map(str, allowed_bits))} for {method}, "
-                f"got {bits}",
-                hint="Fix the config.json's quantization_config.",
-            )
-        if group == -1:
-            # Per-channel: vLLM GPTQLinearMethod.create_weights sets group_size = input_size, so one fp16 scale
-            # and one packed zero point per output channel: (16 + bits) / in_features extra bits per weight.
+            raise _bad_quant(bits_key, f"{' or '.join(map(str, allowed_bits))} for {method}", bits)
+        if group == -1:  # per channel: one group of in_features
             in_features = _in_features(raw)
-            overhead = Fraction(16 + bits, in_features) if in_features else Fraction(0)
-            return Fraction(bits) + overhead, f"{method} int{bits}, per-channel scales", False
-        if not 0 < group <= MAX_QUANT_BLOCK:
-            raise ConfigError(
-                f"quantization_config.{group_key} must be -1 (per channel) or a positive group size, got "
-                f"{_shown(group)}",
-                hint="Fix the config.json's quantization_config.",
+            fmt = _Format(
+                Fraction(bits) + (Fraction(16 + bits, in_features) if in_features else 0),
+                f"{method} int{bits}, per-channel scales",
             )
-        return Fraction(bits) + Fraction(16 + bits, group), f"{method} int{bits}, group {group}", False
-    if method == "mxfp4":  # gpt-oss: MoE experts in MXFP4, everything else in the model dtype
-        return WEIGHT_BITS["mxfp4"], "mxfp4 experts (quantization_config)", True
-    return None
+        elif 0 < group <= MAX_QUANT_BLOCK:
+            fmt = _Format(Fraction(bits) + Fraction(16 + bits, group), f"{method} int{bits}, group {group}")
+        else:
+            raise _bad_quant(group_key, "-1 (per channel) or a positive group size", group)
+        return QuantScheme(method, ((linear, fmt),), exclude, lm_head=quant.get("lm_head") is True)
+    if method == "mxfp4":  # gpt-oss: MoE experts in MXFP4 (e8m0 scale per 32, mxfp4.py:Mxfp4MoEMethod.create_weights)
+        fmt = _Format(Fraction(4) + Fraction(8, 32), "mxfp4 experts, e8m0 scale per 32")
+        return QuantScheme(method, ((linear, fmt),), exclude, experts_only=True)
+    if method == "bitsandbytes":
+        # bitsandbytes functional.quantize_4bit: blocksize 64, an fp32 absmax per block; with double quant the
+        # absmax is itself 8-bit with an fp32 absmax per 256 blocks. 8-bit: int8 and an fp32 scale per row.
+        if quant.get("load_in_4bit") or quant.get("_load_in_4bit"):
+            double = quant.get("bnb_4bit_use_double_quant") is True
+            nf4 = Fraction(4) + (Fraction(8, 64) + Fraction(32, 64 * 256) if double else Fraction(32, 64))
+            fmt = _Format(nf4, f"bitsandbytes 4-bit, block 64{', double quant' if double else ''}")
+        else:
+            in_features = _in_features(raw)
+            fmt = _Format(Fraction(8) + (Fraction(32, in_features) if in_features else 0), "bitsandbytes int8")
+        return QuantScheme(method, ((linear, fmt),), exclude)
+    raise ConfigError(
+        f"quantization_config.quant_method {_shown(method)} is not one kvsize can price",
+        hint="Give the weights' size with --weights-mem, or the checkpoint's safetensors (a local folder).",
+    )
+
+
+# Where each family keeps its decoder layers (HF checkpoint names); exclusions are matched under each.
+_LAYER_PREFIXES = ("model.layers", "model.language_model.layers", "language_model.model.layers", "backbone.layers")
+_LM_HEADS = ("lm_head", "language_model.lm_head")
+
+
+def _moe_names(model_type: str, text: Mapping[str, Any]) -> tuple[str, tuple[str, ...], str]:
+    """(MoE block, one expert's linears, shared-expert container) of a family's checkpoint."""
+    if model_type in ("mixtral", "minimax", "minimax_m2"):
+        return "block_sparse_moe", ("w1", "w2", "w3"), "shared_expert"
+    if model_type.startswith("llama4"):
+        return "feed_forward", ("gate_up_proj", "down_proj"), "shared_expert"
+    if model_type == "nemotron_h":
+        return "mixer", ("up_proj", "down_proj"), "shared_experts"
+    # DeepSeek / Kimi / GLM (n_shared_experts): shared_experts; Qwen MoE: shared_expert
+    return (
+        "mlp",
+        ("gate_proj", "up_proj", "down_proj"),
+        "shared_experts" if "n_shared_experts" in text else "shared_expert",
+    )
+
+
+def _component_names(
+    kind: str, label: str, text: Mapping[str, Any], model_type: str, layer: Mapping[str, int]
+) -> list[str]:
+    """Names of the main Linear modules of one part of a layer, relative to the layer (`self_attn.q_proj`);
+    small linears (Qwen3.5 in_proj_a/b) are priced with their part."""
+    moe, expert, shared = _moe_names(model_type, text)
+    mixer = "mixer" if model_type == "nemotron_h" else None
+    projs: tuple[str, ...]
+    if kind == "attention":
+        if label == "linear_attention":
+            projs = (
+                ("in_proj_qkvz", "out_proj") if model_type == "qwen3_next" else ("in_proj_qkv", "in_proj_z", "out_proj")
+            )
+            return [f"linear_attn.{p}" for p in projs]
+        mla = text.get("kv_lora_rank") is not None
+        projs = (
+            ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+            if mla
+            else ("q_proj", "k_proj", "v_proj", "o_proj")
+        )
+        return [f"{mixer or 'self_attn'}.{p}" for p in projs]
+    if kind == "mamba":
+        return [f"{mixer or 'mamba'}.{p}" for p in ("in_proj", "out_proj")]
+    if kind == "experts":
+        return [f"{moe}.experts.0.{p}" for p in expert]
+    if kind == "mlp" and "experts" in layer:  # the shared experts of a MoE layer
+        projs = ("up_proj", "down_proj") if model_type == "nemotron_h" else ("gate_proj", "up_proj", "down_proj")
+        return [f"{moe}.{shared}.{p}" for p in projs]
+    if kind == "mlp":
+        block = mixer or ("feed_forward" if model_type.startswith("llama4") else "mlp")
+        projs = ("up_proj", "down_proj") if model_type == "nemotron_h" else ("gate_proj", "up_proj", "down_proj")
+        return [f"{block}.{p}" for p in projs]
+    return []  # norms, routers (`mlp.gate`: ReplicatedLinear(quant_config=None) in vLLM's MoE models), other
+
+
+def _price(names: list[str], scheme: QuantScheme, base: Fraction) -> tuple[Fraction, int, bool]:
+    """(bits per weight, per-tensor scalar bytes, quantized?) of one part, from its linears' names: the share
+    of names a group quantizes and no exclusion names is priced at that group's format, the rest at `base`."""
+    if not names:
+        return base, 0, False
+    total, scalars, hits = Fraction(0), 0, 0
+    for name in names:
+        fmt = None
+        if not any(module_matches(name, p) for p in scheme.exclude):
+            named = next((f for targets, f in scheme.groups if _targets_match(name, targets)), None)
+            fmt = named or next((f for targets, f in scheme.groups if "Linear" in targets), None)
+        total += fmt.bits if fmt else base
+        scalars += fmt.scalar_bytes if fmt else 0
+        hits += fmt is not None
+    return total / len(names), scalars // len(names), hits > 0
+
+
+def _priced_bits(
+    loaded_raw: Mapping[str, Any], counted: Any, scheme: QuantScheme, base: Fraction
+) -> tuple[Fraction, list[str]]:
+    """Total bits of the checkpoint: each decoder layer's parts priced by the scheme (names from the family's
+    checkpoint layout, matched under every layer prefix), embeddings, norms, routers and vision at `base`,
+    lm_head by the scheme when it is a candidate. Returns (bits, the formats used)."""
+    nested = loaded_raw.get("text_config")
+    text: Mapping[str, Any] = nested if isinstance(nested, Mapping) else loaded_raw
+    model_type = str(text.get("model_type") or loaded_raw.get("model_type") or "")
+    used: set[str] = set()
+    bits = Fraction(0)
+    in_layers: dict[str, int] = {}
+    cache: dict[tuple[int, str, str], tuple[Fraction, int, bool]] = {}
+    for index, (label, layer) in enumerate(counted.layers):
+        for kind, n in layer.items():
+            in_layers[kind] = in_layers.get(kind, 0) + n
+            if scheme.experts_only and kind != "experts":
+                bits += n * base
+                continue
+            per_layer = _component_names(kind, label, text, model_type, layer)
+            # Exclusions name layers by index: the names under each prefix, any of which may match.
+            key = (index, kind, label)
+            if key not in cache:
+                candidates = [[f"{prefix}.{index}.{name}" for prefix in _LAYER_PREFIXES] for name in per_layer]
+                cache[key] = _price_any(candidates, scheme, base)
+            b, scalars, quantized = cache[key]
+            bits += n * b + 8 * scalars * _linears(kind, text)
+            if quantized:
+                used.add(kind)
+    for kind, n in counted.breakdown.items():
+        rest = n - in_layers.get(kind, 0)
+        if not rest:
+            continue
+        if kind == "lm_head" and scheme.lm_head:
+            b, scalars, _ = _price_any([list(_LM_HEADS)], scheme, base)
+            bits += rest * b + 8 * scalars
+        elif kind in ("attention", "mlp", "experts", "mamba") and not counted.layers:
+            b, scalars, _ = _price([f"model.layers.0.{kind}"], scheme, base)  # no layer list: by kind
+            bits += rest * (base if scheme.experts_only and kind != "experts" else b)
+        else:
+            bits += rest * base
+    return bits, sorted(used)
+
+
+def _price_any(candidates: list[list[str]], scheme: QuantScheme, base: Fraction) -> tuple[Fraction, int, bool]:
+    """_price over linears each known under several names: a linear counts as excluded when any of its
+    names is excluded, else as quantized by the first name a group matches."""
+    chosen = []
+    for names in candidates:
+        excluded = next((n for n in names if any(module_matches(n, p) for p in scheme.exclude)), None)
+        named = next((n for n in names if any(_targets_match(n, t) for t, _ in scheme.groups)), None)
+        chosen.append(excluded or named or names[0])
+    return _price(chosen, scheme, base)
+
+
+def _linears(kind: str, text: Mapping[str, Any]) -> int:
+    """Checkpoint linears per layer part, for per-tensor scalars (experts: one set per expert)."""
+    experts = next(
+        (text[k] for k in ("n_routed_experts", "num_local_experts", "num_experts") if isinstance(text.get(k), int)), 1
+    )
+    return {"attention": 4, "mlp": 3, "mamba": 2, "experts": 3 * int(experts)}.get(kind, 0)
 
 
 def weights_from_config(
     loaded: LoadedConfig, *, model_dtype: str, weights_dtype: str | None = None, num_parameters: int | None = None
 ) -> WeightsSize:
-    """Parameter count (published, else counted from the config) times the bits per weight: an estimate."""
+    """The weights priced module by module from the config: every part at the model dtype, except the Linear
+    layers the checkpoint's quantization (or --weights-dtype) stores in fewer bits, with their scales.
+    Only decoder Linears are quantized; embeddings, norms, routers, vision towers, lm_head (unless the scheme
+    lists it) and every module an exclusion names stay at the model dtype. An estimate."""
     from kvsize.params import estimate_parameters
 
     counted = estimate_parameters(loaded.raw)
-    params = num_parameters or counted.total
-    origin = "published" if num_parameters else "counted from the config"
     base = weight_bits(model_dtype)
+    if weights_dtype is not None and num_parameters and weight_bits(weights_dtype) < base:
+        # A published count re-priced at another precision: embeddings and lm_head stay at the model dtype.
+        bits = weight_bits(weights_dtype)
+        kept = counted.breakdown.get("embeddings", 0) + counted.breakdown.get("lm_head", 0)
+        size = math.ceil(((num_parameters - kept) * bits + kept * base) / 8)
+        return WeightsSize(
+            size,
+            f"estimate: {num_parameters:,} parameters published at {weights_dtype} (--weights-dtype)",
+            estimated=True,
+        )
     if weights_dtype is not None:
-        bits, why, experts_only = weight_bits(weights_dtype), f"{weights_dtype} (--weights-dtype)", False
+        fmt = _Format(weight_bits(weights_dtype), f"{weights_dtype} (--weights-dtype)")
+        scheme: QuantScheme | None = QuantScheme("weights-dtype", ((("Linear",), fmt),)) if fmt.bits < base else None
+        if scheme is None:
+            base = fmt.bits
     else:
-        bits, why, experts_only = _quantized_bits(loaded.raw) or (base, model_dtype, False)
-    # Quantized checkpoints (FP8, INT8, INT4, ...) keep the embeddings and lm_head in the model dtype: vLLM's
-    # Fp8Config / compressed-tensors quantize Linear layers only (VocabParallelEmbedding and ParallelLMHead take
-    # quant_config=None unless the checkpoint names them, model_executor/layers/vocab_parallel_embedding.py).
-    kept = counted.breakdown.get("embeddings", 0) + counted.breakdown.get("lm_head", 0) if bits < base else 0
-    if experts_only:
-        experts = counted.breakdown.get("experts", 0)
-        total_bits = experts * bits + (params - experts) * base
-    else:
-        total_bits = (params - kept) * bits + kept * base
-    size = math.ceil(total_bits / 8)
+        scheme = quant_scheme(loaded.raw)
+    origin = "counted from the config"
+    if scheme is None:
+        params = num_parameters or counted.total
+        origin = "published" if num_parameters else origin
+        size = math.ceil(params * base / 8)
+        return WeightsSize(
+            size,
+            f"estimate: {params:,} parameters {origin} at {weights_dtype or model_dtype} ({float(base):g} bits)",
+            estimated=True,
+        )
+    bits, used = _priced_bits(loaded.raw, counted, scheme, base)
+    formats = ", ".join(sorted({f.name for _, f in scheme.groups}))
+    rest = "the rest" if used else "everything (no module matched)"
     return WeightsSize(
-        size, f"estimate: {params:,} parameters {origin} at {why} ({float(bits):g} bits)", estimated=True
+        math.ceil(bits / 8),
+        f"estimate: {counted.total:,} parameters {origin}, priced by module: {', '.join(used) or 'no'} Linear "
+        f"layers at {formats} ({scheme.method}), {rest} at {model_dtype}",
+        estimated=True,
     )
 
 
@@ -349,6 +647,10 @@ def find_weights(
 
     if loaded.hub_id is not None:
         published = registry_weights().get(loaded.hub_id.lower()) or {}
+        quant = published.get("quantization_config")
+        if isinstance(quant, dict) and "quantization_config" not in loaded.raw:
+            # The hub repo's hf_quant_config.json (ModelOpt <= 0.29 keeps it out of config.json), with its source.
+            loaded = msgspec.structs.replace(loaded, raw={**loaded.raw, "quantization_config": quant})
         if published.get("weights_bytes"):
             return WeightsSize(
                 int(published["weights_bytes"]), f"registry: published safetensors size ({published['weights_dtype']})"

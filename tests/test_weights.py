@@ -72,22 +72,27 @@ def test_estimate_from_config_is_labelled(tmp_path: Path) -> None:
 
 def test_fp8_checkpoint_estimate(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**SMALL, "quantization_config": {"quant_method": "fp8"}}))
-    # FP8 checkpoints keep embeddings and lm_head (2 x 1000 x 64) in bf16: 2 bytes each, the rest 1 byte.
-    assert find_weights(load_model_config(str(tmp_path))).bytes == SMALL_PARAMS + 2 * 1000 * 64
+    # FP8 checkpoints quantize decoder Linears only (2 layers x 40,960 = 81,920 weights at 1 byte, plus a 4-byte
+    # per-tensor fp32 scale for each of the 7 linears per layer, vLLM fp8_utils.create_fp8_scale_parameter);
+    # embeddings, lm_head and the 5 x 64 norm weights stay bf16: 81,920 + 2 x 7 x 4 + 2 x 128,320 = 338,616.
+    # (Was SMALL_PARAMS + 128,000, which priced the norms at 1 byte and left out the scales.)
+    assert find_weights(load_model_config(str(tmp_path))).bytes == 338_616
 
 
 def test_fp8_weights_dtype_keeps_embeddings_16_bit(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(SMALL))
     weights = find_weights(load_model_config(str(tmp_path)), weights_dtype="fp8")
-    assert weights.bytes == SMALL_PARAMS + 2 * 1000 * 64
+    # 81,920 decoder-linear weights at 1 byte; embeddings, lm_head and norms (128,320) at 2 bytes (no scales
+    # for a bare --weights-dtype): 338,560. (Was SMALL_PARAMS + 128,000: norms priced at 1 byte.)
+    assert weights.bytes == 81_920 + 2 * 128_320
 
 
 def test_gptq_per_channel_group_size(tmp_path: Path) -> None:
     # group_size -1 (per-channel scales, vLLM gptq.py create_weights: group = in_features = hidden 64): 4 + 20/64
-    # bits per quantized weight, never negative; embeddings and lm_head stay bf16:
-    # ceil((210,240 - 128,000) x (4 + 20/64) / 8) = ceil(44,332.5) = 44,333, + 128,000 x 2 = 300,333 bytes.
+    # bits per quantized weight, never negative; embeddings, lm_head and the 320 norm weights stay bf16:
+    # (210,240 - 128,320) x (4 + 20/64) / 8 = 44,160, + 128,320 x 2 = 300,800 bytes (was 300,333: norms at 4 bits).
     quant = {"quant_method": "gptq", "bits": 4, "group_size": -1}
     (tmp_path / "config.json").write_text(json.dumps({**SMALL, "quantization_config": quant}))
     weights = find_weights(load_model_config(str(tmp_path)))
     assert SMALL_PARAMS == 210_240
-    assert weights.bytes == 300_333
+    assert weights.bytes == 300_800

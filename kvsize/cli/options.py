@@ -51,6 +51,17 @@ KvDtypeOpt = Annotated[
         rich_help_panel="Scenario",
     ),
 ]
+ServedDtypeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dtype",
+        help="The dtype vLLM / SGLang serve the model in, as their --dtype: auto (from the config), half / "
+        "float16, bfloat16, float / float32; --kv-dtype auto stores it (--dtype half on a T4 or V100).",
+        show_default=False,
+        metavar="DTYPE",
+        rich_help_panel="Engine",
+    ),
+]
 EngineOpt = Annotated[
     str,
     typer.Option(
@@ -81,9 +92,7 @@ EngineVersionOpt = Annotated[
             "Engine release whose rules to mirror, as the engine prints it (0.19.1, v0.33, 0.29.1rc1.dev17+g..., "
             "0.11.0+nv25.11; llama.cpp b7445 or a llama-cpp-python version). Each maps to its era of identical "
             "rules; newer than the newest read uses the newest (a note says so), older than the oldest is refused. "
-            "Eras: "
-            + "; ".join(f"{engine} {eras}" for engine, eras in ENGINE_ERAS.items())
-            + " (default: the newest)."
+            "Eras: " + "; ".join(f"{engine} {eras}" for engine, eras in ENGINE_ERAS.items()) + " (default: the newest)."
         ),
         show_default=False,
         metavar="VERSION",
@@ -98,7 +107,7 @@ HfOverridesOpt = Annotated[
         help=(
             "JSON merged into the model's config.json, as vLLM's --hf-overrides and SGLang's "
             "--json-model-override-args take it: a rope_scaling object for YaRN, max_position_embeddings, a "
-            "sub-config's fields (README: \"Long contexts\")."
+            'sub-config\'s fields (README: "Long contexts").'
         ),
         show_default=False,
         metavar="JSON",

@@ -48,6 +48,7 @@ from kvsize.cli.options import (
     ReportOpt,
     ReserveOpt,
     RevisionOpt,
+    ServedDtypeOpt,
     SkipLayersOpt,
     ToleranceOpt,
     TpOpt,
@@ -76,6 +77,7 @@ def size(
     ctx: CtxOpt = None,
     batch: BatchOpt = "1",
     kv_dtype: KvDtypeOpt = "auto",
+    dtype: ServedDtypeOpt = None,
     engine: EngineOpt = "vllm",
     engine_version: EngineVersionOpt = None,
     hf_overrides: HfOverridesOpt = None,
@@ -266,6 +268,7 @@ def size(
             weights_dtype=weights_dtype,
             hf_overrides=hf_overrides,
             assume_standard_attention=assume_standard_attention,
+            dtype=dtype,
             **options,
             with_advice=True,
         )

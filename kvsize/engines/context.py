@@ -27,12 +27,20 @@ class Device(msgspec.Struct, frozen=True):
     get_device_name, get_device_capability)."""
 
     total_memory_bytes: int
-    """torch.cuda.get_device_properties().total_memory; kvsize uses the profile's total memory."""
+    """The card's total as NVML reports it (vLLM platforms/cuda.py get_device_total_memory: nvidia-smi's
+    memory.total), which vLLM's scheduler tiers key on; kvsize uses the profile's `memory_bytes`."""
     name: str = ""
     """get_device_name(), e.g. 'NVIDIA A100-SXM4-80GB' ('' when unknown: a custom card)."""
     capability: tuple[int, int] | None = None
     """CUDA compute capability: (9, 0) Hopper, (10, 0) B200, (12, 1) GB10; None when unknown."""
     platform: Platform = "cuda"
+    cuda_total_bytes: int | None = None
+    """The total torch.cuda.mem_get_info() / cudaMemGetInfo reports (below NVML's), where the budget starts
+    (vLLM utils/mem_utils.py MemorySnapshot.measure); None: not known for this card."""
+    cuda_total_source: str | None = None
+    """Where `cuda_total_bytes` comes from (a published log line)."""
+    unified_memory: bool = False
+    """CPU and GPU share one memory (DGX Spark, Jetson): the engine's free memory is the OS's (see budget.py)."""
 
     @classmethod
     def from_profile(cls, profile: GpuProfile, memory_bytes: int | None = None) -> Device:
@@ -46,11 +54,16 @@ class Device(msgspec.Struct, frozen=True):
         name = profile.driver_name or profile.name
         if platform == "tpu":  # the TPU platform's get_device_name(): the chip, "V6E", "V5E", "V5P"
             name = profile.id.removeprefix("tpu-").upper()
+        given = memory_bytes is not None  # --gpu-mem: a card of that size, its CUDA total unknown
+        inter = profile.interconnect
         return cls(
             total_memory_bytes=memory_bytes if memory_bytes is not None else profile.memory_bytes,
             name=name,
             capability=compute_capability(profile.arch),
             platform=platform,
+            cuda_total_bytes=None if given else profile.cuda_total_bytes,
+            cuda_total_source=None if given else profile.cuda_total_source,
+            unified_memory=inter is not None and inter.host_link_kind == "unified",
         )
 
     @property
@@ -97,6 +110,25 @@ class EngineContext(msgspec.Struct, frozen=True):
     """Draft tokens per step (speculative decoding); vLLM keeps one more Mamba block per draft token."""
     long_context_switches: tuple[tuple[str, str], ...] = ()
     """(engine, `VAR=value`) for each engine whose serve-past-the-maximum switch is set (kvsize/overrides.py)."""
+    dtype: str | None = None
+    """--dtype as vLLM and SGLang spell it (SERVED_DTYPES); None or 'auto': the engine resolves the config's."""
+
+
+# --dtype values (vLLM config/model.py ModelDType and _STR_DTYPE_TO_TORCH_DTYPE, 0.8.5-0.33; SGLang
+# server_args.py --dtype choices) -> the kvsize dtype served; 'auto' is the engine's own resolution.
+SERVED_DTYPES: dict[str, str | None] = {
+    "auto": None,
+    "half": "fp16",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float": "fp32",
+    "float32": "fp32",
+}
+
+
+def served_dtype_name(dtype: str | None) -> str | None:
+    """The kvsize dtype --dtype `dtype` serves ('fp16', 'bf16', 'fp32'); None for auto or not given."""
+    return SERVED_DTYPES.get(dtype.strip().lower()) if dtype is not None else None
 
 
 DEFAULT_CONTEXT = EngineContext()

@@ -64,6 +64,7 @@ import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split, group_layers
+from kvsize.engines.context import served_dtype_name
 from kvsize.engines.sglang_releases import LARGE_TIER, RULES_0523, SGLANG_RELEASES, SglangRules
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
@@ -561,6 +562,14 @@ class SglangEngine(Engine):
             min(stated, tokens // 2) if stated else default_max_running_requests(tokens, context_len, rules=self.rules)
         )
         return min(requests, pool.mamba_request_limit) if pool.mamba_request_limit is not None else requests
+
+    def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
+        """--kv-cache-dtype auto is the served dtype (mem_cache/kv_cache_dtype.py: model_config.dtype): --dtype
+        half / bfloat16 / float32 when given (server_args.py --dtype), else kvsize's choice from the config."""
+        given = served_dtype_name(self.context.dtype)
+        if given is None or chosen in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
+            return chosen
+        return KvDtype(given)
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         if dtype not in SUPPORTED_KV_DTYPES:

@@ -35,7 +35,7 @@ import msgspec
 
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, pipeline_stages
-from kvsize.engines.context import Device
+from kvsize.engines.context import Device, served_dtype_name
 from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules
 from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
 from kvsize.errors import UsageError
@@ -332,10 +332,28 @@ class VllmEngine(Engine):
     def served_dtype(self, spec: ArchSpec) -> KvDtype:
         """The dtype vLLM serves the model in with --dtype auto (config/model.py _resolve_auto_dtype): float32
         checkpoints are cast to the platform's first dtype (bfloat16 from compute capability 8.0, float16 on
-        Volta/Turing); a dtype the GPU lacks falls back to it; gemma2/gemma3/glm4 never run in float16."""
+        Volta/Turing); a dtype the GPU lacks falls back to it; gemma2/gemma3/glm4 never run in float16.
+        --dtype half / bfloat16 / float32 (EngineContext.dtype) is served as given (_get_and_verify_dtype), or
+        refused where vLLM refuses it: float16 for those models (_check_valid_dtype), bfloat16 below compute
+        capability 8.0 (platforms/cuda.py check_if_supports_dtype)."""
         model = KvDtype(spec.model_dtype) if spec.model_dtype in KvDtype._value2member_map_ else KvDtype.BF16
         dev = self.device
         old_cuda = dev.platform == "cuda" and dev.capability is not None and dev.capability < (8, 0)
+        given = served_dtype_name(self.context.dtype)
+        if given is not None:
+            if given == KvDtype.FP16.value and spec.model_type in FLOAT16_NOT_SUPPORTED:
+                raise UsageError(
+                    f"vLLM refuses --dtype {self.context.dtype} for {spec.model_type}: 'does not support float16' "
+                    "(config/model.py _check_valid_dtype)",
+                    hint="Use --dtype bfloat16, float32 or auto.",
+                )
+            if given == KvDtype.BF16.value and old_cuda:
+                raise UsageError(
+                    f"vLLM refuses --dtype bfloat16 on {dev.name or 'this GPU'}: 'Bfloat16 is only supported on GPUs "
+                    "with compute capability of at least 8.0' (platforms/cuda.py check_if_supports_dtype)",
+                    hint="Use --dtype half (what auto picks there).",
+                )
+            return KvDtype(given)
         supported = [KvDtype.FP16, KvDtype.FP32] if old_cuda else [KvDtype.BF16, KvDtype.FP16, KvDtype.FP32]
         if spec.model_type in FLOAT16_NOT_SUPPORTED:
             supported.remove(KvDtype.FP16)
