@@ -18,7 +18,10 @@ top-level fields around a nested `text_config`):
   compression, indexers, latent ranks, linear or convolutional state, heads or head sizes, KV sharing, layer
   types. Anything it flags and the tables do not explain is not understood.
 
-A field whose value is null, false or empty is treated as absent (a switch that is off).
+A field whose value is null, false or empty is treated as absent (a switch that is off). The conditions ask
+only whether another field is given (not null), as the parser does: `kv_lora_rank: false` on DeepSeek-V3 lets
+its `qk_rope_head_dim` through, and the parser refuses the false by name instead of this guard naming the
+wrong field.
 """
 
 from __future__ import annotations
@@ -66,7 +69,9 @@ _GDN_FIELDS = ("linear_num_value_heads", "linear_num_key_heads", "linear_key_hea
 
 
 def _has(c: Config, key: str) -> bool:
-    return present(c.get(key))
+    """Whether a field the conditions depend on is given: not null, the parser's own test (`_Fields.has`).
+    A false or an empty value in it is not "off" but a bad value the parser refuses by name."""
+    return c.get(key) is not None
 
 
 # Model types kvsize knows (kvsize.config KNOWN_MODEL_TYPES) that have MLA layers or recurrent-state layers. A
@@ -313,6 +318,16 @@ READ: dict[str, Reading] = {
         "encoder_attention_heads",
     ),  # fmt: skip
 }
+
+
+def _no_conv_layers(c: Config) -> bool:
+    """LFM2 with no short-convolution layer (every layer_types entry attention): its conv fields size nothing."""
+    types = c.get("layer_types")
+    return c.get("model_type") == "lfm2" and isinstance(types, list) and bool(types) and "conv" not in types
+
+
+READ.update(_family("lfm2", "conv_L_cache", "full_attn_idxs", when=_no_conv_layers, condition="no conv layers"))
+
 # The fields of nested objects the parser reads, by the object's key.
 READ_NESTED: dict[str, frozenset[str]] = {
     "attn_config": frozenset({"kv_n_heads"}),
@@ -323,6 +338,9 @@ READ_NESTED: dict[str, frozenset[str]] = {
 
 _NO_CACHE = "sizes no cache"
 IRRELEVANT: dict[str, str] = {
+    "attn_impl": "MPT's attention kernel name (torch, flash, triton); no cache shape",
+    "attn_type": "MPT's attention variant: transformers' MptAttention is MHA whatever it says, vLLM reads kv_n_heads",
+    "ssm_multipliers": "Falcon-H1's multipliers on the SSM's activations (muP); no state shape",
     # generation and runtime switches
     "use_cache": "turns the cache on at inference; kvsize sizes the cache that is on",
     "cache_implementation": "transformers' default cache class for generate(); kvsize's hf engine takes its own",
