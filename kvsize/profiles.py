@@ -462,6 +462,20 @@ def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> 
         return profiles[names[key]]
     if key in reported:
         return profiles[reported[key]]
+    counted = re.fullmatch(r"\s*(\d+)\s*(?:[x×*]\s*(.+?))?\s*", name, re.IGNORECASE)
+    if counted is not None and (counted.group(2) is not None or int(counted.group(1)) <= 64):
+        # '2', '2xh100', '8 x H100': a count of cards, which is --tp (or --pp); '6000' or '100' stays a name
+        count, card = counted.group(1), counted.group(2)
+        if card is None:
+            raise UnknownGpuProfile(
+                f"GPU '{name.strip()}' is a count, not a card",
+                hint=f"Name the card (--gpu h100) and give the count as --tp {count} (or --pp).",
+            )
+        one = resolve_gpu(card, profiles)
+        raise UnknownGpuProfile(
+            f"--gpu names one card, not {count} of them",
+            hint=f"Use --gpu {one.id} --tp {count} (tensor parallel; --pp for pipeline stages).",
+        )
     suggestions = _suggest(key, names) if key else []
     several = [pid for pid in suggestions if pid.startswith(key + "-")] if key else []
     if len(several) > 1:  # 'a100': two cards of one name; kvsize does not guess which memory size

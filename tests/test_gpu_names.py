@@ -58,3 +58,26 @@ def test_larger_cards_are_a_real_step_up() -> None:
     for gpu in ("h100", "a100-40gb", "l4", "rtx-4090", "mi300x"):
         for card in _larger_cards(gpu, "bf16"):
             assert card[2] * 100 >= resolve_gpu(gpu).memory_bytes * 105, (gpu, card)
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        ("2xh100", "Use --gpu h100-sxm --tp 2"),
+        ("8 x H100", "Use --gpu h100-sxm --tp 8"),
+        ("2×rtx-4090", "Use --gpu rtx-4090 --tp 2"),
+        ("2", "is a count, not a card"),
+    ],
+)
+def test_a_count_of_cards_points_to_tp(typed: str, message: str) -> None:
+    from kvsize.profiles import UnknownGpuProfile, resolve_gpu
+
+    with pytest.raises(UnknownGpuProfile) as raised:
+        resolve_gpu(typed)
+    assert message in f"{raised.value} {raised.value.hint}"
+
+
+def test_a_number_that_names_a_card_stays_a_name() -> None:
+    from kvsize.profiles import resolve_gpu
+
+    assert resolve_gpu("4090").id == "rtx-4090"  # an alias, looked up before counts
