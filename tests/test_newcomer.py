@@ -342,3 +342,17 @@ def test_overview_imports_nothing_heavy(args: list[str]) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
+
+
+def test_help_kvsize_documents_the_api() -> None:
+    """help(kvsize) shows how to call estimate and where its options are, not a bare __getattr__."""
+    import pydoc
+
+    import kvsize
+
+    text = pydoc.render_doc(kvsize, renderer=pydoc.plaintext)
+    assert "kvsize.estimate(" in text and "EstimateOptions" in text
+    assert dir(kvsize) == ["Estimate", "__version__", "estimate"]
+    # The docstring's example, run: Llama-3.1-8B at 32k is 32,768 x 131,072 B = 4 GiB per request.
+    result = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx="32k", gpu="h100")
+    assert result.scenarios[0].kv_cache_bytes == 32_768 * 131_072
