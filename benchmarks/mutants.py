@@ -1,0 +1,462 @@
+"""A small mutation-testing runner for the modules that decide kvsize's answer.
+
+    .venv/bin/python benchmarks/mutants.py --modules kvsize/budget.py kvsize/units.py \\
+        --per-module 10 --seed 1 --report docs/testing.md [--json benchmarks/mutants.json]
+
+Each mutant changes one operator in one module, AST-based: a comparison flipped (`<` <-> `<=`, `>` <-> `>=`,
+`==` <-> `!=`, `in` <-> `not in`, `is` <-> `is not`), an integer constant moved by +1 or -1, `and` <-> `or`,
+an arithmetic operator swapped (`+` <-> `-`, `*` -> `//`, `/` and `//` -> `*`, `%` -> `//`, `**` -> `*`),
+a bool return negated (`return True` <-> `return False`; `return x` -> `return not (x)` in a `-> bool`
+function), a `not` dropped, or a `max(` / `min(` bound removed (the call replaced by one of its arguments).
+Annotations are never mutated (they are not evaluated here).
+
+The package is copied once into a temporary tree (every other top-level entry of the repository linked beside
+it, so tests find their data at the same relative paths); each mutant is written over its module there and the
+module's MAPPED test files run against it (`pytest -x -q -n 0 --no-header -p no:cacheprovider FILES`, from
+the temporary tree, bytecode off), with a per-mutant timeout. A failing or timed-out run kills the mutant.
+Before the mutants, the unmutated module (as `ast.unparse` writes it, the same path the mutants take) must
+pass those tests, or the module is skipped.
+
+Mutants are sampled per module with `random.Random(f"{seed}:{module}")` from the full list sorted by
+position, so a run is deterministic for a seed. The score is killed / (sampled - equivalent), the equivalent
+mutants being those listed with their reason in EQUIVALENT below. With `--report`, the table and the
+survivors replace the text between the `<!-- mutants:begin -->` and `<!-- mutants:end -->` markers of that
+markdown file (appended if the markers are missing). A benchmark, not a gate: it exits 0 whatever the score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- mutants:begin -->", "<!-- mutants:end -->"
+
+# Module -> the test files that pin its rules (files that import it directly, plus those that reach it
+# through the engine or CLI). A module not listed gets the test files that import it by name.
+TEST_MAP: dict[str, list[str]] = {
+    "kvsize/engines/vllm_scheduler.py": [
+        "tests/test_vllm_eras.py",
+        "tests/test_engine_vllm_truth.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_mutants_killed.py"],
+    "kvsize/budget.py": ["tests/test_budget_truth.py", "tests/test_planner.py", "tests/test_mutants_killed.py"],
+    "kvsize/units.py": ["tests/test_units.py", "tests/test_range_errors.py", "tests/test_mutants_killed.py"],
+    "kvsize/engine_log.py": [
+        "tests/test_reliability_log.py",
+        "tests/test_log_corpus.py",
+        "tests/test_log_command.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/engines/sglang.py": [
+        "tests/test_engine_sglang_releases.py",
+        "tests/test_engines_sglang_trtllm_llamacpp.py",
+        "tests/test_engine_truth_others.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/fit.py": ["tests/test_verdicts.py", "tests/test_max_context_search.py", "tests/test_mutants_killed.py"],
+}
+
+# Mutants that cannot change any result, keyed by their id (module:line:col:operator), with the reason.
+EQUIVALENT: dict[str, str] = {}
+
+
+@dataclass
+class Mutant:
+    module: str
+    line: int
+    col: int
+    op: str
+    before: str
+    after: str
+    index: int = field(repr=False)  # position of the node in ast.walk order
+    variant: int = field(repr=False)
+    status: str = "not run"
+    seconds: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return f"{self.module}:{self.line}:{self.col}:{self.op}"
+
+
+COMPARE_FLIP: dict[type, type] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+BINOP_SWAP: dict[type, type] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.FloorDiv,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+}
+SYMBOL = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.And: "and",
+    ast.Or: "or",
+}
+
+
+def _annotation_nodes(tree: ast.AST) -> set[int]:
+    """ids of every node inside an annotation (never evaluated: the modules use postponed annotations)."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            roots.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            roots.append(node.annotation)
+    return {id(sub) for root in roots for sub in ast.walk(root)}
+
+
+def _returns_bool(func: ast.AST) -> bool:
+    returns = getattr(func, "returns", None)
+    return (isinstance(returns, ast.Name) and returns.id == "bool") or (
+        isinstance(returns, ast.Constant) and returns.value == "bool"
+    )
+
+
+def _bool_functions(tree: ast.AST) -> set[int]:
+    """ids of the Return nodes that belong directly to a function annotated `-> bool`."""
+    out: set[int] = set()
+
+    def visit(node: ast.AST, in_bool: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, _returns_bool(child))
+            else:
+                if isinstance(child, ast.Return) and in_bool:
+                    out.add(id(child))
+                visit(child, in_bool)
+
+    visit(tree, False)
+    return out
+
+
+def _variants(node: ast.AST, bool_returns: set[int]) -> list[tuple[str, ast.AST]]:
+    """Every (operator name, mutated copy of `node`) that applies to this node."""
+    out: list[tuple[str, ast.AST]] = []
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            if type(op) in COMPARE_FLIP:
+                new = copy.deepcopy(node)
+                new.ops[i] = COMPARE_FLIP[type(op)]()
+                out.append((f"{SYMBOL[type(op)]} -> {SYMBOL[COMPARE_FLIP[type(op)]]}", new))
+    elif isinstance(node, ast.Constant) and type(node.value) is int:
+        for delta in (1, -1):
+            out.append((f"{node.value} -> {node.value + delta}", ast.Constant(node.value + delta)))
+    elif isinstance(node, ast.BoolOp):
+        new = copy.deepcopy(node)
+        new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        out.append((f"{SYMBOL[type(node.op)]} -> {SYMBOL[type(new.op)]}", new))
+    elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in BINOP_SWAP:
+        new = copy.deepcopy(node)
+        new.op = BINOP_SWAP[type(node.op)]()
+        out.append((f"{SYMBOL[type(node.op)]} -> {SYMBOL[type(new.op)]}", new))
+    elif isinstance(node, ast.Return) and node.value is not None:
+        value = node.value
+        if isinstance(value, ast.Constant) and type(value.value) is bool:
+            out.append((f"return {value.value} -> {not value.value}", ast.Return(ast.Constant(not value.value))))
+        elif id(node) in bool_returns and not (isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)):
+            out.append(("return x -> not x", ast.Return(ast.UnaryOp(ast.Not(), copy.deepcopy(value)))))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        out.append(("not x -> x", copy.deepcopy(node.operand)))
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("max", "min")
+        and len(node.args) >= 2
+        and not node.keywords
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+    ):
+        for i, arg in enumerate(node.args):
+            out.append((f"{node.func.id}(...) -> arg {i}", copy.deepcopy(arg)))
+    return out
+
+
+def enumerate_mutants(module: str, source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    skip = _annotation_nodes(tree)
+    bool_returns = _bool_functions(tree)
+    mutants: list[Mutant] = []
+    for index, node in enumerate(ast.walk(tree)):
+        if id(node) in skip or not hasattr(node, "lineno"):
+            continue
+        variants = _variants(node, bool_returns)
+        before = ast.unparse(node).splitlines()[0][:80] if variants else ""
+        for variant, (op, new) in enumerate(variants):
+            after = ast.unparse(ast.fix_missing_locations(new)).splitlines()[0][:80]
+            mutants.append(Mutant(module, node.lineno, node.col_offset, op, before, after, index, variant))
+    return mutants
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, target: ast.AST, new: ast.AST) -> None:
+        self.target, self.new = target, new
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if node is self.target:
+            return ast.copy_location(self.new, node)
+        return super().visit(node)
+
+
+def mutated_source(source: str, mutant: Mutant) -> str:
+    tree = ast.parse(source)
+    bool_returns = _bool_functions(tree)
+    target = next(node for i, node in enumerate(ast.walk(tree)) if i == mutant.index)
+    _, new = _variants(target, bool_returns)[mutant.variant]
+    return ast.unparse(ast.fix_missing_locations(_Replace(target, new).visit(tree)))
+
+
+def mapped_tests(module: str) -> list[str]:
+    if module in TEST_MAP:
+        return [t for t in TEST_MAP[module] if (ROOT / t).exists()]
+    dotted = module.removesuffix(".py").replace("/", ".")
+    parent, _, name = dotted.rpartition(".")
+    needles = (dotted, f"from {parent} import {name}")
+    return sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").glob("test_*.py")
+        if any(n in p.read_text(encoding="utf-8") for n in needles)
+    )
+
+
+def make_tree(tmp: Path, ref: str | None, overlay: list[str]) -> str:
+    """The package copied, every other top-level entry linked, so relative paths resolve as in the repo; or,
+    with `ref`, the whole tree of that commit (a stable base while the working tree is being edited) with the
+    `overlay` files of the working tree copied over it. Returns what the tree is, in words."""
+    if ref is not None:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+        for name in overlay:
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tmp / name)
+        return f"commit {commit[:12]}" + (f" with {', '.join(overlay)} from the working tree" if overlay else "")
+    for entry in ROOT.iterdir():
+        if entry.name in ("kvsize", ".git", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache"):
+            continue
+        (tmp / entry.name).symlink_to(entry)
+    shutil.copytree(ROOT / "kvsize", tmp / "kvsize", ignore=shutil.ignore_patterns("__pycache__"))
+    return "the working tree"
+
+
+def run_tests(
+    tmp: Path, tests: list[str], timeout: float, why: list[str] | None = None, options: tuple[str, ...] = ("-x",)
+) -> tuple[str, float]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(tmp), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "pytest", *options, "-q", "-n", "0", "--no-header", "-p", "no:cacheprovider", *tests]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - start
+    if why is not None:
+        why.extend(proc.stdout.decode(errors="replace").splitlines())
+    return ("survived" if proc.returncode == 0 else "killed"), time.monotonic() - start
+
+
+def run_module(
+    tmp: Path, module: str, per_module: int, seed: int, log: bool, known: dict[str, str] | None = None
+) -> tuple[list[Mutant], dict]:
+    """Sample and run `module`'s mutants; those `known` to be killed already (by id) keep that status."""
+    path = tmp / module
+    original = path.read_text(encoding="utf-8")
+    tests = [t for t in mapped_tests(module) if (tmp / t).exists()]
+    everything = enumerate_mutants(module, original)
+    everything.sort(key=lambda m: (m.line, m.col, m.op))
+    rng = random.Random(f"{seed}:{module}")
+    sample = sorted(rng.sample(everything, min(per_module, len(everything))), key=lambda m: (m.line, m.col, m.op))
+    info = {"module": module, "tests": tests, "candidates": len(everything), "baseline": "pass", "seconds": 0.0}
+    try:
+        path.write_text(ast.unparse(ast.parse(original)), encoding="utf-8")
+        # The unmutated module runs every mapped test once; a test that fails already is deselected (and named
+        # in the report), since it cannot tell a mutant from the original.
+        why: list[str] = []
+        status, seconds = run_tests(tmp, tests, timeout=900, why=why, options=("-rf",))
+        failing = [line.split()[1] for line in why if line.startswith("FAILED ")]
+        info["deselected"] = failing
+        tests = [*tests, *(f"--deselect={t}" for t in failing)]
+        if failing:
+            status, seconds = run_tests(tmp, tests, timeout=900, why=why)
+        info["seconds"] = round(seconds, 1)
+        if status != "survived" or not info["tests"]:
+            info["baseline"] = "fails unmutated" if info["tests"] else "no mapped tests"
+            print("\n".join(why[-15:]), file=sys.stderr)
+            return [], info
+        limit = 3 * seconds + 30
+        for m in sample:
+            if (known or {}).get(m.id) in ("killed", "timeout"):
+                m.status = (known or {})[m.id]
+                continue
+            path.write_text(mutated_source(original, m), encoding="utf-8")
+            m.status, m.seconds = run_tests(tmp, tests, limit)
+            m.seconds = round(m.seconds, 1)
+            if log:
+                print(f"{m.status:9} {m.seconds:6.1f}s {m.id}  {m.before} => {m.after}", file=sys.stderr, flush=True)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    return sample, info
+
+
+def markdown(results: list[tuple[list[Mutant], dict]], command: str, base: str) -> str:
+    lines = [
+        f"Measured on {base} with:",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        "| module | candidates | sampled | killed | survived | equivalent | score (killed / non-equivalent) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    survivors: list[Mutant] = []
+    for sample, info in results:
+        if info["baseline"] != "pass":
+            lines.append(f"| `{info['module']}` | {info['candidates']} | - | - | - | - | {info['baseline']} |")
+            continue
+        killed = sum(m.status in ("killed", "timeout") for m in sample)
+        equivalent = [m for m in sample if m.status == "survived" and m.id in EQUIVALENT]
+        alive = [m for m in sample if m.status == "survived" and m.id not in EQUIVALENT]
+        survivors += alive + equivalent
+        live = len(sample) - len(equivalent)
+        score = f"{100 * killed / live:.0f}% ({killed}/{live})" if live else "-"
+        lines.append(
+            f"| `{info['module']}` | {info['candidates']} | {len(sample)} | {killed} | {len(alive)} | "
+            f"{len(equivalent)} | {score} |"
+        )
+    total = [m for sample, _ in results for m in sample]
+    killed = sum(m.status in ("killed", "timeout") for m in total)
+    live = len(total) - sum(m.status == "survived" and m.id in EQUIVALENT for m in total)
+    if live:
+        lines.append(f"| **all** | | {len(total)} | {killed} | | | **{100 * killed / live:.0f}% ({killed}/{live})** |")
+    for _, info in results:
+        if info.get("deselected"):
+            lines += [
+                "",
+                f"Deselected for `{info['module']}` (failing before any mutation): "
+                + ", ".join(f"`{t}`" for t in info["deselected"]),
+            ]
+    lines += ["", "Surviving mutants:" if survivors else "No mutant survived.", ""]
+    for m in survivors:
+        why = f" Equivalent: {EQUIVALENT[m.id]}" if m.id in EQUIVALENT else " **Not killed.**"
+        lines.append(f"- `{m.id}`: `{m.before}` => `{m.after}`.{why}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(path: Path, text: str) -> None:
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    block = f"{BEGIN}\n{text}{END}"
+    if BEGIN in old and END in old:
+        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
+    else:
+        new = old + ("\n" if old else "") + block + "\n"
+    path.write_text(new, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", nargs="+", required=True, help="module paths relative to the repository")
+    parser.add_argument("--per-module", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--report", type=Path, help="markdown file whose mutants block is replaced")
+    parser.add_argument("--json", type=Path, help="where to write the per-mutant results")
+    parser.add_argument("--ref", help="mutate the tree of this commit (e.g. HEAD), not the working tree")
+    parser.add_argument(
+        "--with",
+        dest="overlay",
+        nargs="*",
+        default=[],
+        help="with --ref: working-tree files copied over that tree (e.g. new test files)",
+    )
+    parser.add_argument(
+        "--rerun", type=Path, help="a previous --json report: its killed mutants are kept, the others run again"
+    )
+    parser.add_argument("--list", action="store_true", help="list the sampled mutants, run nothing")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    command = "python benchmarks/mutants.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.list:
+        for module in args.modules:
+            source = (
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "show", f"{args.ref}:{module}"], capture_output=True, text=True, check=True
+                ).stdout
+                if args.ref
+                else (ROOT / module).read_text(encoding="utf-8")
+            )
+            everything = sorted(enumerate_mutants(module, source), key=lambda m: (m.line, m.col, m.op))
+            rng = random.Random(f"{args.seed}:{module}")
+            for m in sorted(
+                rng.sample(everything, min(args.per_module, len(everything))), key=lambda m: (m.line, m.col, m.op)
+            ):
+                print(f"{m.id}  {m.before} => {m.after}  [{', '.join(mapped_tests(module))}]")
+        return 0
+    known = (
+        {
+            m["id"]: m["status"]
+            for module in json.loads(args.rerun.read_text(encoding="utf-8"))
+            for m in module["mutants"]
+        }
+        if args.rerun
+        else None
+    )
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kvsize-mutants-") as name:
+        tmp = Path(name)
+        base = make_tree(tmp, args.ref, args.overlay)
+        for module in args.modules:
+            results.append(run_module(tmp, module, args.per_module, args.seed, not args.quiet, known))
+    text = markdown(results, command, base)
+    print(text)
+    if args.json:
+        payload = [{**info, "mutants": [asdict(m) | {"id": m.id} for m in sample]} for sample, info in results]
+        args.json.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    if args.report:
+        write_report(args.report, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

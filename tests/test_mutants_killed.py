@@ -1,0 +1,70 @@
+"""Tests that kill the mutants benchmarks/mutants.py found alive (docs/testing.md lists them), each value worked
+by hand from the engine's source or the rule's definition, cited beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvsize.engines.context import Device, UsageContext
+from kvsize.engines.sglang import tiered_reserve_mib
+from kvsize.engines.vllm_scheduler import batch_defaults, scheduler_settings
+from kvsize.errors import UsageError
+from kvsize.units import _shown, parse_bandwidth, parse_revision
+
+GIB = 1024**3
+
+
+def test_vllm_160_gib_tier_starts_at_exactly_160_gib() -> None:
+    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults@0.28.0: `if device_memory >= 160 * GiB_bytes:`
+    # 16384 tokens / 1024 sequences; else `>= 70 * GiB_bytes` (not A100): API server 8192 / 1024.
+    # 159.5 GiB is below the tier (a 159 GiB threshold would take it in); 160 GiB exactly is in it.
+    below = Device(total_memory_bytes=159 * GIB + GIB // 2, name="NVIDIA H200")
+    at = Device(total_memory_bytes=160 * GIB, name="NVIDIA H200")
+    assert batch_defaults("0.28.0", below, UsageContext.API_SERVER) == (8192, 1024)
+    assert batch_defaults("0.28.0", at, UsageContext.API_SERVER) == (16384, 1024)
+    # 0.27.1 has no 160 GiB tier (VllmRules.tier_160gib False): the 70 GiB tier's 8192 / 1024.
+    assert batch_defaults("0.27.1", at, UsageContext.API_SERVER) == (8192, 1024)
+
+
+def test_vllm_throughput_mode_keeps_a_given_max_num_seqs() -> None:
+    # vllm/engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args@0.19.0: throughput mode doubles
+    # only the defaults; a --max-num-seqs the user gave (64) is kept as is (x1, not x0 or x2).
+    settings = scheduler_settings(
+        "0.19.0",
+        Device(total_memory_bytes=80 * GIB, name="NVIDIA H100"),
+        max_model_len=4096,
+        throughput_mode=True,
+        max_num_seqs=64,
+    )
+    assert settings.max_num_seqs == 64
+
+
+def test_long_numbers_are_shown_by_their_digit_count() -> None:
+    # units._shown: |value| >= 10**30 is shown as "about N digits", N = int(bit_length x log10 2) + 1.
+    # 10**30: bit_length 100, 100 x 0.30103 = 30.1 -> 30 + 1 = 31 digits (a 10**31 cut would print it whole).
+    assert _shown(10**30) == "(a number of about 31 digits)"
+    # 10**40: bit_length 133, 133 x 0.30103 = 40.04 -> 41.
+    assert _shown(10**40) == "(a number of about 41 digits)"
+
+
+def test_bandwidth_in_gb_per_second() -> None:
+    # units.parse_bandwidth: GB/s x 10**9 bytes per second, above 0 and at most MAX_LINK_GB_S (100,000).
+    assert parse_bandwidth("64") == 64 * 10**9
+    assert parse_bandwidth(1e-9) == 1  # 1e-9 GB/s = 1 B/s: the smallest rate that is not 0 once truncated
+    for bad in ("0", "100001", 1e-10):  # 0; over the cap; 0.1 B/s truncates to 0
+        with pytest.raises(UsageError):
+            parse_bandwidth(bad)
+
+
+def test_revision_text() -> None:
+    # units.parse_revision: branch names under git check-ref-format; surrogates U+D800..U+DFFF refused (both ends).
+    assert parse_revision("main") == "main"
+    for bad in ("a\udfff", "a\ud800", 123):
+        with pytest.raises(UsageError):
+            parse_revision(bad)  # type: ignore[arg-type]
+
+
+def test_sglang_tiered_reserve_below_90_gib() -> None:
+    # sglang server_args.py ServerArgs.__post_init__@0.4.9.post2: `elif gpu_mem < 90 * 1024:` reserve
+    # (9.5 + tp/2) GiB; 89.5 GiB at tp 1: (9.5 + 0.5) x 1024 = 10240 MiB.
+    assert tiered_reserve_mib(89.5 * 1024, 1) == 10240
