@@ -206,6 +206,14 @@ class CheckResult(BaseModel):
     """What the KV budget alone holds per request (may pass the model's maximum; null: no limit)."""
     line: int | None = None
     """The deployment's line in the capacity file."""
+    _launch: Any = PrivateAttr(default=None)
+    """check_file(emit=True): the kvsize.launch.Launch serving a deployment that passed, or why there is none."""
+
+    @property
+    def launch(self) -> Any:
+        """The launch command (kvsize.launch.Launch), or a str saying why there is none; None: not asked, or the
+        deployment failed."""
+        return self._launch
 
 
 # --- reading the file ------------------------------------------------------------------------------------
@@ -312,8 +320,11 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
-def check_deployment(d: Deployment, *, base: Path, default_calibration: Calibration | None = None) -> CheckResult:
-    """Size one deployment and judge it against its requirement."""
+def check_deployment(
+    d: Deployment, *, base: Path, default_calibration: Calibration | None = None, emit: bool = False
+) -> CheckResult:
+    """Size one deployment and judge it against its requirement; `emit`: with the engine's launch command when it
+    passes (kvsize check --emit-dir)."""
     from kvsize.api import estimate_loaded
 
     req = d.require
@@ -411,7 +422,35 @@ def check_deployment(d: Deployment, *, base: Path, default_calibration: Calibrat
             + ("" if steady is not None else " (give prompt_len and output_len)")
         )
     reason = "; ".join(failures) if failures else _summary(req, fit.max_concurrency * replicas)
-    return CheckResult(passed=not failures, replicas=replicas, reason=reason, **common, **figures)
+    checked = CheckResult(passed=not failures, replicas=replicas, reason=reason, **common, **figures)
+    if emit and not failures:
+        checked._launch = _launch(d, base, s, options)
+    return checked
+
+
+def _launch(d: Deployment, base: Path, scenario: Any, options: Mapping[str, Any]) -> Any:
+    """The command serving `d` as it was sized (kvsize.launch.sized_launch, as `kvsize MODEL --emit`), or why
+    there is none: an engine kvsize emits no command for, or a release with no flag list."""
+    from kvsize.errors import UsageError
+    from kvsize.launch import EMIT_ENGINES, sized_launch
+
+    if scenario.engine not in EMIT_ENGINES:
+        return f"no launch command for engine {scenario.engine} (only {', '.join(EMIT_ENGINES)})"
+    settings = d.settings()
+    try:
+        return sized_launch(
+            _resolve_model(d.model, base),
+            scenario,
+            _loaded(_resolve_model(d.model, base), settings.revision),
+            options,
+            gpu=d.gpu,
+            engine_version=d.engine_version,
+            kv_memory_bytes=settings.kv_memory,
+            revision=settings.revision,
+            weights_dtype=d.weights_dtype,
+        )
+    except UsageError as exc:
+        return f"{exc}. {exc.hint}" if exc.hint else str(exc)
 
 
 def _judge(
@@ -480,12 +519,13 @@ def _calibration_target(d: Deployment, base: Path) -> CalibrationTarget:
     )
 
 
-def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
+def check_file(path: Path, calibration: str | None = None, *, emit: bool = False) -> list[CheckResult]:
     """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
     checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line, and so is
     a requirement that cannot be judged (min_pool_tokens under an engine with no pool).
     `calibration` (kvsize check --calibration) applies to the deployments without one of their own that it
-    measured (model, card, engine, release, tp x pp), to no other; one that matches none is bad input."""
+    measured (model, card, engine, release, tp x pp), to no other; one that matches none is bad input.
+    `emit`: each result carries its launch command, or why it has none (CheckResult.launch)."""
     capacity = load_capacity(path)
     base = path.parent
     for index, d in enumerate(capacity.deployments):  # a requirement that cannot be judged is bad input: exit 2
@@ -527,7 +567,9 @@ def check_file(path: Path, calibration: str | None = None) -> list[CheckResult]:
             continue
         try:
             results.append(
-                check_deployment(d, base=base, default_calibration=measured).model_copy(update={"line": line})
+                check_deployment(d, base=base, default_calibration=measured, emit=emit).model_copy(
+                    update={"line": line}
+                )
             )
         except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays
             exc.args = (f"{where}: {exc}",)

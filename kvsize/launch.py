@@ -495,3 +495,57 @@ def launch_command(engine: str, release: str, era: str | None, scenario: LaunchS
         config = (TRTLLM_CONFIG, yaml) if yaml is not None else None
     notes = ([flags.note] if flags.note else []) + b.notes
     return Launch(name, flags.release, tuple(b.argv), tuple(notes), flags.source, config)
+
+
+def sized_launch(
+    model: str,
+    scenario: Any,
+    loaded: Any,
+    options: Mapping[str, Any],
+    *,
+    gpu: str | None,
+    engine_version: str | None,
+    kv_memory_bytes: int | None = None,
+    revision: str | None = None,
+    weights_dtype: str | None = None,
+    hf_overrides: str | None = None,
+    prefix_caching: bool | None = None,
+    kv_cache_dtype_skip_layers: str | None = None,
+) -> Launch:
+    """The command serving one `scenario` that fits (kvsize.api.Scenario, sized from `loaded` with
+    `estimate_loaded(**options)` on `gpu`): the engine rebuilt as it sized it, its scheduler's token budget when
+    none was given (vLLM's tier default, which the budget profiled), the budget's utilisation. `--emit` and
+    `kvsize check --emit-dir` both build their commands here."""
+    from kvsize.api import _gpu_card, engine_context
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+
+    engine_options = options["engine_options"]
+    card = _gpu_card(gpu, options["gpu_mem"])
+    device = card.device if card is not None else None
+    rules = get_engine(scenario.engine, engine_version, engine_context(device, engine_options), **engine_options)
+    spec = parse_config(loaded.raw, source=loaded.location)
+    tokens = engine_options.get("max_num_batched_tokens")
+    if tokens is None and hasattr(rules, "scheduler"):  # vLLM: the tier default the budget profiled
+        tokens = rules.scheduler(scenario.ctx, scenario.tp, scenario.pp, spec).max_num_batched_tokens
+    return launch_command(
+        scenario.engine,
+        rules.version,
+        rules.rules_name,
+        scenario_of(
+            model,
+            scenario,
+            spec,
+            loaded.raw,
+            rules,
+            utilization=scenario.gpu.budget.utilization,
+            kv_memory_bytes=kv_memory_bytes,
+            max_num_batched_tokens=tokens,
+            revision=revision,
+            weights_dtype=weights_dtype,
+            hf_overrides=hf_overrides,
+            prefix_caching=prefix_caching,
+            kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
+            block_size=engine_options.get("block_size"),
+        ),
+    )

@@ -262,3 +262,38 @@ def test_advice_runs_on_an_auto_card(machine: Path) -> None:
     assert result.exit_code == 1, result.stderr
     scenario = json.loads(result.stdout)["scenarios"][0]
     assert scenario["gpu"]["fits"] is False and scenario["gpu"]["name"] == "rtx-4090"
+
+
+# --- --tp auto -------------------------------------------------------------------------------------------------
+
+
+def test_tp_auto_splits_over_the_machines_gpus(machine: Path, tmp_path: Path) -> None:
+    # Llama-3.1-8B: 32 attention heads, 8 KV heads (vLLM ModelConfig.verify_with_parallel_config: 32 % tp == 0;
+    # QKVParallelLinear: 8 % tp == 0). 8 GPUs: 32 % 8 = 0 and 8 % 8 = 0 -> tp 8.
+    standin(machine, "nvidia-smi", "nvidia-smi_h100x8.txt")
+    data = size_json("--gpu", "auto", "--tp", "auto")
+    assert data["scenarios"][0]["tp"] == 8
+    assert "--tp auto: tp 8, the largest split of 8 GPUs vllm accepts for this model" in data["notes"]
+    # 6 GPUs: 32 % 6 = 2 and 32 % 5 = 2 are refused; 32 % 4 = 0 and 8 % 4 = 0 -> tp 4
+    six = tmp_path / "six.txt"
+    six.write_text("".join((DATA / "nvidia-smi_h100x8.txt").read_text().splitlines(keepends=True)[:6]))
+    (machine / "nvidia-smi").write_text(f"#!/bin/sh\n'{CAT}' '{six}'\n")
+    local_gpu.detect.cache_clear()
+    data = size_json("--gpu", "auto", "--tp", "auto")
+    assert data["scenarios"][0]["tp"] == 4
+    assert data == size_json("--gpu", "auto", "--tp", "4") | {"notes": data["notes"]}  # the same sizing as --tp 4
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--gpu", "h100", "--tp", "auto"], "--tp auto needs --gpu auto"),
+        (["--tp", "auto"], "--tp auto needs --gpu auto"),
+        (["--gpu", "auto", "--tp", "auto", "--engine", "vllm,sglang"], "--tp auto takes one --engine"),
+    ],
+)
+def test_tp_auto_refusals(machine: Path, args: list[str], why: str) -> None:
+    standin(machine, "nvidia-smi", "nvidia-smi_h100x8.txt")
+    result = run(LLAMA_8B, "--ctx", "32k", *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {why}") and len(result.stderr.strip().splitlines()) == 1

@@ -17,6 +17,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from kvsize.cli import check, evict, listing, plan, size, verify
 from kvsize.cli.log import LOG_EPILOG, log_command
 from kvsize.cli.options import stderr_line
+from kvsize.cli.probe import PROBE_EPILOG, probe_command
 from kvsize.errors import ExitCode
 
 SIZE_COMMAND = "size"
@@ -228,6 +229,9 @@ app.command(
 app.command("log", cls=Command, short_help="Check an engine's start-up log against kvsize", epilog=LOG_EPILOG)(
     log_command
 )
+app.command(
+    "probe", cls=Command, short_help="Check a running vLLM or SGLang server against kvsize", epilog=PROBE_EPILOG
+)(probe_command)
 app.command(
     "evict",
     cls=Command,

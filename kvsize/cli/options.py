@@ -129,8 +129,9 @@ TpOpt = Annotated[
     typer.Option(
         "--tp",
         "--tensor-parallel-size",
-        help="Tensor-parallel GPUs per replica.",
-        metavar="N",
+        help="Tensor-parallel GPUs per replica; auto (with --gpu auto): the most of this machine's GPUs the engine "
+        "splits the model over.",
+        metavar="N|auto",
         rich_help_panel="Engine",
     ),
 ]

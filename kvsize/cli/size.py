@@ -197,9 +197,12 @@ def size(
         from kvsize.deployment import from_options
         from kvsize.resolve import load_model_config
 
+        tp_auto = tp.strip().lower() == "auto"
+        if tp_auto:
+            _check_tp_auto(gpu, engine)
         # Every value through the capacity file's model (one validator, errors naming the option).
         settings = from_options(
-            tp=tp,
+            tp="1" if tp_auto else tp,
             pp=pp,
             block_size=block_size,
             max_batched_tokens=max_num_batched_tokens,
@@ -218,6 +221,11 @@ def size(
             max_num_seqs=max_num_seqs,
         )
         loaded = load_model_config(model, revision=settings.revision)
+        tp_note = None
+        if tp_auto:  # the largest tp the engine splits the model over on this machine's GPUs
+            settings, tp_note = _auto_tp(
+                loaded, settings, engine, engine_version, hf_overrides, assume_standard_attention
+            )
         options = settings.estimate_options(
             kv_unified=kv_unified or None,
             flash_attn=flash_attn,
@@ -276,6 +284,10 @@ def size(
             from kvsize.calibration import calibrated_advice
 
             result = calibrated_advice(result)
+        if tp_note is not None:
+            import msgspec
+
+            result = msgspec.structs.replace(result, notes=(*result.notes, tp_note))
         from kvsize.record import to_json  # not kvsize.report: a JSON run imports no rich
 
         if plot:
@@ -297,6 +309,45 @@ def size(
     # --ctx the contexts are kvsize's own grid, so the question was "does it fit at all": no only if none fits.
     if verdicts and (not all(verdicts) if ctx is not None else not any(verdicts)):
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _check_tp_auto(gpu: str | None, engine: str) -> None:
+    """--tp auto splits over this machine's GPUs (--gpu auto), under one engine's rules."""
+    from kvsize.errors import UsageError
+    from kvsize.local_gpu import is_auto
+
+    if not is_auto(gpu):
+        raise UsageError("--tp auto needs --gpu auto", hint="It splits over this machine's GPUs; else give --tp N.")
+    if len(split_list(engine)) != 1 or engine.strip().lower() == "all":
+        raise UsageError("--tp auto takes one --engine", hint="Each engine splits by its own rules; give one.")
+
+
+def _auto_tp(
+    loaded: Any,
+    settings: Any,
+    engine: str,
+    engine_version: str | None,
+    hf_overrides: str | None,
+    assume_standard_attention: bool,
+) -> tuple[Any, str]:
+    """The settings with tp = the largest count <= this machine's GPUs (per pipeline stage) that the engine splits
+    the model over (kvsize.local_gpu.auto_tp: its own start-up checks), and the note saying so."""
+    import msgspec
+
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+    from kvsize.local_gpu import auto_tp, detect
+    from kvsize.overrides import apply_overrides, parse_overrides
+
+    overrides = parse_overrides(hf_overrides)  # the config the run sizes (a head count may be overridden)
+    raw = apply_overrides(loaded.raw, overrides) if overrides else loaded.raw
+    spec = parse_config(raw, source=loaded.location, assume_standard_attention=assume_standard_attention)
+    rules = get_engine(engine.strip().lower(), engine_version)
+    count = len(detect().gpus)
+    tp = auto_tp(rules, spec, count, settings.pp)
+    note = f"--tp auto: tp {tp}, the largest split of {count} GPU{'s' if count != 1 else ''}"
+    note += f" over {settings.pp} stages" if settings.pp > 1 else ""
+    return msgspec.structs.replace(settings, tp=tp), f"{note} {rules.name} accepts for this model"
 
 
 def _emit_scenario(
@@ -343,46 +394,26 @@ def _emit_launch(
     explain: bool,
 ) -> None:
     """The launch command of the one scenario sized, or, when it does not fit, the answer and its advice (exit 1)."""
-    from kvsize.api import _gpu_card, engine_context
-    from kvsize.config import parse_config
-    from kvsize.engines import get_engine
-    from kvsize.launch import launch_command, scenario_of
+    from kvsize.launch import sized_launch
     from kvsize.record import to_json
 
     scenario = result.scenarios[0]
     fits = scenario.gpu is not None and scenario.gpu.fits
     launch = None
     if fits:
-        options = args["options"]
-        engine_options = options["engine_options"]
-        card = _gpu_card(args["gpu"], options["gpu_mem"])
-        device = card.device if card is not None else None
-        rules = get_engine(scenario.engine, engine_version, engine_context(device, engine_options), **engine_options)
-        spec = parse_config(loaded.raw, source=loaded.location)
-        tokens = engine_options.get("max_num_batched_tokens")
-        if tokens is None and hasattr(rules, "scheduler"):  # vLLM: the tier default the budget profiled
-            tokens = rules.scheduler(scenario.ctx, scenario.tp, scenario.pp, spec).max_num_batched_tokens
-        budget = scenario.gpu.budget
-        launch = launch_command(
-            scenario.engine,
-            rules.version,
-            rules.rules_name,
-            scenario_of(
-                args["model"],
-                scenario,
-                spec,
-                loaded.raw,
-                rules,
-                utilization=budget.utilization,
-                kv_memory_bytes=settings.kv_memory,
-                max_num_batched_tokens=tokens,
-                revision=settings.revision,
-                weights_dtype=args["weights_dtype"],
-                hf_overrides=args["hf_overrides"],
-                prefix_caching=args["enable_prefix_caching"],
-                kv_cache_dtype_skip_layers=args["kv_cache_dtype_skip_layers"],
-                block_size=engine_options.get("block_size"),
-            ),
+        launch = sized_launch(
+            args["model"],
+            scenario,
+            loaded,
+            args["options"],
+            gpu=args["gpu"],
+            engine_version=engine_version,
+            kv_memory_bytes=settings.kv_memory,
+            revision=settings.revision,
+            weights_dtype=args["weights_dtype"],
+            hf_overrides=args["hf_overrides"],
+            prefix_caching=args["enable_prefix_caching"],
+            kv_cache_dtype_skip_layers=args["kv_cache_dtype_skip_layers"],
         )
     if json_output:
         import json

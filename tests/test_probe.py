@@ -1,0 +1,182 @@
+"""`kvsize probe URL` against loopback stand-ins for running engines (payloads in tests/data/probe, sources in
+its SOURCES.md): a vLLM 0.19.0 and a 0.33.0 server, an older (V0) server's labels, a server whose blocks are 30%
+off (exit 1), no server at all (exit 3) and a server that is no engine (exit 2). No network beyond 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from kvsize.cli.app import app
+from kvsize.probe import cache_config_info
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "data" / "probe"
+GIB = 1024**3
+
+
+def _routes(metrics: str, models: str | None, version: str | None) -> dict[str, tuple[str, str]]:
+    routes = {"/metrics": ((DATA / metrics).read_text(), "text/plain; version=0.0.4")}
+    if models:
+        routes["/v1/models"] = ((DATA / models).read_text(), "application/json")
+    if version:
+        routes["/version"] = ((DATA / version).read_text(), "application/json")
+    return routes
+
+
+@contextmanager
+def serving(routes: dict[str, tuple[str, str]]) -> Iterator[str]:
+    """A loopback server answering GET `routes` (path -> (body, content type)), 404 elsewhere."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+            body, kind = routes.get(self.path.split("?")[0], ("", ""))
+            data = body.encode()
+            self.send_response(200 if kind else 404)
+            self.send_header("Content-Type", kind or "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def probe(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["probe", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def figures(stdout: str) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in json.loads(stdout)["figures"]}
+
+
+def test_labels_parsed_with_prometheus_parser() -> None:
+    (labels,) = cache_config_info((DATA / "vllm-0.19.0-llama31-8b-h100.metrics").read_text())
+    assert (labels["num_gpu_blocks"], labels["block_size"], labels["engine"]) == ("29751", "16", "0")
+
+
+def test_vllm_0_19_on_h100_within_tolerance() -> None:
+    routes = _routes(
+        "vllm-0.19.0-llama31-8b-h100.metrics", "vllm-0.19.0-llama31-8b-h100.models.json", "vllm-0.19.0.version.json"
+    )
+    with serving(routes) as url:
+        code, out, err = probe(url + "/v1/", "--gpu", "h100", "--json")
+    assert code == 0, err + out
+    data = json.loads(out)
+    assert (data["engine"], data["engine_version"], data["model"]) == (
+        "vllm",
+        "0.19.0",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    )
+    figs = figures(out)
+    # One block: 16 tokens x 32 layers x 8 KV heads x (128 + 128) x 2 B = 2 MiB, so the served KV memory is
+    # 29,751 x 2 MiB = 58.107421875 GiB (the run's log printed "Available KV cache memory: 58.11 GiB").
+    assert figs["KV memory"]["logged"] == 29_751 * 2 / 1024
+    assert figs["GPU blocks"]["logged"] == 29_751
+    assert figs["block size"]["logged"] == figs["block size"]["predicted"] == 16
+    assert abs(figs["GPU blocks"]["error_pct"]) <= 1
+
+
+def test_blocks_30_percent_off_exit_1() -> None:
+    text = (DATA / "vllm-0.19.0-llama31-8b-h100.metrics").read_text()
+    routes = {
+        "/metrics": (text.replace('num_gpu_blocks="29751"', 'num_gpu_blocks="20826"'), "text/plain"),  # 0.7 x
+        "/v1/models": ((DATA / "vllm-0.19.0-llama31-8b-h100.models.json").read_text(), "application/json"),
+        "/version": ((DATA / "vllm-0.19.0.version.json").read_text(), "application/json"),
+    }
+    with serving(routes) as url:
+        code, out, err = probe(url, "--gpu", "h100", "--json")
+        table_code, table, _ = probe(url, "--gpu", "h100")
+    assert code == 1 and table_code == 1, err
+    figs = figures(out)
+    assert figs["GPU blocks"]["logged"] == 20_826
+    assert figs["GPU blocks"]["error_pct"] > 40  # ~29,750 predicted: +43% over 20,826
+    assert json.loads(out)["pass"] is False
+    assert "off" in table and "served" in table
+
+
+def test_vllm_0_33_capacity_labels() -> None:
+    routes = _routes(
+        "vllm-0.33.0-llama31-8b.metrics", "vllm-0.19.0-llama31-8b-h100.models.json", "vllm-0.33.0.version.json"
+    )
+    with serving(routes) as url:
+        code, out, err = probe(url, "--json")  # no --gpu: only the figures the served blocks decide
+    assert code == 0, err + out
+    figs = figures(out)
+    # get_kv_cache_capacity@0.33.0: concurrency = 29,751 blocks / (8,192 / 16 = 512 blocks per request)
+    # = 58.107421875, tokens = int(58.107421875 x 8,192) = 476,016.
+    assert figs["pool tokens"]["logged"] == figs["pool tokens"]["predicted"] == 476_016
+    assert figs["max concurrency"]["predicted"] == 58.11
+    assert "GPU blocks" not in figs
+    assert any("--gpu" in n for n in json.loads(out)["notes"])
+
+
+def test_older_release_labels_v0_cpu_blocks() -> None:
+    # aibrix's capture of a V0 server (no /version there): Qwen2.5-Coder-1.5B-Instruct, whose dimensions are
+    # Qwen2.5-1.5B-Instruct's (28 layers, 2 KV heads, head 128, bf16). One block: 16 x 28 x 2 x (128 + 128) x 2 B
+    # = 458,752 B; V0's num_cpu_blocks = 4,294,967,296 // 458,752 = 9,362 (worker.py determine_num_available_blocks).
+    routes = _routes("aibrix-vllm-v0-qwen25-coder-1.5b.metrics", "aibrix-vllm-v0-qwen25-coder-1.5b.models.json", None)
+    with serving(routes) as url:
+        code, out, err = probe(url, "--config", "Qwen/Qwen2.5-1.5B-Instruct", "--engine-version", "0.8.5", "--json")
+    assert code == 0, err + out
+    figs = figures(out)
+    assert figs["CPU blocks"]["logged"] == figs["CPU blocks"]["predicted"] == 9_362
+    assert figs["block size"]["predicted"] == 16
+
+
+def test_release_older_than_kvsize_reads_exit_2() -> None:
+    routes = _routes("aibrix-vllm-v0-qwen25-coder-1.5b.metrics", "aibrix-vllm-v0-qwen25-coder-1.5b.models.json", None)
+    routes["/version"] = ('{"version": "0.7.0"}', "application/json")
+    with serving(routes) as url:
+        code, _, err = probe(url, "--config", "Qwen/Qwen2.5-1.5B-Instruct")
+    assert code == 2 and err.count("\n") == 1, err
+
+
+def test_unreachable_exit_3() -> None:
+    with socket.socket() as sock:  # a port nothing listens on: bound, then closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, _, err = probe(f"http://127.0.0.1:{port}", "--timeout", "2")
+    assert code == 3 and err.startswith("Error: cannot reach") and err.count("\n") == 1, err
+
+
+def test_not_an_engine_exit_2() -> None:
+    with serving(
+        {"/": ("<html>hello</html>", "text/html"), "/metrics": ("process_cpu_seconds_total 1.0\n", "text/plain")}
+    ) as url:
+        code, _, err = probe(url)
+    assert code == 2 and "serves no engine" in err and err.count("\n") == 1, err
+
+
+def test_bad_url_exit_2() -> None:
+    code, _, err = probe("ftp://127.0.0.1:1")
+    assert code == 2 and err.count("\n") == 1, err
+
+
+def test_save_calibration_vllm_refused(tmp_path: Path) -> None:
+    routes = _routes(
+        "vllm-0.19.0-llama31-8b-h100.metrics", "vllm-0.19.0-llama31-8b-h100.models.json", "vllm-0.19.0.version.json"
+    )
+    with serving(routes) as url:
+        code, _, err = probe(url, "--gpu", "h100", "--save-calibration", str(tmp_path / "cal.yaml"))
+    assert code == 2 and "kvsize log" in err and not (tmp_path / "cal.yaml").exists()
