@@ -61,6 +61,7 @@ KNOWN_LAYER_TYPES = frozenset(
         "hybrid",
         "mlp",
         "moe",
+        "conv",
     }
 )
 # Families whose "linear_attention" layers kvsize sizes: Gated DeltaNet (Qwen3-Next / Qwen3.5 `linear_*`
@@ -77,10 +78,14 @@ def _has(c: Config, key: str) -> bool:
 # Model types kvsize knows (kvsize.config KNOWN_MODEL_TYPES) that have MLA layers or recurrent-state layers. A
 # known type outside them keeps standard attention whatever extra fields its config carries (transformers'
 # LlamaConfig ignores a kv_lora_rank); a type kvsize does not know is read by the fields it carries.
-MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32"})
+MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_linear"})
 STATE_MODEL_TYPES = frozenset(
     {"mamba", "mamba2", "falcon_mamba", "jamba", "nemotron_h", "zamba2", "qwen3_next", "falcon_h1", "minimax"}
 )
+# Families whose own fields kvsize.config reads (_kimi_layer_kinds / _kda_state, _lfm2_layer_kinds /
+# _short_conv_state): another model type carrying them is refused.
+KIMI_LINEAR_TYPES = frozenset({"kimi_linear"})
+LFM2_TYPES = frozenset({"lfm2", "lfm2_moe"})
 _KNOWN = "__kvsize_known_model_types__"  # where unknown_cache_fields puts the known types for the conditions
 
 
@@ -101,9 +106,12 @@ def _layer_types_known(c: Config) -> bool:
             continue
         if any(not isinstance(n, str) or n not in KNOWN_LAYER_TYPES for n in names):
             return False
+        if "conv" in names and c.get("model_type") not in LFM2_TYPES:
+            return False  # LFM2's short convolutions; another family's "conv" layers keep another state
         if "linear_attention" in names:
             lightning = str(c.get("model_type", "")).startswith("minimax")
-            if not lightning and not all(_has(c, k) for k in _GDN_FIELDS):
+            kda = c.get("model_type") in KIMI_LINEAR_TYPES
+            if not lightning and not kda and not all(_has(c, k) for k in _GDN_FIELDS):
                 return False
     return True
 
@@ -124,7 +132,27 @@ def _full_indexers(c: Config) -> bool:
 
 
 def _has_state(c: Config) -> bool:
-    return any(_has(c, k) for k in _STATE_SIZE_FIELDS) and _type_allows(c, STATE_MODEL_TYPES)
+    return any(_has(c, k) for k in _STATE_SIZE_FIELDS) and _recurrent_layout(c)
+
+
+# Fields that tell kvsize.config _layer_kinds which layers are recurrent in a config of a type it does not know.
+_RECURRENT_LAYOUT_FIELDS = ("hybrid_override_pattern", "attn_layer_period", "full_attention_interval", "attn_type_list")
+_HEAD_FIELDS = ("num_attention_heads", "n_head", "n_heads")
+
+
+def _recurrent_layout(c: Config) -> bool:
+    """Whether the parser would give the state fields a recurrent layer to size: a known family with recurrent
+    layers, or an unknown type that has no attention heads (a pure SSM) or says which layers are recurrent.
+    An unknown type with heads and state fields but no such layout would be sized as pure attention."""
+    model_type = c.get("model_type")
+    if model_type in c.get(_KNOWN, frozenset()):
+        return model_type in STATE_MODEL_TYPES
+    if not any(_has(c, k) for k in _HEAD_FIELDS) or any(_has(c, k) for k in _RECURRENT_LAYOUT_FIELDS):
+        return True
+    return any(
+        isinstance(names := c.get(key), list) and any(n in ("mamba", "linear_attention", "hybrid") for n in names)
+        for key in ("layer_types", "layers_block_type")
+    )
 
 
 def _windowed(c: Config) -> bool:
@@ -266,9 +294,10 @@ READ: dict[str, Reading] = {
         "linear_key_head_dim",
         "linear_value_head_dim",
         "linear_conv_kernel_dim",
-        when=lambda c: _type_allows(c, STATE_MODEL_TYPES),
-        condition=f"only for model types with recurrent layers ({', '.join(sorted(STATE_MODEL_TYPES))}) or "
-        "model types it does not know",
+        when=_recurrent_layout,
+        condition=f"only for model types with recurrent layers ({', '.join(sorted(STATE_MODEL_TYPES))}), or "
+        "model types it does not know that have no attention heads or say which layers are recurrent "
+        "(layer_types, hybrid_override_pattern, attn_layer_period, full_attention_interval)",
     ),  # fmt: skip
     **_family(
         "state",
@@ -320,17 +349,44 @@ READ: dict[str, Reading] = {
 }
 
 
-def _no_conv_layers(c: Config) -> bool:
-    """LFM2 with no short-convolution layer (every layer_types entry attention): its conv fields size nothing."""
-    types = c.get("layer_types")
-    return c.get("model_type") == "lfm2" and isinstance(types, list) and bool(types) and "conv" not in types
+def _lfm2(c: Config) -> bool:
+    return c.get("model_type") in LFM2_TYPES
 
 
-READ.update(_family("lfm2", "conv_L_cache", "full_attn_idxs", when=_no_conv_layers, condition="no conv layers"))
+READ.update(
+    {
+        # Kimi Linear: KDA and MLA layers from linear_attn_config (its children in READ_NESTED)
+        **_family(
+            "kda",
+            "linear_attn_config",
+            when=lambda c: c.get("model_type") in KIMI_LINEAR_TYPES,
+            condition="only for model_type kimi_linear",
+        ),
+        # CogVLM2's KV heads (its configs name no model_type)
+        **_family(
+            "attention",
+            "num_multi_query_heads",
+            when=lambda c: c.get("model_type") not in c.get(_KNOWN, frozenset()),
+            condition="only for model types it does not know (CogVLM2 names none): a known type's class ignores it",
+        ),
+        # LFM2 / LFM2.5: short-convolution layers over hidden_size channels
+        **_family("lfm2", "conv_L_cache", "full_attn_idxs", when=_lfm2, condition="only for LFM2 model types"),
+        **_family(
+            "lfm2",
+            "conv_dim",
+            when=lambda c: _lfm2(c) and c.get("conv_dim") == c.get("hidden_size"),
+            condition="only for LFM2 with conv_dim equal to hidden_size (transformers convolves hidden_size "
+            "channels, vLLM conv_dim)",
+        ),
+    }
+)
 
 # The fields of nested objects the parser reads, by the object's key.
 READ_NESTED: dict[str, frozenset[str]] = {
     "attn_config": frozenset({"kv_n_heads"}),
+    "linear_attn_config": frozenset(
+        {"kda_layers", "full_attn_layers", "num_heads", "head_dim", "short_conv_kernel_size"}
+    ),
     "block_configs[].attention": frozenset({"n_heads_in_group", "no_op", "replace_with_linear"}),
 }
 
@@ -538,6 +594,9 @@ def _nested(data: Config, where: str) -> list[Finding]:
     attn = data.get("attn_config")
     if isinstance(attn, Mapping):
         found += _unread_children(attn, READ_NESTED["attn_config"], f"{where}attn_config.")
+    linear = data.get("linear_attn_config")
+    if isinstance(linear, Mapping) and data.get("model_type") in KIMI_LINEAR_TYPES:
+        found += _unread_children(linear, READ_NESTED["linear_attn_config"], f"{where}linear_attn_config.")
     blocks = data.get("block_configs")
     if isinstance(blocks, list):
         for i, block in enumerate(blocks):

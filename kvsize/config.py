@@ -105,6 +105,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "starcoder2": {"tie_word_embeddings": True},
     "zamba2": {"tie_word_embeddings": True},
     "gpt_neox": {"tie_word_embeddings": False},
+    "lfm2": {"conv_L_cache": 3},
+    "lfm2_moe": {"conv_L_cache": 3},
 }
 
 # model_types whose configs this parser was written against; others are parsed from the standard fields
@@ -169,6 +171,9 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "minimax_m1",
     "minimax_m2",
     "openai-gpt",
+    "kimi_linear",
+    "lfm2",
+    "lfm2_moe",
 }
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
@@ -367,13 +372,17 @@ def _parse_known(
 
     num_layers = fields.need_int(*_LAYER_KEYS, maximum=MAX_LAYERS)
     layer_kinds = _layer_kinds(fields, num_layers, notes)
-    needs_attention = any(kind not in ("mamba", "none", "linear") for kind in layer_kinds)
+    needs_attention = any(kind not in ("mamba", "none", "linear", "kda", "short_conv") for kind in layer_kinds)
     attention = _attention_params(fields, notes) if needs_attention else None
     state = (
         _state_spec(fields, _model_dtype(raw, data))
         if any(k.startswith(("mamba", "linear")) for k in layer_kinds)
         else None
     )
+    if "kda" in layer_kinds:
+        state = _kda_state(fields, _model_dtype(raw, data))
+    if "short_conv" in layer_kinds:
+        state = _short_conv_state(fields, _model_dtype(raw, data))
     if "lightning" in layer_kinds:
         assert attention is not None
         state = _lightning_state(attention, _model_dtype(raw, data))
@@ -615,6 +624,10 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
             raise f.error("hybrid_override_pattern", f"must be a string of {n} characters from '*M-E'")
         f.used.append("hybrid_override_pattern")
         return [_PATTERN_CHAR_KIND[c] for c in pattern]
+    if f.raw("model_type") == "kimi_linear":
+        return _kimi_layer_kinds(f, n)
+    if f.raw("model_type") in LFM2_MODEL_TYPES:
+        return _lfm2_layer_kinds(f, n)
     codes = f.raw("attn_type_list")
     if codes is not None:
         # MiniMax-Text-01 / M1 / M2: 0 = lightning (linear) attention, 1 = softmax attention
@@ -651,6 +664,49 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
     if not any(f.has(k) for k in _HEAD_KEYS) and any(f.has(k) for k in _SSM_STATE_KEYS):
         return ["mamba"] * n  # attention-free state-space model (Mamba, Mamba-2)
     return _attention_layer_kinds(f, n, notes)
+
+
+LFM2_MODEL_TYPES = ("lfm2", "lfm2_moe")
+
+
+def _kimi_layer_kinds(f: _Fields, n: int) -> list[str]:
+    """Kimi Linear: the 1-based `linear_attn_config.kda_layers` are KDA, `full_attn_layers` MLA (transformers
+    KimiLinearConfig.__post_init__ builds layer_types from both lists; vLLM KimiLinearConfig.is_kda_layer reads
+    kda_layers). The two lists must cover every layer once; a stated `layer_types` takes precedence."""
+    names = f.str_list("layer_types", n)
+    if names is not None:
+        if set(names) - {"full_attention", "linear_attention"}:
+            raise f.error("layer_types", "must list only full_attention and linear_attention for kimi_linear")
+        return ["full" if t == "full_attention" else "kda" for t in names]
+    sub = _linear_attn_config(f)
+    kda, full = sub.int_list("kda_layers"), sub.int_list("full_attn_layers")
+    if kda is None or full is None:
+        raise sub.error("kda_layers", "and full_attn_layers must both be given (1-based layer numbers)")
+    if sorted(kda + full) != list(range(1, n + 1)):
+        raise sub.error("kda_layers", f"and full_attn_layers must together list layers 1..{n} once each")
+    kda_set = set(kda)
+    return ["kda" if i + 1 in kda_set else "full" for i in range(n)]
+
+
+def _linear_attn_config(f: _Fields) -> _Fields:
+    sub = f.raw("linear_attn_config")
+    if not isinstance(sub, Mapping):
+        raise f.error("linear_attn_config", "must be an object (Kimi Linear's KDA layers)")
+    f.used.append("linear_attn_config")
+    return _Fields(sub, source=f.source, where=f"{f.where}linear_attn_config.")
+
+
+def _lfm2_layer_kinds(f: _Fields, n: int) -> list[str]:
+    """LFM2: "conv" layers are gated short convolutions, "full_attention" layers standard GQA; without
+    layer_types the layers in `full_attn_idxs` (default all) attend (transformers Lfm2Config.__post_init__)."""
+    names = f.str_list("layer_types", n)
+    if names is None:
+        idxs = f.int_list("full_attn_idxs")
+        attending = set(range(n)) if idxs is None else set(idxs)
+        names = ["full_attention" if i in attending else "conv" for i in range(n)]
+    if set(names) - {"full_attention", "conv"}:
+        raise f.error("layer_types", "must list only conv and full_attention for LFM2")
+    return ["full" if t == "full_attention" else "short_conv" for t in names]
 
 
 def _nas_layer_kinds(f: _Fields, n: int) -> list[str]:
@@ -772,7 +828,9 @@ def _num_kv_heads(f: _Fields, num_heads: int, from_attn_config: int | None) -> i
         return 1  # Falcon-7B, GPT-BigCode: one K/V head
     if f.flag("multi_query_attention") is not False and f.has("multi_query_group_num"):
         return f.need_int("multi_query_group_num")  # ChatGLM / GLM
-    kv = f.integer("n_head_kv", "num_kv_heads", "num_key_value_heads", "num_attention_groups")
+    # CogVLM2 names its KV heads num_multi_query_heads (8 beside 32 query heads; its remote code's
+    # VisionExpertAttention builds Attention(num_kv_heads=num_multi_query_heads), head_dim = hidden / heads).
+    kv = f.integer("n_head_kv", "num_kv_heads", "num_key_value_heads", "num_attention_groups", "num_multi_query_heads")
     return num_heads if kv is None else kv  # absent: multi-head attention
 
 
@@ -790,6 +848,35 @@ def _lightning_state(attn: _AttentionParams, model_dtype: KvDtype | None) -> Sta
         conv_channels=1,
         conv_kernel=1,  # keeps conv_kernel - 1 = 0 inputs: no convolution state
         ssm_shape=(attn.num_heads, attn.head_dim, attn.head_dim),
+        dtype=(model_dtype or KvDtype.BF16).value,
+    )
+
+
+def _kda_state(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
+    """Kimi delta attention: a short conv over q, k and v (3 x num_heads x head_dim channels) and one
+    head_dim x head_dim delta-rule matrix per head (vLLM mamba_utils.py MambaStateShapeCalculator.kda_state_shape;
+    transformers KimiLinearDeltaAttention: conv_dim = 3 x qkv_dim, recurrent state (heads, head_dim, head_dim))."""
+    sub = _linear_attn_config(f)
+    heads = sub.need_int("num_heads")
+    head_dim = sub.need_int("head_dim")
+    return StateSpec(
+        kind=StateKind.KDA,
+        conv_channels=3 * heads * head_dim,
+        conv_kernel=sub.need_int("short_conv_kernel_size"),
+        ssm_shape=(heads, head_dim, head_dim),
+        dtype=(model_dtype or KvDtype.BF16).value,
+    )
+
+
+def _short_conv_state(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
+    """LFM2's gated short convolution keeps the last inputs of a depthwise conv over hidden_size channels and
+    nothing else (transformers Lfm2ShortConv: Conv1d(hidden_size, kernel_size=conv_L_cache); vLLM ShortConv with
+    dim = conv_dim, mamba_utils.py short_conv_state_shape). A conv_dim unlike hidden_size is refused by the guard."""
+    return StateSpec(
+        kind=StateKind.SHORT_CONV,
+        conv_channels=f.need_int(*_HIDDEN_KEYS),
+        conv_kernel=f.need_int("conv_L_cache"),
+        ssm_shape=(),
         dtype=(model_dtype or KvDtype.BF16).value,
     )
 
@@ -908,7 +995,7 @@ def _layer(
         return LayerSpec(index=index)
     if kind == "mamba":
         return LayerSpec(index=index, state=state)
-    if kind in ("linear", "lightning"):
+    if kind in ("linear", "lightning", "kda", "short_conv"):
         return LayerSpec(index=index, state=state)
     assert attn is not None
     with_state = kind.startswith("mamba+")

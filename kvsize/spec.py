@@ -30,6 +30,8 @@ class StateKind(str, Enum):
     MAMBA2 = "mamba2"  # Mamba-2 SSD
     GATED_DELTANET = "gated_deltanet"  # Qwen3-Next linear attention
     LIGHTNING = "lightning"  # MiniMax-Text-01 / M1 lightning (linear) attention: one K^T V matrix per head
+    KDA = "kda"  # Kimi delta attention (Kimi Linear): a conv over q, k, v and one head_dim^2 matrix per head
+    SHORT_CONV = "short_conv"  # LFM2 gated short convolution: a conv state only, no recurrent matrix
 
 
 class AttentionSpec(Record, frozen=True, kw_only=True):
@@ -86,7 +88,7 @@ class StateSpec(Record, frozen=True, kw_only=True):
     conv_kernel: int
     """Convolution width; a cache keeps the last `conv_kernel - 1` inputs (some engines keep `conv_kernel`)."""
     ssm_shape: tuple[int, ...]
-    """Shape of the recurrent (SSM / delta-rule) state tensor per request."""
+    """Shape of the recurrent (SSM / delta-rule) state tensor per request; empty for SHORT_CONV, which has none."""
     dtype: str = "bf16"
     """Storage format of the state (a `KvDtype` value); engines may override it."""
     n_groups: int | None = None
@@ -100,6 +102,8 @@ class StateSpec(Record, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         check_at_least(self, 1, "conv_channels", "conv_kernel", "n_groups", "chunk_size")
+        if self.kind is StateKind.SHORT_CONV and self.ssm_shape == ():
+            return
         if not self.ssm_shape or not all(
             isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in self.ssm_shape
         ):
@@ -111,7 +115,7 @@ class StateSpec(Record, frozen=True, kw_only=True):
 
     @property
     def ssm_elements(self) -> int:
-        return prod(self.ssm_shape)
+        return prod(self.ssm_shape) if self.ssm_shape else 0
 
 
 class LayerSpec(msgspec.Struct, frozen=True):

@@ -14,7 +14,11 @@ from kvsize.engines.context import DEFAULT_CONTEXT, EngineContext
 from kvsize.engines.releases import Era, ReleaseTable
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.sizing import KvEstimate, LayerGroupCost
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec, group_identical
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec, group_identical
+
+# The recurrent states every engine's state rule was read for; engines that size the newer kinds (KDA, short
+# convolutions) name them in `sized_state_kinds`, the others refuse such models (`check_state_kind`).
+CLASSIC_STATE_KINDS = frozenset({StateKind.MAMBA, StateKind.MAMBA2, StateKind.GATED_DELTANET, StateKind.LIGHTNING})
 
 # Layer kinds whose cache grows with the context (the others are fixed per request or empty).
 PER_TOKEN_KINDS = frozenset({AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA})
@@ -102,6 +106,8 @@ class Engine(ABC):
     """Releases whose rules differ, newest first; the first is the default."""
     serves_encoder_decoder: ClassVar[bool] = False
     """Whether kvsize models this engine's cache for encoder-decoder models (T5, BART, Whisper)."""
+    sized_state_kinds: ClassVar[frozenset[StateKind]] = CLASSIC_STATE_KINDS
+    """Recurrent states whose shape, dtype and pool kvsize has read for this engine; others are refused."""
     context: EngineContext = DEFAULT_CONTEXT
     """The device and scheduler settings the rules are evaluated for (`with_context`)."""
 
@@ -217,8 +223,23 @@ class Engine(ABC):
     def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
         """Token slots one layer allocates for a request of `ctx` tokens (block rounding included)."""
 
+    def check_state_kind(self, state: StateSpec) -> None:
+        """Raise UnsupportedArchitecture for a recurrent state this engine's rules were not read for."""
+        if state.kind not in self.sized_state_kinds:
+            raise UnsupportedArchitecture(
+                f"{self.title}: kvsize has not read how this engine keeps a {state.kind.value} state (its shape, "
+                "dtype and place in the cache pool), so it cannot size it",
+                hint="Use --engine formula (or hf where transformers has the model).",
+            )
+
+    def check_state_kinds(self, spec: ArchSpec) -> None:
+        for layer, _ in spec.layer_groups():
+            if layer.state is not None:
+                self.check_state_kind(layer.state)
+
     def conv_state_kept(self, state: StateSpec) -> int:
         """Past inputs of the short convolution a cache keeps (vLLM, SGLang, llama.cpp: kernel - 1)."""
+        self.check_state_kind(state)  # every engine's state rule passes through here
         return state.conv_kernel - 1
 
     def state_dtypes(self, spec: ArchSpec, state: StateSpec) -> tuple[KvDtype, KvDtype]:
@@ -228,8 +249,9 @@ class Engine(ABC):
     def state_bytes(self, spec: ArchSpec, state: StateSpec, tp: int = 1) -> int:
         """Bytes of one layer's recurrent state per request on one rank: channels and heads split over
         the tensor-parallel ranks (vLLM MambaStateShapeCalculator divides both by tp)."""
+        conv_kept = self.conv_state_kept(state)
         conv_dtype, ssm_dtype = self.state_dtypes(spec, state)
-        conv = cdiv(state.conv_channels, tp) * self.conv_state_kept(state)
+        conv = cdiv(state.conv_channels, tp) * conv_kept
         ssm = cdiv(state.ssm_shape[0], tp) * (state.ssm_elements // state.ssm_shape[0]) if state.ssm_shape else 0
         return conv_dtype.storage.bytes_for(conv) + ssm_dtype.storage.bytes_for(ssm)
 
@@ -273,6 +295,7 @@ class Engine(ABC):
         if tp < 1 or pp < 1:
             raise UsageError("--tp and --pp must be positive")
         self.check_encoder_decoder(spec)
+        self.check_state_kinds(spec)
         self.check_supported(spec)
         self.check_dtype(spec, kv_dtype)
         self.check_parallel(spec, tp, pp)

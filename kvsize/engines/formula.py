@@ -13,13 +13,14 @@ tensor parallelism KV heads split across ranks (at least one per rank) and an ML
 from __future__ import annotations
 
 from kvsize.engines.base import Engine
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, StateKind
 
 
 class FormulaEngine(Engine):
     name = "formula"
     title = "formula (engine-independent)"
     serves_encoder_decoder = True
+    sized_state_kinds = frozenset(StateKind)  # every state: conv_kernel - 1 inputs plus the recurrent matrix
 
     @property
     def rule(self) -> str:

@@ -165,6 +165,7 @@ class HfEngine(Engine):
     name = "hf"
     title = "Hugging Face transformers"
     versions = (RULE_LATENT, RULE_PER_HEAD)
+    sized_state_kinds = frozenset(StateKind)  # hf_state_bytes: conv full kernel + recurrent state, per kind
 
     def __init__(
         self,
@@ -331,8 +332,11 @@ class HfEngine(Engine):
         models/minimax/modeling_minimax.py, checked with `kvsize verify` on CPU)."""
         if state.kind is StateKind.LIGHTNING:
             return self.row_bytes(prod(state.ssm_shape), dtype)
+        # KDA: one conv state over q, k and v together (models/kimi_linear/modeling_kimi_linear.py
+        # KimiLinearDeltaAttention.forward, conv_dim = 3 x heads x head_dim) and the fp32 delta-rule matrix;
+        # LFM2: the conv state alone (models/lfm2/modeling_lfm2.py Lfm2ShortConv: get_conv_state only).
         conv = self.row_bytes(state.conv_channels * state.conv_kernel, dtype)
-        return conv + self.row_bytes(prod(state.ssm_shape), RECURRENT_STATE_DTYPE)
+        return conv + self.row_bytes(state.ssm_elements, RECURRENT_STATE_DTYPE)
 
     def layer_request_bytes(
         self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int

@@ -512,6 +512,11 @@ class SglangEngine(Engine):
     # --- what SGLang serves -----------------------------------------------------------------------------
 
     def check_supported(self, spec: ArchSpec) -> None:
+        if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
+            raise UnsupportedArchitecture(
+                "SGLang has no CogVLMForCausalLM (sglang/srt/models, 0.5.x): it cannot serve CogVLM2",
+                hint="Size it with --engine formula.",
+            )
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"{spec.model_type}: {reason}")

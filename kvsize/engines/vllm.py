@@ -233,6 +233,11 @@ class VllmEngine(Engine):
     # --- what vLLM serves -----------------------------------------------------------------------------
 
     def check_supported(self, spec: ArchSpec) -> None:
+        if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
+            raise UnsupportedArchitecture(
+                "vLLM has no CogVLMForCausalLM (model_executor/models/registry.py 0.8.5-0.33): it cannot serve CogVLM2",
+                hint="Size it with --engine formula.",
+            )
         r = self.rules
         if spec.model_type in MLLAMA_TYPES:
             why = (
