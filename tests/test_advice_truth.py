@@ -159,31 +159,36 @@ def test_cap_message_compares_with_what_the_budget_holds() -> None:
     # token. On an H200 vLLM's pool is 1,163,040 tokens = 72,690 blocks of 16; a 1,024-token request is 64
     # blocks, so the budget holds 72,690 // 64 = 1,135 (the pool line's 1,163,040 / 1,024 = 1135.78x), but
     # max_num_seqs is 1,024 (vLLM 0.33.0 engine/arg_utils.py default for an H200 as the API server).
+    # The H200's CUDA-visible memory is 139.81 GiB = 150,119,844,413 B (gpu_profiles/h200.yaml cuda_total_bytes, a
+    # published vLLM log), 140,047,811 B under the nominal 140.40 GiB less the CUDA context.
+    # That is 140,047,811 x 0.92 = 128,843,986 B less KV memory: 1,123 tokens, 71 blocks of 16 (1,136 tokens):
+    # 1,161,904 tokens = 72,619 blocks, 72,619 // 64 = 1,134 requests, 1,161,904 / 1,024 = 1134.67x.
     _, data = sized("Qwen/Qwen3-0.6B", "--ctx", "1k", "--gpu", "h200")
     gpu = data["scenarios"][0]["gpu"]
-    assert gpu["kv_pool_tokens"] == 1_163_040
-    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (1024, 1135, 1024)
+    assert gpu["kv_pool_tokens"] == 1_161_904
+    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (1024, 1134, 1024)
     assert gpu["cap_binds"]
     code, screen = in_terminal("Qwen/Qwen3-0.6B", "--ctx", "1k", "--gpu", "h200", colour=False)
     assert code == 0
     assert_uncut(screen)
     flat = " ".join(screen.split())
-    assert "at most 1,024 requests at once, fewer than the 1,135 the KV budget holds at 1,024 tokens" in flat
-    assert "1135.78x, above the engine's cap of 1,024 running requests" in flat
+    assert "at most 1,024 requests at once, fewer than the 1,134 the KV budget holds at 1,024 tokens" in flat
+    assert "1134.67x, above the engine's cap of 1,024 running requests" in flat
 
 
 def test_sglang_cap_message_compares_with_what_the_budget_holds() -> None:
     # Audit 5, SGLang at 128 tokens on an H200: pages of one token, so the pool of 1,169,968 tokens holds
     # 1,169,968 // 128 = 9,140 requests; SGLang's default max_running_requests (mem_cache/
     # kv_cache_configurator.py KVCacheConfigurator.resolve_max_num_reqs, 0.5.23) is int(pool / 128 x 512)
-    # clamped to [2048, 4096] = 4,096.
+    # clamped to [2048, 4096] = 4,096. From the H200's CUDA-visible 139.81 GiB (140,047,811 B under the old
+    # start) the pool is 140,047,811 x 0.903 / 114,688 = 1,102 tokens smaller: 1,168,866, holding 9,131.
     _, data = sized("Qwen/Qwen3-0.6B", "--ctx", "128", "--gpu", "h200", "--engine", "sglang")
     gpu = data["scenarios"][0]["gpu"]
-    assert gpu["kv_pool_tokens"] == 1_169_968
-    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (4096, 9140, 4096)
+    assert gpu["kv_pool_tokens"] == 1_168_866
+    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (4096, 9131, 4096)
     code, screen = in_terminal("Qwen/Qwen3-0.6B", "--ctx", "128", "--gpu", "h200", "--engine", "sglang")
     flat = " ".join(screen.split())
-    assert code == 0 and "at most 4,096 requests at once, fewer than the 9,140 the KV budget holds" in flat
+    assert code == 0 and "at most 4,096 requests at once, fewer than the 9,131 the KV budget holds" in flat
 
 
 def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
@@ -213,13 +218,15 @@ def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
 
 
 def test_batch_above_the_cap_that_fits_in_memory_says_so() -> None:
-    # Qwen3-0.6B, 32k x8 on an H200 with --max-num-seqs 2: the pool is 1,181,264 tokens = 73,829 blocks; a
-    # 32,768-token request is 2,048 blocks, so the budget holds 73,829 // 2,048 = 36 >= 8: the batch fits in
+    # Qwen3-0.6B, 32k x8 on an H200 with --max-num-seqs 2: the pool is 1,180,144 tokens = 73,759 blocks (from the
+    # H200's CUDA-visible 139.81 GiB: 140,047,811 x 0.92 / 114,688 B = 1,123 tokens, 70 blocks fewer than from
+    # the nominal size); a
+    # 32,768-token request is 2,048 blocks, so the budget holds 73,759 // 2,048 = 36 >= 8: the batch fits in
     # memory (exit 0), but vLLM runs 2 of the 8 at once and the other 6 wait in the queue, not preempted.
     args = ["Qwen/Qwen3-0.6B", "--ctx", "32k", "--batch", "8", "--gpu", "h200", "--max-num-seqs", "2"]
     code, data = sized(*args)
     gpu = data["scenarios"][0]["gpu"]
-    assert code == 0 and gpu["kv_pool_tokens"] == 1_181_264
+    assert code == 0 and gpu["kv_pool_tokens"] == 1_180_144
     assert (gpu["fits"], gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["cap_binds"]) == (
         True, 2, 36, True,
     )  # fmt: skip

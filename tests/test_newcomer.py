@@ -300,7 +300,7 @@ def test_a_hub_id_with_an_extra_word_is_still_an_error(tmp_path: Path) -> None:
 
 # --- 4. the first screen ------------------------------------------------------------------------------------------
 
-COMMANDS = ("size", "gpus", "models", "check", "schema", "plan", "verify", "log", "evict")
+COMMANDS = ("size", "gpus", "models", "check", "schema", "plan", "verify", "log", "probe", "evict")
 
 
 @pytest.mark.parametrize("colour", [True, False], ids=["colour", "NO_COLOR"])

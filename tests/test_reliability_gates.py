@@ -627,15 +627,16 @@ def _weights(config: dict[str, Any]) -> int:
 def test_gptq_per_channel_sizes_positive() -> None:
     # group_size -1: vLLM GPTQLinearMethod.create_weights uses group_size = input_size, one fp16 scale and one
     # 4-bit zero per output channel: 4 + (16 + 4) / 4096 bits per weight (in-features = hidden_size 4096).
-    # GPTQ leaves embed_tokens and lm_head unquantized (2 x 32,000 x 4,096 = 262,144,000 params at 2 bytes):
-    # ceil(708,874,240 x (4 + 20/4096) / 8) = 354,437,120 + 432,662.5 -> 354,869,783, + 524,288,000
-    # = 879,157,783 bytes.
+    # GPTQ quantizes the decoder's Linear layers only: embed_tokens and lm_head (2 x 32,000 x 4,096 = 262,144,000
+    # params) and the norms (4 layers x 2 x 4,096 + 4,096 = 36,864 params) stay at 2 bytes. Linear params:
+    # 708,874,240 - 36,864 = 708,837,376: x 4/8 = 354,418,688, scales x 20/4096/8 = 432,640; + 73,728 (norms)
+    # + 524,288,000 = 879,213,056 bytes.
     config = {**TINY, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": -1}}
-    assert _weights(config) == 879_157_783
+    assert _weights(config) == 879_213_056
     grouped = {**TINY, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}
-    # 4 + 20/128 bits: 708,874,240 x 4/8 + 708,874,240 x 20/1024 = 354,437,120 + 13,845,200 = 368,282,320,
-    # + 524,288,000 = 892,570,320 bytes; per-channel holds fewer scales.
-    assert _weights(grouped) == 892_570_320 > _weights(config)
+    # 4 + 20/128 bits: 708,837,376 x 4/8 + 708,837,376 x 20/1024 = 354,418,688 + 13,844,480 = 368,263,168,
+    # + 73,728 + 524,288,000 = 892,624,896 bytes; per-channel holds fewer scales.
+    assert _weights(grouped) == 892_624_896 > _weights(config)
 
 
 @pytest.mark.parametrize(
