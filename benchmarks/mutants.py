@@ -51,8 +51,18 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engine_vllm_truth.py",
         "tests/test_mutants_killed.py",
     ],
-    "kvsize/engines/releases.py": ["tests/test_engine_releases.py", "tests/test_mutants_killed.py"],
-    "kvsize/budget.py": ["tests/test_budget_truth.py", "tests/test_planner.py", "tests/test_mutants_killed.py"],
+    "kvsize/engines/releases.py": [
+        "tests/test_engine_releases.py",
+        "tests/test_vllm_eras.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/budget.py": [
+        "tests/test_budget_truth.py",
+        "tests/test_budget_cards.py",
+        "tests/test_planner.py",
+        "tests/test_engine_logs.py",
+        "tests/test_mutants_killed.py",
+    ],
     "kvsize/units.py": ["tests/test_units.py", "tests/test_range_errors.py", "tests/test_mutants_killed.py"],
     "kvsize/engine_log.py": [
         "tests/test_reliability_log.py",

@@ -68,3 +68,50 @@ def test_sglang_tiered_reserve_below_90_gib() -> None:
     # sglang server_args.py ServerArgs.__post_init__@0.4.9.post2: `elif gpu_mem < 90 * 1024:` reserve
     # (9.5 + tp/2) GiB; 89.5 GiB at tp 1: (9.5 + 0.5) x 1024 = 10240 MiB.
     assert tiered_reserve_mib(89.5 * 1024, 1) == 10240
+
+
+# --- survivors of the 2026-12-01 run (benchmarks/mutants.py --per-module 10 --seed 1) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "sms"),
+    [
+        # NVIDIA's specifications: RTX 6000 Ada 142 SMs (18,176 CUDA cores / 128), RTX 3090 82 (10,496 / 128),
+        # L40 / L40S 142, L4 58, A10 72, RTX A6000 84 (10,752 / 128).
+        ("NVIDIA RTX 6000 Ada Generation", 142),
+        ("NVIDIA GeForce RTX 3090", 82),
+        ("NVIDIA L40S", 142),
+        ("NVIDIA L4", 58),
+        ("NVIDIA A10", 72),
+        ("NVIDIA RTX A6000", 84),
+        (None, 132),  # no name: an H100's 132
+    ],
+)
+def test_sm_counts_per_card(name: str | None, sms: int) -> None:
+    from kvsize.budget import sm_count
+
+    assert sm_count(name) == sms
+
+
+def test_release_numbers_ignore_trailing_zeros() -> None:
+    """releases._release_of: 1 and 1.0 are one release, so typing either for a newest of 1.0.0 gives no note."""
+    from kvsize.engines.releases import Era, ReleaseTable
+
+    table = ReleaseTable("x", "X", (Era("0.9.0", "0.9.0", "old"), Era("1.0.0", "1.0.0", "new")))
+    assert table.resolve("1").note is None and table.resolve("1.0").note is None
+    assert table.resolve("1.0.1").note is not None  # a later patch than the newest read
+    # An era read up to a vendor build of its first release is named by that release alone.
+    assert Era("0.8.5", "0.8.5+vendor", None).span() == "0.8.5"
+
+
+def test_named_rule_sets_resolve_exactly() -> None:
+    """releases.resolve_named (transformers' cache layouts): the name typed, exactly; another is refused naming
+    the choices, the typed text cut at 40 characters."""
+    from kvsize.engines.releases import resolve_named
+
+    assert resolve_named("hf", ("5.15+", "<5.15"), "<5.15").rules == "<5.15"
+    assert resolve_named("hf", ("5.15+", "<5.15"), None).rules == "5.15+"
+    with pytest.raises(UsageError) as raised:
+        resolve_named("hf", ("5.15+", "<5.15"), "x" * 100)
+    assert f"'{'x' * 40}'" in str(raised.value) and "x" * 41 not in str(raised.value)
+    assert "5.15+, <5.15" in (raised.value.hint or "")
