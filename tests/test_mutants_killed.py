@@ -115,3 +115,15 @@ def test_named_rule_sets_resolve_exactly() -> None:
         resolve_named("hf", ("5.15+", "<5.15"), "x" * 100)
     assert f"'{'x' * 40}'" in str(raised.value) and "x" * 41 not in str(raised.value)
     assert "5.15+, <5.15" in (raised.value.hint or "")
+
+
+def test_sglang_reserve_floor_only_above_60_gib() -> None:
+    """arg_groups/memory_hook.py handle_gpu_memory_settings (0.5.23): `if gpu_mem > 60 * 1024: reserved =
+    max(reserved, 10 * 1024)`. With chunk 2048, decode max_bs 8 and no prefill graph the reserve is
+    512 + 2048 x 1.5 + 1/8 x 1024 + 8 x 2 = 3,728 MiB. At exactly 61,440 MiB (60 GiB) no floor:
+    round((61,440 - 3,728) / 61,440, 3) = 0.939; one MiB more and the floor binds: round(51,201 / 61,441, 3) = 0.833."""
+    from kvsize.engines.sglang import default_mem_fraction_static
+
+    args = {"chunked_prefill_size": 2048, "cuda_graph_max_bs": 8, "prefill_graph": False}
+    assert default_mem_fraction_static(61_440, **args) == 0.939
+    assert default_mem_fraction_static(61_441, **args) == 0.833
