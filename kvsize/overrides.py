@@ -35,7 +35,7 @@ def parse_overrides(text: str | Mapping[str, Any] | None, flag: str = "--hf-over
         if len(text) > _MAX_OVERRIDE_CHARS:
             raise UsageError(f"{flag}: longer than {_MAX_OVERRIDE_CHARS:,} characters")
         try:
-            value = json.loads(text, parse_constant=_refuse_constant)
+            value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
         except (json.JSONDecodeError, ValueError) as e:
             raise UsageError(
                 f"{flag} is not JSON: {str(e)[:80]}",
@@ -47,11 +47,21 @@ def parse_overrides(text: str | Mapping[str, Any] | None, flag: str = "--hf-over
     for key in value:
         if not isinstance(key, str) or not key or len(key) > 200:
             raise UsageError(f"{flag}: every key must be a config field name")
+    for key in ("rope_scaling", "rope_parameters"):  # transformers takes an object (or null) there
+        if key in value and value[key] is not None and not isinstance(value[key], dict):
+            raise UsageError(f"{flag}: {key} must be a JSON object or null, got {type(value[key]).__name__}")
     return value
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:20]} is out of range for a number")
+    return value
 
 
 def _is_sub_config(key: str, value: Any) -> bool:

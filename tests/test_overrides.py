@@ -42,6 +42,8 @@ def test_apply_overrides_replaces_fields_and_updates_sub_configs() -> None:
         ("[1]", "must be a JSON object"),
         ("{bad", "is not JSON"),
         ('{"factor": NaN}', "is not JSON"),
+        ('{"rope_scaling": {"factor": 1e999}}', "is not JSON"),  # inf: out of range
+        ('{"rope_scaling": 4}', "must be a JSON object or null"),
         ("1" * 70_000, "longer than"),
     ],
 )

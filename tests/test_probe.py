@@ -180,3 +180,15 @@ def test_save_calibration_vllm_refused(tmp_path: Path) -> None:
     with serving(routes) as url:
         code, _, err = probe(url, "--gpu", "h100", "--save-calibration", str(tmp_path / "cal.yaml"))
     assert code == 2 and "kvsize log" in err and not (tmp_path / "cal.yaml").exists()
+
+
+def test_a_malformed_url_is_bad_input_not_unreachable() -> None:
+    import pytest
+
+    from kvsize.cli.probe import base_url
+    from kvsize.errors import UsageError
+
+    for url in ("not a url", "http://host:8000/\x07", "ftp://host", "http://"):
+        with pytest.raises(UsageError, match="is not an http"):
+            base_url(url)
+    assert base_url("localhost:8000/v1/") == "http://localhost:8000"

@@ -59,7 +59,9 @@ def base_url(url: str) -> str:
 
     text = url.strip()
     parts = urlsplit(text if "://" in text else f"http://{text}")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    # A URL holds no white space or control characters (RFC 3986); urllib would only refuse it when fetching.
+    malformed = any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or malformed:
         raise UsageError(f"'{clean(url)[:80]}' is not an http(s) URL", hint="Give the server as http://host:port.")
     path = parts.path.rstrip("/")
     path = path[:-3] if path.endswith("/v1") else path
