@@ -54,7 +54,7 @@ def test_release_to_era(typed: str, era: str) -> None:
     assert resolved.note is None  # within the releases read: no note
 
 
-@pytest.mark.parametrize("typed", ["0.33.1", "0.34", "1.0.0", "0.34.0rc1"])
+@pytest.mark.parametrize("typed", ["0.33.1", "0.34", "1.0.0", "0.34.0rc1", "0.33.0.post1"])
 def test_newer_than_the_newest_read_uses_the_newest_with_a_note(typed: str) -> None:
     resolved = TABLE.resolve(typed)
     assert resolved.era.rules == "c"

@@ -129,7 +129,7 @@ class ReleaseTable(Generic[RulesT]):
             )
         era = [e for e in self.eras if _parse(e.first) <= key][-1]
         shown = typed.lstrip("vV")
-        if key > _parse(self.newest.last) and _release_of(version) != _release_of(_parse(self.newest.last)):
+        if key > _parse(self.newest.last):  # PEP 440: 0.33 == 0.33.0; a post release (0.5.23.post1) is later
             return Resolved(
                 shown,
                 era,
