@@ -321,10 +321,16 @@ def _loaded(model: str, revision: str | None) -> Any:
 
 
 def check_deployment(
-    d: Deployment, *, base: Path, default_calibration: Calibration | None = None, emit: bool = False
+    d: Deployment,
+    *,
+    base: Path,
+    default_calibration: Calibration | None = None,
+    emit: bool = False,
+    with_max_context: bool = False,
 ) -> CheckResult:
     """Size one deployment and judge it against its requirement; `emit`: with the engine's launch command when it
-    passes (kvsize check --emit-dir)."""
+    passes (kvsize check --emit-dir); `with_max_context`: max_context computed even when the requirement does not
+    ask for it (kvsize check --json), else only then (the search costs about a third of the check's time)."""
     from kvsize.api import estimate_loaded
 
     req = d.require
@@ -375,7 +381,7 @@ def check_deployment(
         gpu=d.gpu,
         weights_dtype=d.weights_dtype,
         **options,
-        with_max_context=req.max_context is not None,
+        with_max_context=with_max_context or req.max_context is not None,
         prefix_len=req.prefix_len,
         prompt_len=req.prompt_len,
         output_len=req.output_len,
@@ -519,13 +525,16 @@ def _calibration_target(d: Deployment, base: Path) -> CalibrationTarget:
     )
 
 
-def check_file(path: Path, calibration: str | None = None, *, emit: bool = False) -> list[CheckResult]:
+def check_file(
+    path: Path, calibration: str | None = None, *, emit: bool = False, with_max_context: bool = False
+) -> list[CheckResult]:
     """Every deployment's verdict. A model that cannot be loaded fails its deployment (the others are still
     checked); any other bad value (GPU, engine, dtype) is bad input naming the deployment and its line, and so is
     a requirement that cannot be judged (min_pool_tokens under an engine with no pool).
     `calibration` (kvsize check --calibration) applies to the deployments without one of their own that it
     measured (model, card, engine, release, tp x pp), to no other; one that matches none is bad input.
-    `emit`: each result carries its launch command, or why it has none (CheckResult.launch)."""
+    `emit`: each result carries its launch command, or why it has none (CheckResult.launch).
+    `with_max_context`: every result's max_context computed (kvsize check --json); else only where required."""
     capacity = load_capacity(path)
     base = path.parent
     for index, d in enumerate(capacity.deployments):  # a requirement that cannot be judged is bad input: exit 2
@@ -567,9 +576,9 @@ def check_file(path: Path, calibration: str | None = None, *, emit: bool = False
             continue
         try:
             results.append(
-                check_deployment(d, base=base, default_calibration=measured, emit=emit).model_copy(
-                    update={"line": line}
-                )
+                check_deployment(
+                    d, base=base, default_calibration=measured, emit=emit, with_max_context=with_max_context
+                ).model_copy(update={"line": line})
             )
         except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays
             exc.args = (f"{where}: {exc}",)

@@ -145,10 +145,12 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
     gpu_rows = [s for s in result.scenarios if s.gpu is not None]
     if gpu_rows:
         console.print(_gpu_panel(gpu_rows, width, explain=explain, multi_engine=multi_engine))
-    from kvsize.report_serving import serving_lines
+    from kvsize.report_serving import latency_table, serving_lines
 
     for line in serving_lines(result.scenarios, explain=explain):
         console.print(line)
+    for renderable in latency_table(result.latency):
+        console.print(renderable)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
@@ -646,7 +648,13 @@ def render_models(console: Console, entries: Iterable[tuple[RegistryEntry, str]]
 # --- check and plan --------------------------------------------------------------------------------------
 
 
+CHECK_KEYS_MIN = 16  # the check's key columns at their narrowest: deployment folded to 1, result 6, padding, rules
+
+
 def render_check(console: Console, results: Sequence[CheckResult]) -> None:
+    # A model id is never split while it fits beside the key columns (rich shrinks the deployment column
+    # first); only one wider than that folds.
+    room = _width(console) - CHECK_KEYS_MIN
     columns = [
         Column("deployment", "left", key=True, wrap=True),
         Column("result", "left", key=True),
@@ -654,7 +662,7 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
         Column("ctx x batch"),
         Column("max reqs"),
         Column("KV budget/GPU"),
-        Column("model", "left", wrap=True),
+        Column("model", "left", wrap=any(Text(r.model).cell_len > room for r in results)),
     ]
     rows = []
     for r in results:
@@ -672,6 +680,8 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
         )
     for table in stacked_tables("Capacity check", columns, rows, _width(console)):
         console.print(table)
+    # max_concurrency is summed over replicas (capacity_file.check_deployment); concurrency is the engine's own
+    console.print("[dim]max reqs: requests of ctx at once, all replicas; JSON concurrency is per replica[/]")
     for r in results:
         verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
         where = f" (line {r.line})" if r.line and not r.passed else ""

@@ -517,3 +517,65 @@ def test_check_and_plan_json_keep_max_context_within_the_model(tmp_path: Path) -
     # plan ranks cards by concurrency at --ctx: it carries no max_context at all, so none past the model's.
     plan = json.loads(runner.invoke(app, ["plan", str(model), "--ctx", "8k", "--json"]).stdout)
     assert plan["plans"] and not any("max_context" in p for p in plan["plans"])
+
+
+def test_check_json_computes_max_context_without_a_requirement_for_it(tmp_path: Path) -> None:
+    # The sizing command's max_context for Llama-3.1-70B at 128k on tp 4 H200s: the KV budget holds far more than
+    # 131,072 tokens per request (the table: 36 requests of 131,072 fit), so the config's max_position_embeddings,
+    # 131,072, is the answer. check --json must carry it, not null, though no requirement names max_context.
+    path = tmp_path / "capacity.yaml"
+    path.write_text(
+        "deployments:\n  - name: long\n    model: meta-llama/Llama-3.1-70B-Instruct\n    gpu: h200\n    tp: 4\n"
+        "    gpus: 8\n    kv_dtype: fp8\n    require: {ctx: 128k, min_concurrency: 8}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    (d,) = json.loads(result.stdout)["deployments"]
+    assert d["max_context"] == 131_072 and d["max_context_by_memory"] > 131_072
+    sized = json.loads(
+        runner.invoke(
+            app,
+            [
+                "meta-llama/Llama-3.1-70B-Instruct",
+                "--ctx",
+                "128k",
+                "--gpu",
+                "h200",
+                "--tp",
+                "4",
+                "--kv-dtype",
+                "fp8",
+                "--json",
+            ],
+        ).stdout
+    )["scenarios"][0]["gpu"]
+    assert (d["max_context"], d["max_context_by_memory"]) == (sized["max_context"], sized["max_context_by_memory"])
+    # replicas = gpus 8 / (tp 4 x pp 1) = 2: max_concurrency (the table's "max reqs") sums them, the engine's
+    # concurrency is one replica's, as the gloss under the table says.
+    assert d["replicas"] == 2 and d["max_concurrency"] == 2 * int(d["concurrency"])
+
+
+@pytest.mark.parametrize("colour", [True, False], ids=["colour", "NO_COLOR"])
+def test_check_keeps_each_model_id_on_one_line_at_80_columns(tmp_path: Path, colour: bool) -> None:
+    # Deployment names and a model path wider than the room beside them: rich must narrow the deployment column
+    # (it may wrap), never split "meta-llama/Llama-3.1-70B-Instruct" (33 characters) or the 44-character path.
+    model = tmp_path / "a-rather-long-folder-name-for-a-model"
+    model.mkdir()
+    small_context_model(model)
+    path = tmp_path / "capacity.yaml"
+    path.write_text(
+        "deployments:\n"
+        "  - name: long-context-seventy-billion-instruct-prod\n    model: meta-llama/Llama-3.1-70B-Instruct\n"
+        "    gpu: h200\n    tp: 4\n    kv_dtype: fp8\n    require: {ctx: 8k}\n"
+        f"  - name: small-context-model-from-a-folder-on-disk\n    model: ./{model.name}\n"
+        "    gpu: h100\n    engine: formula\n    require: {ctx: 8k}\n",
+        encoding="utf-8",
+    )
+    code, screen = in_terminal("check", str(path), colour=colour)
+    assert code == 0, screen
+    assert_uncut(screen)
+    lines = screen.splitlines()
+    assert any("meta-llama/Llama-3.1-70B-Instruct" in line for line in lines), screen
+    assert any(f"./{model.name}" in line for line in lines), screen
+    assert "max reqs: requests of ctx at once, all replicas; JSON concurrency is per replica" in screen

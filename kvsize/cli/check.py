@@ -68,7 +68,7 @@ def check(
             from kvsize.capacity_file import load_capacity
 
             files = _launch_files(load_capacity(path), folder, inputs) if folder is not None else None
-            results = check_file(path, calibration, emit=files is not None)
+            results = check_file(path, calibration, emit=files is not None, with_max_context=json_output)
         except KvsizeError as exc:  # exit 2 (or 3): the runner still shows it on the file, and the line if known
             if os.environ.get("GITHUB_ACTIONS") == "true":
                 workflow_command(github_error_annotation(exc, file=str(path)))
