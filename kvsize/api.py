@@ -20,7 +20,7 @@ from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Device, Engine, EngineContext, get_engine
 from kvsize.errors import KvsizeError, UsageError
-from kvsize.fit import GpuFit, Hardware, plan_fit
+from kvsize.fit import GpuFit, Hardware, LatencyBound, plan_fit
 from kvsize.overrides import apply_overrides, parse_overrides
 from kvsize.record import Record
 from kvsize.resolve import LoadedConfig, load_model_config
@@ -83,14 +83,16 @@ class Scenario(KvEstimate, frozen=True, kw_only=True):
     """paged (the engine's blocks) or contiguous (the whole ctx reserved per request)."""
 
 
-class Estimate(Record, frozen=True, kw_only=True):
-    """The JSON contract of `kvsize MODEL --json`."""
+class Estimate(Record, frozen=True, kw_only=True, omit_defaults=True):
+    """The JSON contract of `kvsize MODEL --json` (`latency` only with --itl: the only field with a default)."""
 
     model: str
     source: str
     architecture: ArchitectureSummary
     notes: tuple[str, ...]
     scenarios: tuple[Scenario, ...]
+    latency: tuple[LatencyBound, ...] = ()
+    """--itl: lower bounds on TTFT and ITL per context x batch (first engine and KV dtype), kvsize.fit."""
 
 
 def summarize(spec: ArchSpec) -> ArchitectureSummary:
@@ -394,6 +396,7 @@ class EstimateOptions(TypedDict, total=False):
     environment: Mapping[str, str] | None
     assume_standard_attention: bool
     dtype: str | None
+    itl_ms: float | None
 
 
 def estimate(
@@ -457,6 +460,7 @@ def estimate_loaded(
     environment: Mapping[str, str] | None = None,
     assume_standard_attention: bool = False,
     dtype: str | None = None,
+    itl_ms: float | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
@@ -467,7 +471,8 @@ def estimate_loaded(
     `assume_standard_attention` sizes a config whose cache-relevant fields kvsize does not understand from its
     standard attention fields, every answer naming the fields ignored (kvsize/cache_fields.py); without it such a
     config is refused. `dtype` is vLLM's and SGLang's --dtype (auto, half, float16, bfloat16, float, float32): the
-    dtype the engine serves the model in, which `kv_dtype` auto stores."""
+    dtype the engine serves the model in, which `kv_dtype` auto stores. `itl_ms` (an inter-token latency target)
+    adds `latency`: roofline lower bounds on TTFT and ITL per ctx x batch and the most requests within it."""
     # Every value through the CLI's readers (see "the API's readers" above): refused as the CLI refuses it.
     tp, pp = _setting("tp", tp, "tp", optional=False), _setting("pp", pp, "pp", optional=False)
     gpu_mem = _setting("gpu_mem", gpu_mem, "gpu_mem")
@@ -622,12 +627,50 @@ def estimate_loaded(
         scenarios = [_advised(loaded, spec, s, rerun_options) for s in scenarios]
         if len(engines) > 1:
             scenarios = _judged_across_engines(loaded, spec, scenarios, rerun_options)
+    latency = _latency(spec, scenarios, engines, hardware, contexts, batches, tp, pp, itl_ms)
     return Estimate(
         model=loaded.model,
         source=loaded.source_label,
         architecture=summarize(spec),
         notes=tuple(dict.fromkeys(notes)),
         scenarios=tuple(scenarios),
+        latency=tuple(latency),
+    )
+
+
+def _latency(
+    spec: ArchSpec,
+    scenarios: Sequence[Scenario],
+    engines: Sequence[Engine],
+    hardware: Hardware | None,
+    contexts: Sequence[int],
+    batches: Sequence[int],
+    tp: int,
+    pp: int,
+    itl_ms: float | None,
+) -> list[LatencyBound]:
+    """--itl: the first engine's and KV dtype's latency bounds on the card (kvsize.fit latency_bounds)."""
+    if itl_ms is None:
+        return []
+    if isinstance(itl_ms, bool) or not isinstance(itl_ms, (int, float)) or not 0 < itl_ms < 1e9:
+        raise UsageError(f"itl_ms must be a positive number of milliseconds, got {_shown(itl_ms)}")
+    first = next((s for s in scenarios if s.gpu is not None), None)
+    if first is None or first.gpu is None or hardware is None or not hardware.bandwidth_bytes_per_s:
+        raise UsageError(
+            "--itl needs the card's memory bandwidth", hint="Add --gpu with a profile (kvsize gpus lists them)."
+        )
+    from kvsize.fit import latency_bounds, request_bytes
+
+    engine = next(e for e in engines if e.name == first.engine)
+    dtype = first.kv_dtype
+    return latency_bounds(
+        weights_per_gpu=first.gpu.weights_bytes,
+        kv_per_request=lambda c: request_bytes(engine, spec, c, dtype, tp, pp),
+        hardware=hardware,
+        contexts=contexts,
+        batches=batches,
+        itl_ms=float(itl_ms),
+        tp=tp,
     )
 
 
@@ -972,7 +1015,22 @@ def _hardware(
         cpu_mem_bytes=offload[0] if offload else None,
         link_bytes_per_s=(offload[1] if offload else None) or card.host_link_bytes_per_s,
         link_source="--link-bandwidth" if offload and offload[1] else card.host_link_source,
+        num_experts=_routed_experts(loaded.raw) if spec.experts_per_token else None,
+        experts_per_token=spec.experts_per_token,
     )
+
+
+def _routed_experts(raw: Mapping[str, Any]) -> int | None:
+    """Routed experts per MoE layer, from the keys kvsize/params.py _moe_spec reads (text config first)."""
+    for key in ("text_config", "language_config", "llm_config"):
+        if isinstance(raw.get(key), Mapping):
+            raw = raw[key]
+            break
+    for key in ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts"):
+        value = raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def offload_settings(cpu_mem: str | None, link_gb_s: str | None) -> tuple[int, int | None] | None:

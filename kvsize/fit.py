@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import msgspec
 
 from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
@@ -343,6 +345,10 @@ class Hardware(msgspec.Struct, frozen=True):
     link_bytes_per_s: int | None = None
     link_source: str | None = None
     """Where link_bytes_per_s comes from (--link-bandwidth or the GPU profile's host link)."""
+    num_experts: int | None = None
+    """MoE models: routed experts per MoE layer (n_routed_experts / num_local_experts / num_experts)."""
+    experts_per_token: int | None = None
+    """MoE models: routed experts each token chooses (num_experts_per_tok / top_k)."""
 
 
 def weights_read_per_step(weights_per_gpu: int, hw: Hardware) -> int:
@@ -377,6 +383,109 @@ def speed_bound(
         rule="memory-bandwidth roofline: every decode step reads the GPU's weights (an MoE's routed share: "
         "active/total parameters) and the batch's KV once; prefill at the bf16 dense peak",
     )
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts `tokens` tokens route to in one MoE layer, each choosing top_k of num_experts
+    uniformly and independently: E x (1 - (1 - k/E)^tokens) (an expert is missed by a token with chance 1 - k/E)."""
+    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+
+
+def weights_read_for_tokens(weights_per_gpu: int, hw: Hardware, tokens: int) -> tuple[float, float | None]:
+    """(weight bytes, experts read per MoE layer) one forward pass over `tokens` tokens reads on a GPU. A dense
+    model reads every weight. An MoE reads the dense parts, the shared experts and the expected distinct routed
+    experts (uniform routing): active + (distinct - k) / (E - k) x (total - active) parameters, since
+    total - active is the (E - k) routed experts per layer a single token skips (kvsize/params.py)."""
+    active, total = hw.active_parameters, hw.total_parameters
+    experts, k = hw.num_experts, hw.experts_per_token
+    if not (active and total and active < total and experts and k and k < experts):
+        return float(weights_read_per_step(weights_per_gpu, hw)), None
+    distinct = expected_distinct_experts(experts, k, tokens)
+    params = active + (distinct - k) / (experts - k) * (total - active)
+    return weights_per_gpu * params / total, distinct
+
+
+class LatencyBound(Record, frozen=True, kw_only=True):
+    """Lower bounds on latency at one context and batch (roofline: no engine is faster), as --itl prints them."""
+
+    ctx: int
+    batch: int
+    experts_read_per_layer: float | None
+    """MoE: expected distinct routed experts a decode step reads per layer (uniform routing); None if dense."""
+    weights_read_bytes: float
+    kv_read_bytes: int
+    """batch x one request's KV at ctx on the GPU (the engine's bytes)."""
+    ttft_seconds_min: float | None
+    """max(2 x active params x batch x ctx / peak FLOP/s, prefill's weight read / bandwidth); None without a peak."""
+    itl_seconds_min: float
+    """(weights read + KV read) / memory bandwidth."""
+    itl_target_ms: float
+    max_requests_under_itl: int
+    """Most requests at ctx whose decode step bound stays within the target (0: not even one)."""
+    bandwidth_bytes_per_s: int
+    peak_flops: float | None
+    rule: str
+
+
+LATENCY_RULE = (
+    "roofline lower bounds: ITL >= (weights read + batch x ctx KV) / bandwidth, an MoE reading "
+    "E x (1 - (1 - k/E)^batch) routed experts per layer (uniform routing) plus its dense and shared parts; "
+    "TTFT >= max(2 x active params x batch x ctx / peak, weights read / bandwidth)"
+)
+MAX_LATENCY_REQUESTS = 1 << 30
+
+
+def latency_bounds(
+    *,
+    weights_per_gpu: int,
+    kv_per_request: Callable[[int], int],
+    hardware: Hardware,
+    contexts: Sequence[int],
+    batches: Sequence[int],
+    itl_ms: float,
+    tp: int = 1,
+) -> list[LatencyBound]:
+    """One row per context x batch. `kv_per_request(ctx)` is one request's KV bytes on the GPU at ctx;
+    `weights_per_gpu` the weights on one GPU; FLOPs are split over tp GPUs. A bound: reading less than this, or
+    computing faster than the peak, is impossible; real engines are slower."""
+    bw, peak = hardware.bandwidth_bytes_per_s, hardware.bf16_flops
+    if not bw:
+        raise ValueError("latency bounds need the card's memory bandwidth")
+
+    def step(batch: int, kv: int) -> float:
+        return (weights_read_for_tokens(weights_per_gpu, hardware, batch)[0] + batch * kv) / bw
+
+    rows = []
+    for ctx in contexts:
+        kv = kv_per_request(ctx)
+        target = itl_ms / 1000
+        low, high = 0, MAX_LATENCY_REQUESTS  # the step grows with the batch: bisect the largest within target
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if step(mid, kv) <= target else (low, mid)
+        for batch in batches:
+            weights, experts = weights_read_for_tokens(weights_per_gpu, hardware, batch)
+            ttft = None
+            if peak and hardware.active_parameters:
+                compute = 2 * hardware.active_parameters * batch * ctx / (peak * tp)
+                ttft = max(compute, weights_read_for_tokens(weights_per_gpu, hardware, batch * ctx)[0] / bw)
+            rows.append(
+                LatencyBound(
+                    ctx=ctx,
+                    batch=batch,
+                    experts_read_per_layer=experts,
+                    weights_read_bytes=weights,
+                    kv_read_bytes=batch * kv,
+                    ttft_seconds_min=ttft,
+                    itl_seconds_min=(weights + batch * kv) / bw,
+                    itl_target_ms=itl_ms,
+                    max_requests_under_itl=low,
+                    bandwidth_bytes_per_s=bw,
+                    peak_flops=peak,
+                    rule=LATENCY_RULE,
+                )
+            )
+    return rows
 
 
 def offload_tier(*, bytes_per_token: int, bytes_per_request: int, hw: Hardware) -> OffloadTier | None:

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kvsize.api import Scenario
+from kvsize.fit import LatencyBound
 from kvsize.text import from_markup
 from kvsize.units import format_bytes
 
@@ -78,3 +79,43 @@ def serving_lines(scenarios: Sequence[Scenario], *, explain: bool = False) -> li
             lines.append(f"recompute (prefill) {off.recompute_seconds_per_request:.3g} s/request (bound)")
         lines.append(f"[dim]link: {escape(off.link_source)}[/]")
     return [from_markup(line) for line in lines]
+
+
+def latency_table(rows: Sequence[LatencyBound]) -> list[object]:
+    """--itl: lower bounds on TTFT and ITL per ctx x batch (under 80 columns), then the rule and the card's
+    figures they use. experts: routed experts a decode step reads per MoE layer (expected, uniform routing)."""
+    if not rows:
+        return []
+    from rich import box
+    from rich.table import Table
+
+    first = rows[0]
+    title = f"latency bounds; max @ {first.itl_target_ms:g} ms: most requests at ctx whose ITL bound fits it"
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for name in (
+        "ctx",
+        "batch",
+        "experts/layer",
+        "read/step",
+        "TTFT >=",
+        "ITL >=",
+        f"max @ {first.itl_target_ms:g} ms",
+    ):
+        table.add_column(name, justify="right")
+    for r in rows:
+        table.add_row(
+            f"{r.ctx:,}",
+            f"{r.batch:,}",
+            f"{r.experts_read_per_layer:.1f}" if r.experts_read_per_layer is not None else "dense",
+            format_bytes(round(r.weights_read_bytes + r.kv_read_bytes)),
+            _duration(r.ttft_seconds_min) if r.ttft_seconds_min is not None else "-",
+            _duration(r.itl_seconds_min),
+            f"{r.max_requests_under_itl:,}",
+        )
+    peak = f", peak {first.peak_flops / 1e12:g} TFLOP/s bf16" if first.peak_flops else ""
+    card = f"bandwidth {first.bandwidth_bytes_per_s / 1e12:g} TB/s{peak} (GPU profile)"
+    return [table, from_markup(f"[dim]bounds, {escape(card)}: {escape(first.rule)}[/]")]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:,.3g} s"

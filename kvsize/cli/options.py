@@ -341,6 +341,17 @@ LinkOpt = Annotated[
         rich_help_panel="Offload",
     ),
 ]
+ItlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--itl",
+        help="Inter-token latency target in ms: print lower bounds on TTFT and ITL per ctx x batch and the most "
+        "requests within it (needs --gpu).",
+        show_default=False,
+        metavar="MS",
+        rich_help_panel="Serving workload",
+    ),
+]
 # --- serving-time memory (kvsize/serving.py) ---
 PrefixLenOpt = Annotated[
     str | None,

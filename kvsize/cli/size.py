@@ -29,6 +29,7 @@ from kvsize.cli.options import (
     GpuOpt,
     GpuUtilOpt,
     HfOverridesOpt,
+    ItlOpt,
     JsonOpt,
     KvBudgetTokensOpt,
     KvDtypeOpt,
@@ -124,6 +125,7 @@ def size(
     calibration: CalibrationOpt = None,
     weights_mem_per_gpu: WeightsPerGpuOpt = None,
     emit_engine: EmitOpt = None,
+    itl: ItlOpt = None,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
 
@@ -277,6 +279,7 @@ def size(
             hf_overrides=hf_overrides,
             assume_standard_attention=assume_standard_attention,
             dtype=dtype,
+            itl_ms=_itl_ms(itl),
             **options,
             with_advice=True,
         )
@@ -430,3 +433,18 @@ def _emit_launch(
     if launch is None:
         stderr_line("Not emitted: the scenario does not fit (advice above).")
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _itl_ms(text: str | None) -> float | None:
+    """--itl MS: a positive number of milliseconds."""
+    if text is None:
+        return None
+    from kvsize.errors import UsageError
+
+    try:
+        value = float(text.strip().removesuffix("ms"))
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1e9:  # NaN fails too
+        raise UsageError(f"--itl expects a positive number of milliseconds, got '{text}'", hint="For example --itl 50.")
+    return value
