@@ -825,3 +825,27 @@ def read_calibration(path: str) -> Calibration:
     text = read_small_text(Path(path).expanduser(), max_bytes=1 << 20, what="calibration file")
     data = load_yaml_data(text, source=path, what="calibration file")
     return calibration_from_mapping(data, source=path)
+
+
+def resolve_measured_model(ref: str | None, config: str | None, notes: list[str]) -> tuple[Any, Any]:
+    """(spec, loaded config) of the model a log or a server names (`config` wins), or (None, None) with a note
+    when kvsize cannot find it; a --config that cannot be read is the error itself."""
+    from kvsize.config import parse_config
+    from kvsize.errors import EnvironmentProblem
+    from kvsize.resolve import load_model_config
+
+    ref = config or ref
+    if not ref:
+        return None, None
+    try:
+        loaded = load_model_config(ref)
+        return parse_config(loaded.raw, source=loaded.location), loaded
+    except EnvironmentProblem as exc:
+        if config is not None:
+            raise
+        notes.append(f"model '{ref}' not loaded ({exc}); pass --config")
+    except KvsizeError as exc:
+        if config is not None:
+            raise
+        notes.append(f"model '{ref}' not found ({exc}); pass --config")
+    return None, None

@@ -177,24 +177,13 @@ def write_calibration(target: Path, calibration: Any) -> None:
 
 
 def _resolve_model(log: Any, config: str | None, notes: list[str]) -> Any:
-    """(spec, loaded config) of the log's model, or (None, None) when kvsize cannot find it."""
-    from kvsize.config import parse_config
-    from kvsize.errors import EnvironmentProblem, KvsizeError
-    from kvsize.resolve import load_model_config
+    """(spec, loaded config) of the log's model, or (None, None) when kvsize cannot find it (llama.cpp logs name
+    a GGUF file, not a config: only --config)."""
+    from kvsize.calibration import resolve_measured_model
 
-    ref = config or log.model
-    if not ref or log.engine == "llamacpp" and config is None:
+    if log.engine == "llamacpp" and config is None:
         return None, None
-    try:
-        loaded = load_model_config(ref)
-        return parse_config(loaded.raw, source=loaded.location), loaded
-    except EnvironmentProblem as exc:
-        notes.append(f"model '{ref}' not loaded ({exc}); pass --config")
-    except KvsizeError as exc:
-        if config is not None:
-            raise
-        notes.append(f"model '{ref}' not found ({exc}); pass --config")
-    return None, None
+    return resolve_measured_model(log.model, config, notes)
 
 
 def log_command(

@@ -110,21 +110,9 @@ class Fetcher:
 
 def _resolve(ref: str | None, config: str | None, notes: list[str]) -> tuple[Any, Any]:
     """(spec, loaded) of the served model, or (None, None) when kvsize cannot find it."""
-    from kvsize.config import parse_config
-    from kvsize.errors import KvsizeError
-    from kvsize.resolve import load_model_config
+    from kvsize.calibration import resolve_measured_model
 
-    ref = config or ref
-    if not ref:
-        return None, None
-    try:
-        loaded = load_model_config(ref)
-        return parse_config(loaded.raw, source=loaded.location), loaded
-    except KvsizeError as exc:
-        if config is not None:
-            raise
-        notes.append(f"model '{ref}' not found ({exc}); pass --config")
-    return None, None
+    return resolve_measured_model(ref, config, notes)
 
 
 def probe_command(
