@@ -95,29 +95,30 @@ def _text(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _label_int(labels: Mapping[str, str], key: str) -> int | None:
-    """An integer label ('2340', '4294967296.0'); None when absent or 'None'."""
+def _label_number(labels: Mapping[str, str], key: str) -> float | None:
+    """A numeric label ('2340', '0.9', '4294967296.0'); None when absent or 'None'."""
     value = labels.get(key)
     if value is None or value.strip() in ABSENT:
         return None
     try:
-        number = float(value)
+        return float(value)
     except ValueError:
         raise UsageError(f"cache_config_info label {key}={value[:40]!r} is not a number") from None
+
+
+def _label_int(labels: Mapping[str, str], key: str) -> int | None:
+    """A whole-number label; None when absent."""
+    number = _label_number(labels, key)
+    if number is None:
+        return None
     if not math.isfinite(number) or number < 0 or not number.is_integer():
-        raise UsageError(f"cache_config_info label {key}={value[:40]!r} is not a whole number")
+        raise UsageError(f"cache_config_info label {key}={labels[key][:40]!r} is not a whole number")
     return int(number)
 
 
 def _label_float(labels: Mapping[str, str], key: str) -> float | None:
-    value = labels.get(key)
-    if value is None or value.strip() in ABSENT:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        raise UsageError(f"cache_config_info label {key}={value[:40]!r} is not a number") from None
-    return number if math.isfinite(number) else None
+    number = _label_number(labels, key)
+    return number if number is not None and math.isfinite(number) else None
 
 
 def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
