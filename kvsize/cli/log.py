@@ -340,18 +340,28 @@ def json_document(result: Any, tolerance: float, *, failure: str | None) -> str:
     return json.dumps(_finite(data), indent=2, allow_nan=False)
 
 
-def render_log_check(console: Any, result: Any, tolerance: float, *, failure: str | None = None) -> None:
+def render_log_check(
+    console: Any,
+    result: Any,
+    tolerance: float,
+    *,
+    failure: str | None = None,
+    source: str = "log",
+    measured: str = "logged",
+) -> None:
+    """The figures, one row each with an ok/off word; `source` names what was read (`log`, `at URL` for
+    kvsize probe) and `measured` the column of its figures."""
     from rich.table import Table
 
     from kvsize.text import from_markup, markup
 
     # Model names, notes and the failure line come from the log: escaped, never read as rich markup.
     version = f" {markup(result.engine_version)}" if result.engine_version else ""
-    title = f"{markup(result.engine)}{version} log" + (f": {markup(result.model)}" if result.model else "")
+    title = f"{markup(result.engine)}{version} {source}" + (f": {markup(result.model)}" if result.model else "")
     if result.figures:
         table = Table(title=from_markup(title), title_justify="left")
-        for column in ("figure", "logged", "kvsize", "error", "result", "unit", "kvsize given"):
-            table.add_column(column, justify="right" if column in ("logged", "kvsize", "error") else "left")
+        for column in ("figure", measured, "kvsize", "error", "result", "unit", "kvsize given"):
+            table.add_column(column, justify="right" if column in (measured, "kvsize", "error") else "left")
         for f in result.figures:
             ok = f.within(tolerance)
             style = "green" if ok else "bold red"

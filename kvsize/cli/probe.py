@@ -14,6 +14,7 @@ from kvsize.cli.log import (
     MaxModelLenOpt,
     WholeWeightsOpt,
     json_document,
+    render_log_check,
     write_calibration,
 )
 from kvsize.cli.options import (
@@ -279,36 +280,6 @@ def _json(result: Any, tolerance: float, base: str) -> str:
 
 def render_probe(console: Any, result: Any, tolerance: float, base: str) -> None:
     """The figures as `kvsize log` shows them, with the server's column named for what it is."""
-    from rich.table import Table
+    from kvsize.text import markup
 
-    from kvsize.text import from_markup, markup
-
-    version = f" {markup(result.engine_version)}" if result.engine_version else ""
-    title = f"{markup(result.engine)}{version} at {markup(base)}" + (
-        f": {markup(result.model)}" if result.model else ""
-    )
-    table = Table(title=from_markup(title), title_justify="left")
-    for column in ("figure", "served", "kvsize", "error", "result", "unit", "kvsize given"):
-        table.add_column(column, justify="right" if column in ("served", "kvsize", "error") else "left")
-    for f in result.figures:
-        ok = f.within(tolerance)
-        style = "green" if ok else "bold red"
-        error = f"{f.error_pct:+.2f}%" if math.isfinite(f.error_pct) else "n/a"
-        table.add_row(
-            markup(f.name),
-            f"{f.logged:,.2f}".rstrip("0").rstrip("."),
-            f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
-            from_markup(f"[{style}]{error}[/{style}]"),
-            from_markup(f"[{style}]{'ok' if ok else 'off'}[/{style}]"),
-            markup(f.unit),
-            markup(f.basis),
-        )
-    console.print(table)
-    for note in result.notes:
-        console.print(from_markup(f"note: {markup(note)}"))
-    off = sum(not f.within(tolerance) for f in result.figures)
-    if off:
-        count = f"{off} of {len(result.figures)} figure{'s' if len(result.figures) != 1 else ''} off"
-        console.print(from_markup(f"[bold red]{count}[/bold red]: outside {tolerance:g}%"))
-    else:
-        console.print(from_markup(f"[green]all within[/green] {tolerance:g}%"))
+    render_log_check(console, result, tolerance, source=f"at {markup(base)}", measured="served")
