@@ -18,6 +18,7 @@ are parsed with `packaging.version`, not by hand:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kvsize.errors import UsageError
@@ -79,10 +80,14 @@ class ReleaseTable(Generic[RulesT]):
     unread: tuple[str, ...] = ()
     """Releases inside an era whose source could not be read (no sdist): sized with that era, with a note."""
 
-    def __post_init__(self) -> None:
+    @cached_property
+    def _firsts(self) -> list[Version]:
+        """The eras' first releases, parsed, checked to be in release order. Parsed on the first version typed,
+        not at import: a run at the newest release never loads packaging."""
         firsts = [_parse(e.first) for e in self.eras]
         if firsts != sorted(firsts) or len(set(firsts)) != len(firsts):
             raise ValueError(f"{self.engine}: eras must be in release order")
+        return firsts
 
     @property
     def newest(self) -> Era[RulesT]:
@@ -121,13 +126,14 @@ class ReleaseTable(Generic[RulesT]):
                 hint="Pass --engine-version with the release the checkout was made from (0.9.2, 0.19.1, ...).",
             )
         key = _order_key(version)
-        if key < _parse(self.oldest.first):
+        firsts = self._firsts
+        if key < firsts[0]:
             raise UsageError(
                 f"{self.title} {typed} is not modelled: older than the oldest release kvsize models "
                 f"({self.oldest.first})",
                 hint=f"kvsize models {self.title} {self.oldest.first} to {self.newest.last} ({self.spans()}).",
             )
-        era = [e for e in self.eras if _parse(e.first) <= key][-1]
+        era = [e for e, first in zip(self.eras, firsts, strict=True) if first <= key][-1]
         shown = typed.lstrip("vV")
         if key > _parse(self.newest.last):  # PEP 440: 0.33 == 0.33.0; a post release (0.5.23.post1) is later
             return Resolved(
