@@ -20,7 +20,7 @@ from kvsize.config import parse_config
 from kvsize.dtypes import AUTO, KvDtype, dtype_from_torch_name, known_names, parse_kv_dtype
 from kvsize.engines import DEFAULT_ENGINE, ENGINES, Device, Engine, EngineContext, get_engine
 from kvsize.errors import KvsizeError, UsageError
-from kvsize.fit import GpuFit, Hardware, LatencyBound, plan_fit
+from kvsize.fit import GpuFit, Hardware, LatencyBound, MeasuredAgainstBound, plan_fit
 from kvsize.overrides import apply_overrides, parse_overrides
 from kvsize.record import Record
 from kvsize.resolve import LoadedConfig, load_model_config
@@ -93,6 +93,8 @@ class Estimate(Record, frozen=True, kw_only=True, omit_defaults=True):
     scenarios: tuple[Scenario, ...]
     latency: tuple[LatencyBound, ...] = ()
     """--itl: lower bounds on TTFT and ITL per context x batch (first engine and KV dtype), kvsize.fit."""
+    measured: tuple[MeasuredAgainstBound, ...] = ()
+    """--bench-result: each benchmark run's measured ITL, TTFT and throughput beside the bounds of its load."""
 
 
 def summarize(spec: ArchSpec) -> ArchitectureSummary:
@@ -397,6 +399,7 @@ class EstimateOptions(TypedDict, total=False):
     assume_standard_attention: bool
     dtype: str | None
     itl_ms: float | None
+    bench_result: str | None
 
 
 def estimate(
@@ -461,6 +464,7 @@ def estimate_loaded(
     assume_standard_attention: bool = False,
     dtype: str | None = None,
     itl_ms: float | None = None,
+    bench_result: str | None = None,
 ) -> Estimate:
     """Size every scenario; with a card, fit each on it. `with_advice` adds, to a scenario that does not fit or
     has little headroom, the single changes that would help (kvsize/advice.py), each sized again with every
@@ -472,7 +476,9 @@ def estimate_loaded(
     standard attention fields, every answer naming the fields ignored (kvsize/cache_fields.py); without it such a
     config is refused. `dtype` is vLLM's and SGLang's --dtype (auto, half, float16, bfloat16, float, float32): the
     dtype the engine serves the model in, which `kv_dtype` auto stores. `itl_ms` (an inter-token latency target)
-    adds `latency`: roofline lower bounds on TTFT and ITL per ctx x batch and the most requests within it."""
+    adds `latency`: roofline lower bounds on TTFT and ITL per ctx x batch and the most requests within it.
+    `bench_result` (the path of a vllm bench serve or sglang.bench_serving result, kvsize/bench_result.py) adds
+    `measured`: each run's figures beside the bounds of the load it ran (kvsize.fit measured_against_bounds)."""
     # Every value through the CLI's readers (see "the API's readers" above): refused as the CLI refuses it.
     tp, pp = _setting("tp", tp, "tp", optional=False), _setting("pp", pp, "pp", optional=False)
     gpu_mem = _setting("gpu_mem", gpu_mem, "gpu_mem")
@@ -628,6 +634,7 @@ def estimate_loaded(
         if len(engines) > 1:
             scenarios = _judged_across_engines(loaded, spec, scenarios, rerun_options)
     latency = _latency(spec, scenarios, engines, hardware, contexts, batches, tp, pp, itl_ms)
+    measured = _measured(loaded, spec, scenarios, engines, hardware, tp, pp, bench_result)
     return Estimate(
         model=loaded.model,
         source=loaded.source_label,
@@ -635,7 +642,61 @@ def estimate_loaded(
         notes=tuple(dict.fromkeys(notes)),
         scenarios=tuple(scenarios),
         latency=tuple(latency),
+        measured=tuple(measured),
     )
+
+
+def _bound_inputs(
+    what: str, scenarios: Sequence[Scenario], engines: Sequence[Engine], hardware: Hardware | None
+) -> tuple[Scenario, Engine, Hardware]:
+    """The scenario the bounds are drawn for (the first on a card), its engine, and the card's figures."""
+    first = next((s for s in scenarios if s.gpu is not None), None)
+    if first is None or first.gpu is None or hardware is None or not hardware.bandwidth_bytes_per_s:
+        raise UsageError(
+            f"{what} needs the card's memory bandwidth", hint="Add --gpu with a profile (kvsize gpus lists them)."
+        )
+    return first, next(e for e in engines if e.name == first.engine), hardware
+
+
+def _measured(
+    loaded: LoadedConfig,
+    spec: ArchSpec,
+    scenarios: Sequence[Scenario],
+    engines: Sequence[Engine],
+    hardware: Hardware | None,
+    tp: int,
+    pp: int,
+    bench_result: str | None,
+) -> list[MeasuredAgainstBound]:
+    """--bench-result: every run in the file beside the bounds of its own load (first engine and KV dtype)."""
+    if bench_result is None:
+        return []
+    path = _text("bench_result", bench_result)
+    from kvsize.bench_result import read_bench_results
+    from kvsize.calibration import same_model
+    from kvsize.fit import measured_against_bounds, request_bytes
+    from kvsize.resolve import printable
+
+    runs = read_bench_results(path)
+    first, engine, card = _bound_inputs("--bench-result", scenarios, engines, hardware)
+    for run in runs:
+        if run.model_id and loaded.model != "<config>" and not same_model(run.model_id, loaded.model):
+            raise UsageError(
+                f"--bench-result: '{run.label}' measured {printable(run.model_id)}, not {printable(loaded.model)}",
+                hint="Size the model the benchmark ran, or give that model's result.",
+            )
+    gpu = first.gpu
+    assert gpu is not None  # _bound_inputs chose a scenario on a card
+    return [
+        measured_against_bounds(
+            run,
+            weights_per_gpu=gpu.weights_bytes,
+            kv_per_request=lambda c: request_bytes(engine, spec, c, first.kv_dtype, tp, pp),
+            hardware=card,
+            tp=tp,
+        )
+        for run in runs
+    ]
 
 
 def _latency(
@@ -654,19 +715,15 @@ def _latency(
         return []
     if isinstance(itl_ms, bool) or not isinstance(itl_ms, (int, float)) or not 0 < itl_ms < 1e9:
         raise UsageError(f"itl_ms must be a positive number of milliseconds, got {_shown(itl_ms)}")
-    first = next((s for s in scenarios if s.gpu is not None), None)
-    if first is None or first.gpu is None or hardware is None or not hardware.bandwidth_bytes_per_s:
-        raise UsageError(
-            "--itl needs the card's memory bandwidth", hint="Add --gpu with a profile (kvsize gpus lists them)."
-        )
+    first, engine, card = _bound_inputs("--itl", scenarios, engines, hardware)
     from kvsize.fit import latency_bounds, request_bytes
 
-    engine = next(e for e in engines if e.name == first.engine)
+    assert first.gpu is not None  # _bound_inputs chose a scenario on a card
     dtype = first.kv_dtype
     return latency_bounds(
         weights_per_gpu=first.gpu.weights_bytes,
         kv_per_request=lambda c: request_bytes(engine, spec, c, dtype, tp, pp),
-        hardware=hardware,
+        hardware=card,
         contexts=contexts,
         batches=batches,
         itl_ms=float(itl_ms),

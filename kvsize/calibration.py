@@ -259,9 +259,9 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             gpu_util=sc.gpu_util,
             max_batched_tokens=sc.max_num_batched_tokens,
             max_num_seqs=sc.max_num_seqs,
-            activation_bytes=cal.activation_bytes if cal else None,
-            non_torch_bytes=cal.non_torch_bytes if cal else None,
-            cuda_graph_bytes=cal.cuda_graph_bytes if cal else None,
+            activation_bytes=cal.parts()[0] if cal else None,
+            non_torch_bytes=cal.parts()[1] if cal else None,
+            cuda_graph_bytes=cal.parts()[2] if cal else None,
         )
         budget = kv_budget(
             "vllm",
@@ -462,16 +462,27 @@ class Calibration(msgspec.Struct, frozen=True):
     cuda_graph_bytes: int | None = None
     weights_per_rank_bytes: int | None = None
     source: str | None = None
+    overhead_bytes: int | None = None
+    """Activation peak + non-torch + CUDA graphs together, per GPU: what a running server's pool implies
+    (`kvsize probe --save-calibration`: the card's share minus the weights minus the served blocks' memory). A
+    server does not tell the three apart, so they are applied as one (shown as the activation peak)."""
+
+    def parts(self) -> tuple[int | None, int | None, int | None]:
+        """(activation, non-torch, CUDA graphs) as the budget takes them: a combined overhead is the first."""
+        if self.overhead_bytes is not None:
+            return self.overhead_bytes, 0, 0
+        return self.activation_bytes, self.non_torch_bytes, self.cuda_graph_bytes
 
     def budget_settings(self, base: BudgetSettings) -> BudgetSettings:
         """`base` with the measured overheads filled in where `base` leaves them to the model."""
+        activation, non_torch, graphs = self.parts()
         return BudgetSettings(
             gpu_util=base.gpu_util,
             max_batched_tokens=base.max_batched_tokens,
             max_num_seqs=base.max_num_seqs,
-            activation_bytes=base.activation_bytes if base.activation_bytes is not None else self.activation_bytes,
-            non_torch_bytes=base.non_torch_bytes if base.non_torch_bytes is not None else self.non_torch_bytes,
-            cuda_graph_bytes=base.cuda_graph_bytes if base.cuda_graph_bytes is not None else self.cuda_graph_bytes,
+            activation_bytes=base.activation_bytes if base.activation_bytes is not None else activation,
+            non_torch_bytes=base.non_torch_bytes if base.non_torch_bytes is not None else non_torch,
+            cuda_graph_bytes=base.cuda_graph_bytes if base.cuda_graph_bytes is not None else graphs,
             kv_memory_bytes=base.kv_memory_bytes,
             reserve_bytes=base.reserve_bytes,
         )
@@ -494,10 +505,17 @@ class Calibration(msgspec.Struct, frozen=True):
             "cuda_graph_bytes": self.cuda_graph_bytes,
             "weights_per_rank_bytes": self.weights_per_rank_bytes,
             "source": self.source,
+            **({"overhead_bytes": self.overhead_bytes} if self.overhead_bytes is not None else {}),
         }
 
 
-_CAL_INT_KEYS = ("activation_bytes", "non_torch_bytes", "cuda_graph_bytes", "weights_per_rank_bytes")
+_CAL_INT_KEYS = (
+    "activation_bytes",
+    "non_torch_bytes",
+    "cuda_graph_bytes",
+    "weights_per_rank_bytes",
+    "overhead_bytes",
+)
 _CAL_TEXT_KEYS = ("model", "gpu", "engine", "engine_version", "source")
 CALIBRATION_KEYS = frozenset({"kvsize_calibration", "tp", "pp", *_CAL_INT_KEYS, *_CAL_TEXT_KEYS})
 MAX_CALIBRATION_BYTES = 1 << 50  # 1 PiB: no accelerator holds more; a larger "measurement" is a typo or an attack
@@ -613,6 +631,12 @@ def calibration_from_mapping(data: object, *, source: str) -> Calibration:
                 hint=f"Add '{key}: ...' as the run was, or write it again with `kvsize log FILE --gpu GPU "
                 "--save-calibration CAL.yaml`.",
             )
+    parts = [key for key in ("activation_bytes", "non_torch_bytes", "cuda_graph_bytes") if values[key] is not None]
+    if values["overhead_bytes"] is not None and parts:
+        raise UsageError(
+            f"{source}: overhead_bytes (the three overheads together) and {', '.join(parts)} both given",
+            hint="Keep overhead_bytes (from kvsize probe) or the parts (from kvsize log), not both.",
+        )
     return Calibration(**values)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -18,6 +19,9 @@ from kvsize.serving import Throughput, Tier, WorkloadFigures
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec
 from kvsize.units import format_bytes
+
+if TYPE_CHECKING:
+    from kvsize.bench_result import BenchRun
 
 MAX_SEARCH_CONTEXT = 1 << 40
 PCIE5_X16_BYTES_PER_S = 64_000_000_000  # PCIe Gen5 x16: 32 GT/s x 16 lanes, 64 GB/s per direction
@@ -486,6 +490,129 @@ def latency_bounds(
                 )
             )
     return rows
+
+
+class MeasuredAgainstBound(Record, frozen=True, kw_only=True):
+    """A benchmark run's measured latency and throughput beside kvsize's bounds for the same load (--bench-result).
+    share: how close the run came to the bound (bound / measured for a latency, measured / bound for the
+    throughput); 1.0 is the roofline, real engines stay below it."""
+
+    run: str
+    tool: str
+    requests: int
+    """Requests decoding at once that the ITL and throughput bounds assume."""
+    requests_source: str
+    prompt_tokens: int
+    """Mean prompt of the run (total input tokens / completed requests)."""
+    output_tokens: int
+    decode_ctx: int
+    """The mean context a decode step reads: prompt + half the output (the cache grows from one to the other)."""
+    itl_ms: float | None
+    itl_bound_ms: float
+    itl_share: float | None
+    ttft_ms: float | None
+    ttft_bound_ms: float | None
+    """One request's prefill of the mean prompt alone (batch 1): no request's first token comes sooner."""
+    ttft_share: float | None
+    output_tokens_per_s: float | None
+    output_tokens_per_s_bound: float
+    """requests x tokens per step / the ITL bound (prefill time left out: a looser bound)."""
+    throughput_share: float | None
+    faster_than_bound: tuple[str, ...]
+    """Figures measured beyond their bound: the run was not the scenario kvsize bounded (another card,
+    quantized weights, prefix-cache hits, speculation kvsize was not told of)."""
+    bandwidth_bytes_per_s: int
+    peak_flops: float | None
+    rule: str
+
+
+MEASURED_RULE = (
+    "bounds at the run's load: ITL at its concurrency and mean prompt + output/2 tokens; TTFT of the mean prompt "
+    "prefilled alone; throughput = requests x tokens per step / ITL bound"
+)
+
+
+def measured_against_bounds(
+    run: BenchRun,
+    *,
+    weights_per_gpu: int,
+    kv_per_request: Callable[[int], int],
+    hardware: Hardware,
+    tp: int = 1,
+) -> MeasuredAgainstBound:
+    """Set a benchmark run beside the latency bounds (latency_bounds) of the load it ran: its requests in flight
+    (--max-concurrency, else SGLang's measured mean concurrency, rounded down so the bound stays a bound), its
+    mean prompt, and its mean decode context."""
+    from kvsize.errors import UsageError
+
+    if run.max_concurrency:
+        requests, source = min(run.max_concurrency, run.completed), "the benchmark's --max-concurrency"
+    elif run.mean_concurrency:
+        requests, source = max(1, int(run.mean_concurrency)), "its measured mean concurrency, rounded down"
+    else:
+        raise UsageError(
+            f"--bench-result: '{run.label}' ran without --max-concurrency, so how many requests decoded at once "
+            "is unknown",
+            hint="Rerun the benchmark with --max-concurrency N (vllm bench serve, sglang.bench_serving).",
+        )
+    prompt = max(1, run.total_input_tokens // run.completed)
+    output = run.total_output_tokens // run.completed
+    decode_ctx = prompt + output // 2
+    step = latency_bounds(
+        weights_per_gpu=weights_per_gpu,
+        kv_per_request=kv_per_request,
+        hardware=hardware,
+        contexts=[decode_ctx],
+        batches=[requests],
+        itl_ms=run.median_itl_ms or 1.0,
+        tp=tp,
+    )[0]
+    first = latency_bounds(
+        weights_per_gpu=weights_per_gpu,
+        kv_per_request=kv_per_request,
+        hardware=hardware,
+        contexts=[prompt],
+        batches=[1],
+        itl_ms=1.0,
+        tp=tp,
+    )[0]
+    itl_bound = step.itl_seconds_min * 1000
+    ttft_bound = None if first.ttft_seconds_min is None else first.ttft_seconds_min * 1000
+    throughput_bound = requests * (run.accept_length or 1.0) / step.itl_seconds_min
+
+    def share(bound: float | None, measured: float | None) -> float | None:
+        return None if bound is None or not measured else bound / measured
+
+    itl_share = share(itl_bound, run.median_itl_ms)
+    ttft_share = share(ttft_bound, run.median_ttft_ms)
+    throughput_share = share(run.output_tokens_per_s, throughput_bound)
+    beyond = [
+        name
+        for name, value in (("ITL", itl_share), ("TTFT", ttft_share), ("throughput", throughput_share))
+        if value is not None and value > 1
+    ]
+    return MeasuredAgainstBound(
+        run=run.label,
+        tool=run.tool,
+        requests=requests,
+        requests_source=source,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        decode_ctx=decode_ctx,
+        itl_ms=run.median_itl_ms,
+        itl_bound_ms=itl_bound,
+        itl_share=itl_share,
+        ttft_ms=run.median_ttft_ms,
+        ttft_bound_ms=ttft_bound,
+        ttft_share=ttft_share,
+        output_tokens_per_s=run.output_tokens_per_s,
+        output_tokens_per_s_bound=throughput_bound,
+        throughput_share=throughput_share,
+        faster_than_bound=tuple(beyond),
+        bandwidth_bytes_per_s=step.bandwidth_bytes_per_s,
+        peak_flops=step.peak_flops,
+        rule=f"{MEASURED_RULE}; {step.rule}",
+    )
 
 
 def offload_tier(*, bytes_per_token: int, bytes_per_request: int, hw: Hardware) -> OffloadTier | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvsize.errors import MissingExtra, UsageError
 
@@ -42,7 +42,11 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
         engine.estimate(spec, ctx=c, batch=first.batch, kv_dtype=first.kv_dtype, tp=first.tp, pp=first.pp)
         for c in contexts
     ]
-    fig, left = plt.subplots(figsize=(8, 4.5))
+    if result.latency:  # --itl: a second panel, decode speed against context
+        fig, (left, below) = plt.subplots(2, 1, figsize=(8, 8), sharex=True)
+        _latency_panel(below, result, spec, contexts)
+    else:
+        fig, left = plt.subplots(figsize=(8, 4.5))
     left.plot(contexts, [e.kv_cache_bytes_per_gpu / GIB for e in sizes], label=f"KV cache, batch {first.batch}")
     left.set_xlabel("context (tokens)")
     left.set_ylabel("GiB per GPU")
@@ -68,6 +72,37 @@ def write_plot(result: Estimate, path: str, *, spec: ArchSpec) -> Path:
 
     write_output(target, image.getvalue(), "--plot")  # a full disk, a quota, /proc: exit 3
     return target
+
+
+def decode_speed_curves(result: Estimate, spec: ArchSpec, contexts: list[int]) -> dict[int, list[float]]:
+    """Per batch of the --itl rows: the decode tokens/s bound of one request at each context, 1 / ITL bound,
+    with the ITL bound's own terms (kvsize.fit latency_bounds): the weights a step reads at that batch (the row's
+    figure, which does not depend on the context) plus batch x one request's KV at the context, over the
+    bandwidth. It falls as the context grows: every step reads the whole cache."""
+    from kvsize.engines import get_engine
+    from kvsize.fit import request_bytes
+
+    first = result.scenarios[0]
+    engine = get_engine(first.engine, first.engine_version)
+    per_request = [request_bytes(engine, spec, c, first.kv_dtype, first.tp, first.pp) for c in contexts]
+    curves: dict[int, list[float]] = {}
+    for row in result.latency:
+        if row.batch not in curves:
+            curves[row.batch] = [
+                row.bandwidth_bytes_per_s / (row.weights_read_bytes + row.batch * kv) for kv in per_request
+            ]
+    return curves
+
+
+def _latency_panel(axes: Any, result: Estimate, spec: ArchSpec, contexts: list[int]) -> None:
+    for batch, speeds in decode_speed_curves(result, spec, contexts).items():
+        axes.plot(contexts, speeds, label=f"batch {batch}")
+    target = result.latency[0].itl_target_ms
+    axes.axhline(1000 / target, color="tab:red", linestyle="--", label=f"ITL {target:g} ms")
+    axes.set_xlabel("context (tokens)")
+    axes.set_ylabel("decode tok/s per request (bound)")
+    axes.set_title("roofline upper bound on decode speed (1 / ITL lower bound)")
+    axes.legend(loc="upper right")
 
 
 def plot_target(path: str) -> Path:

@@ -194,9 +194,9 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
         else:
             settings = BudgetSettings(
                 gpu_util=dep.gpu_util or _label_float(lab, "gpu_memory_utilization"),
-                activation_bytes=cal.activation_bytes if cal else None,
-                non_torch_bytes=cal.non_torch_bytes if cal else None,
-                cuda_graph_bytes=cal.cuda_graph_bytes if cal else None,
+                activation_bytes=cal.parts()[0] if cal else None,
+                non_torch_bytes=cal.parts()[1] if cal else None,
+                cuda_graph_bytes=cal.parts()[2] if cal else None,
             )
             budget = kv_budget(
                 "vllm",
@@ -229,6 +229,77 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
     if swap and cpu_blocks:  # V0: int(swap_space_bytes // cache_block_size); V1 serves 0 or None
         out.figures.append(Figure("CPU blocks", cpu_blocks, swap // per_block, "blocks", "swap_space_bytes"))
     return out
+
+
+def vllm_calibration(server: VllmServer, dep: Deployment, check: LogCheck, *, source: str) -> Calibration:
+    """What a running vLLM server measured of its budget: the card's share, ceil(CUDA-visible x utilisation),
+    minus the weights minus the served blocks' memory is the activation peak + non-torch + CUDA graphs together
+    (v1/worker/gpu_worker.py determine_available_memory). The served blocks round the pool down by less than a
+    block, so the figure is at most one block's bytes above the true sum, and applied to this deployment it
+    predicts the served block count exactly. A server given --kv-cache-memory-bytes measured nothing of it."""
+    from kvsize.budget import BudgetSettings, kv_budget
+
+    missing = [
+        what
+        for what, value in (
+            ("card (--gpu)", dep.gpu_id),
+            ("model (--config)", dep.model_id),
+            ("release (--engine-version)", server.version),
+            ("tensor-parallel size (--tp)", dep.tp),
+        )
+        if value is None
+    ]
+    if missing:
+        raise UsageError(
+            f"a calibration must name the deployment it measured; the server does not say its {', '.join(missing)}",
+            hint="Pass them as the server was started.",
+        )
+    if _label_int(server.labels, "kv_cache_memory_bytes") is not None:
+        raise UsageError(
+            "the server was given --kv-cache-memory-bytes: its pool was set, not measured, so it holds no overhead",
+            hint="Calibrate from a server started with --gpu-memory-utilization, or from its start-up log.",
+        )
+    served = served_kv_bytes(check)
+    tp, pp = dep.tp or 1, dep.pp or 1
+    weights = -(-dep.weights_bytes // (tp * pp)) if dep.weights_bytes is not None else None
+    if served is None or weights is None or dep.memory_bytes is None or dep.spec is None:
+        raise UsageError(
+            "the served pool could not be set against the card's budget", hint="Pass --gpu and --weights-mem."
+        )
+    share = kv_budget(
+        "vllm",
+        vllm_log_release(server.version),
+        dep.spec,
+        memory_bytes=dep.memory_bytes,
+        weights_bytes=weights,
+        tp=tp,
+        pp=pp,
+        settings=BudgetSettings(
+            gpu_util=dep.gpu_util or _label_float(server.labels, "gpu_memory_utilization"),
+            activation_bytes=0,
+            non_torch_bytes=0,
+            cuda_graph_bytes=0,
+        ),
+        device=dep.device,
+    ).kv_budget_bytes  # the share minus the weights alone
+    overhead = share - served
+    if overhead < 0:
+        raise UsageError(
+            f"the server's blocks hold {served - share:,} B more than the card's share minus the weights: it does not "
+            "run on this card with these weights",
+            hint="Check --gpu, --weights-mem and --tp against the running server.",
+        )
+    return Calibration(
+        model=dep.model_id,
+        gpu=dep.gpu_id,
+        engine="vllm",
+        engine_version=server.version,
+        tp=tp,
+        pp=pp,
+        weights_per_rank_bytes=weights,
+        overhead_bytes=overhead,
+        source=f"{source} (/metrics num_gpu_blocks; weights: kvsize's figure)",
+    )
 
 
 def served_kv_bytes(check: LogCheck) -> int | None:

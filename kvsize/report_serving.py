@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kvsize.api import Scenario
-from kvsize.fit import LatencyBound
+from kvsize.fit import MEASURED_RULE, LatencyBound, MeasuredAgainstBound
 from kvsize.text import from_markup
 from kvsize.units import format_bytes
 
@@ -112,9 +112,77 @@ def latency_table(rows: Sequence[LatencyBound]) -> list[object]:
             _duration(r.itl_seconds_min),
             f"{r.max_requests_under_itl:,}",
         )
-    peak = f", peak {first.peak_flops / 1e12:g} TFLOP/s bf16" if first.peak_flops else ""
-    card = f"bandwidth {first.bandwidth_bytes_per_s / 1e12:g} TB/s{peak} (GPU profile)"
-    return [table, from_markup(f"[dim]bounds, {escape(card)}: {escape(first.rule)}[/]")]
+    return [table, from_markup(f"[dim]bounds, {escape(_card(first))}: {escape(first.rule)}[/]")]
+
+
+def _card(row: LatencyBound | MeasuredAgainstBound) -> str:
+    peak = f", peak {row.peak_flops / 1e12:g} TFLOP/s bf16" if row.peak_flops else ""
+    return f"bandwidth {row.bandwidth_bytes_per_s / 1e12:g} TB/s{peak} (GPU profile)"
+
+
+def measured_table(rows: Sequence[MeasuredAgainstBound]) -> list[object]:
+    """--bench-result: each run's measured ITL, TTFT and output throughput beside the bound of its load, and the
+    share of the bound it reached (1.0 = the roofline). A figure beyond its bound is marked, never hidden."""
+    if not rows:
+        return []
+    from rich import box
+    from rich.table import Table
+
+    out: list[object] = []
+    for r in rows:
+        out.append(
+            Text(
+                f"measured vs bounds: {r.run} ({r.tool}); {r.requests:,} requests at once, prompt "
+                f"{r.prompt_tokens:,} + output {r.output_tokens:,} tokens",
+                style="italic",
+            )
+        )
+        table = Table(box=box.SIMPLE_HEAD)
+        for name in ("figure", "measured", "bound", "share", ""):
+            table.add_column(name, justify="left" if name in ("figure", "") else "right")
+        figures = (
+            ("median ITL", r.itl_ms, r.itl_bound_ms, r.itl_share, ">=", "ITL"),
+            ("median TTFT", r.ttft_ms, r.ttft_bound_ms, r.ttft_share, ">=", "TTFT"),
+            (
+                "output tok/s",
+                r.output_tokens_per_s,
+                r.output_tokens_per_s_bound,
+                r.throughput_share,
+                "<=",
+                "throughput",
+            ),
+        )
+        for label, measured, bound, share, sign, key in figures:
+            if measured is None and bound is None:
+                continue
+            unit = "" if key == "throughput" else " ms"
+            digits = ",.0f" if key == "throughput" else ",.3g"
+            beyond = key in r.faster_than_bound
+            table.add_row(
+                label,
+                f"{measured:{digits}}{unit}" if measured is not None else "-",
+                f"{sign} {bound:{digits}}{unit}" if bound is not None else "-",
+                f"{share:.0%}" if share is not None else "-",
+                Text("beyond the bound", style="bold red") if beyond else "",
+            )
+        out.append(table)
+        if r.faster_than_bound:
+            out.append(
+                from_markup(
+                    f"[yellow]note:[/] {escape(', '.join(r.faster_than_bound))} measured beyond the bound: the run "
+                    "was not the scenario sized here (another card, quantized weights, prefix-cache hits, "
+                    "speculative decoding not in the result)"
+                )
+            )
+    first = rows[0]
+    out.append(
+        from_markup(
+            f"[dim]share: bound / measured for a latency, measured / bound for throughput; requests at once: "
+            f"{escape(first.requests_source)}; {escape(MEASURED_RULE)}; {escape(_card(first))} (--itl prints the "
+            "bounds' rule)[/]"
+        )
+    )
+    return out
 
 
 def _duration(seconds: float) -> str:

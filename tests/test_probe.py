@@ -173,13 +173,100 @@ def test_bad_url_exit_2() -> None:
     assert code == 2 and err.count("\n") == 1, err
 
 
-def test_save_calibration_vllm_refused(tmp_path: Path) -> None:
+def test_save_calibration_from_a_vllm_server(tmp_path: Path) -> None:
+    """A server's /metrics gives the pool, not the overheads' parts: the calibration holds their sum, the card's
+    share ceil(visible x 0.95) minus kvsize's weights minus the served 29,751 x 2 MiB. The run's own log
+    (tests/data/logs/llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log) printed torch peak 1.89 GiB + non-torch
+    0.25 GiB = 2.14 GiB beside measured weights of 14.99 GiB; kvsize's weights are 16,060,522,496 B = 14.957 GiB,
+    0.033 GiB less, which the sum absorbs: about 2.17 GiB (the log's figures are rounded to 0.01 GiB)."""
+    import yaml
+
+    routes = _routes(
+        "vllm-0.19.0-llama31-8b-h100.metrics", "vllm-0.19.0-llama31-8b-h100.models.json", "vllm-0.19.0.version.json"
+    )
+    target = tmp_path / "cal.yaml"
+    with serving(routes) as url:
+        code, _, err = probe(url, "--gpu", "h100", "--save-calibration", str(target))
+        assert code == 2 and "tensor-parallel size (--tp)" in err and not target.exists(), err
+        code, _, err = probe(url, "--gpu", "h100", "--tp", "1", "--save-calibration", str(target))
+        assert code == 0, err
+        saved = yaml.safe_load(target.read_text())
+        assert target.read_text().startswith("# kvsize calibration: overheads a running server measured (kvsize probe")
+        assert (saved["model"], saved["gpu"], saved["engine"], saved["engine_version"], saved["tp"]) == (
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "h100-sxm",
+            "vllm",
+            "0.19.0",
+            1,
+        )
+        assert saved["weights_per_rank_bytes"] == 16_060_522_496
+        assert saved["activation_bytes"] is saved["non_torch_bytes"] is saved["cuda_graph_bytes"] is None
+        assert 2.12 * GIB <= saved["overhead_bytes"] <= 2.22 * GIB
+        # Applied to the deployment it measured, it predicts the served blocks exactly.
+        code, out, err = probe(url, "--gpu", "h100", "--tp", "1", "--calibration", str(target), "--json")
+    assert code == 0, err
+    assert figures(out)["GPU blocks"]["predicted"] == 29_751
+    # ... and the sizing command's pool is the run's "GPU KV cache size: 476,016 tokens" (29,751 x 16).
+    result = runner.invoke(
+        app,
+        [
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "h100",
+            "--ctx",
+            "8192",
+            "--engine-version",
+            "0.19.0",
+            "--gpu-util",
+            "0.95",
+            "--calibration",
+            str(target),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["scenarios"][0]["gpu"]["kv_pool_tokens"] == 476_016
+    assert any("measured as one figure" in note for note in data["notes"])
+
+
+def test_save_calibration_refused_for_a_given_kv_memory(tmp_path: Path) -> None:
+    text = (DATA / "vllm-0.19.0-llama31-8b-h100.metrics").read_text()
+    routes = _routes(
+        "vllm-0.19.0-llama31-8b-h100.metrics", "vllm-0.19.0-llama31-8b-h100.models.json", "vllm-0.19.0.version.json"
+    )
+    routes["/metrics"] = (
+        text.replace('kv_cache_memory_bytes="None"', 'kv_cache_memory_bytes="62393024512"'),
+        "text/plain",
+    )
+    with serving(routes) as url:
+        code, _, err = probe(url, "--gpu", "h100", "--tp", "1", "--save-calibration", str(tmp_path / "cal.yaml"))
+    assert code == 2 and "--kv-cache-memory-bytes" in err and not (tmp_path / "cal.yaml").exists(), err
+
+
+def test_save_calibration_refused_when_the_card_cannot_hold_the_blocks(tmp_path: Path) -> None:
+    # 29,751 blocks of 2 MiB (58.1 GiB) do not fit an L4's 22 GiB: the server does not run on that card.
     routes = _routes(
         "vllm-0.19.0-llama31-8b-h100.metrics", "vllm-0.19.0-llama31-8b-h100.models.json", "vllm-0.19.0.version.json"
     )
     with serving(routes) as url:
-        code, _, err = probe(url, "--gpu", "h100", "--save-calibration", str(tmp_path / "cal.yaml"))
-    assert code == 2 and "kvsize log" in err and not (tmp_path / "cal.yaml").exists()
+        code, _, err = probe(url, "--gpu", "l4", "--tp", "1", "--save-calibration", str(tmp_path / "cal.yaml"))
+    assert code == 2 and "does not run on this card" in err and not (tmp_path / "cal.yaml").exists(), err
+
+
+def test_a_calibration_with_both_the_sum_and_its_parts_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from kvsize.calibration import read_calibration
+    from kvsize.errors import UsageError
+
+    path = tmp_path / "cal.yaml"
+    path.write_text(
+        "kvsize_calibration: 1\nmodel: m/x\ngpu: h100-sxm\nengine_version: 0.19.0\n"
+        "overhead_bytes: 100\nactivation_bytes: 50\n"
+    )
+    with pytest.raises(UsageError, match="overhead_bytes .* and activation_bytes both given"):
+        read_calibration(str(path))
 
 
 def test_a_malformed_url_is_bad_input_not_unreachable() -> None:

@@ -112,6 +112,8 @@ README_EXIT_CODES = {
     "kvsize evict --tokens 16000 --keep 1600 --pattern clustered --seed 1 --json": 0,
     # 32k x 131,072 B = 4 GiB fits on the card itself; the offload tiers only add capacity.
     "kvsize meta-llama/Llama-3.1-8B --gpu h100 --ctx 32k --cpu-mem 512GiB --disk 4TiB": 0,
+    # 8k x 131,072 B = 1 GiB fits; the benchmark comparison has no verdict (tests/test_bench_result.py).
+    "kvsize meta-llama/Llama-3.1-8B --gpu h100 --ctx 8k --bench-result examples/bench/vllm-bench-serve.json": 0,
     "kvsize meta-llama/Llama-3.1-8B --gpu gh200 --ctx 32k --cpu-mem 480GB --disk 4TB": 0,
     # Verifications: 0 when transformers allocates what kvsize predicts, 1 on any mismatch (a regression).
     "kvsize verify meta-llama/Llama-3.1-8B --device cuda --ctx 4k,32k --batch 1,8": 0,

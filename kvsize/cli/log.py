@@ -171,7 +171,9 @@ def write_calibration(target: Path, calibration: Any) -> None:
 
     from kvsize.safe_io import write_output
 
-    text = "# kvsize calibration: overheads one engine start-up measured (kvsize log --save-calibration)\n"
+    how = "a running server" if getattr(calibration, "overhead_bytes", None) is not None else "one engine start-up"
+    command = "kvsize probe" if how == "a running server" else "kvsize log"
+    text = f"# kvsize calibration: overheads {how} measured ({command} --save-calibration)\n"
     text += yaml.safe_dump(calibration.as_dict(), sort_keys=False)
     write_output(target, text, "--save-calibration")  # refused: exit 3
 

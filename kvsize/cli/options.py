@@ -352,6 +352,18 @@ ItlOpt = Annotated[
         rich_help_panel="Serving workload",
     ),
 ]
+BenchResultOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bench-result",
+        help="A serving benchmark's result (vllm bench serve --save-result JSON, sglang.bench_serving "
+        "--output-file JSON lines, or either's printed summary): its measured ITL, TTFT and throughput beside the "
+        "bounds of its load (needs --gpu).",
+        show_default=False,
+        metavar="FILE",
+        rich_help_panel="Serving workload",
+    ),
+]
 # --- serving-time memory (kvsize/serving.py) ---
 PrefixLenOpt = Annotated[
     str | None,

@@ -150,6 +150,7 @@ def probe_command(
             check_sglang_server,
             check_vllm_server,
             sglang_calibration,
+            vllm_calibration,
             vllm_server,
         )
         from kvsize.units import parse_count, parse_fraction, parse_size
@@ -249,19 +250,19 @@ def probe_command(
                 + (f" ({'; '.join(result.notes[:5])})" if result.notes else "")
             )
         if cal_target is not None:
-            measured = None
             if sglang is not None:
                 if profile is None or dep.model_id is None:
                     raise UsageError(
                         "a calibration must name the card and model it measured", hint="Pass --gpu (and --config)."
                     )
                 measured = sglang_calibration(sglang, model=dep.model_id, gpu=profile.id, source=base, tp=dep.tp)
-            if measured is None:
-                raise UsageError(
-                    f"{base} serves no overhead a calibration holds (vLLM's /metrics gives the KV pool, not the "
-                    "activation, non-torch, CUDA-graph or weights figures)",
-                    hint="Use the engine's start-up log: kvsize log LOG --gpu GPU --save-calibration FILE.",
-                )
+                if measured is None:
+                    raise UsageError(
+                        f"{base} serves no overhead a calibration holds (no memory_usage.weight in /server_info)",
+                        hint="Use the engine's start-up log: kvsize log LOG --gpu GPU --save-calibration FILE.",
+                    )
+            else:
+                measured = vllm_calibration(server, dep, result, source=base)
             write_calibration(cal_target, measured)
     emit(
         lambda console: render_probe(console, result, tolerance, base),

@@ -11,6 +11,7 @@ from kvsize.cli.options import (
     AssumeStandardOpt,
     BatchedTokensOpt,
     BatchOpt,
+    BenchResultOpt,
     BlockSizeOpt,
     CalibrationOpt,
     CpuMemOpt,
@@ -126,6 +127,7 @@ def size(
     weights_mem_per_gpu: WeightsPerGpuOpt = None,
     emit_engine: EmitOpt = None,
     itl: ItlOpt = None,
+    bench_result: BenchResultOpt = None,
 ) -> None:
     """Size the KV cache of MODEL over a grid of contexts, batch sizes and dtypes (the default command).
 
@@ -224,6 +226,7 @@ def size(
         )
         loaded = load_model_config(model, revision=settings.revision)
         tp_note = None
+        extra_notes: list[str] = []
         if tp_auto:  # the largest tp the engine splits the model over on this machine's GPUs
             settings, tp_note = _auto_tp(
                 loaded, settings, engine, engine_version, hf_overrides, assume_standard_attention
@@ -246,7 +249,13 @@ def size(
                 pp=settings.pp,
                 weights_bytes=model_weights(loaded, weights_dtype),
             )
-            options = apply_calibration(options, read_calibration(calibration), target=target, source=calibration)
+            measured = read_calibration(calibration)
+            options = apply_calibration(options, measured, target=target, source=calibration)
+            if measured.overhead_bytes is not None:
+                extra_notes.append(
+                    "calibration from a running server (kvsize probe): the activation peak, non-torch and "
+                    "CUDA-graph memory were measured as one figure, shown as the activation peak"
+                )
         emit_args = {
             "weights_dtype": weights_dtype,
             "hf_overrides": hf_overrides,
@@ -280,6 +289,7 @@ def size(
             assume_standard_attention=assume_standard_attention,
             dtype=dtype,
             itl_ms=_itl_ms(itl),
+            bench_result=bench_result,
             **options,
             with_advice=True,
         )
@@ -288,9 +298,11 @@ def size(
 
             result = calibrated_advice(result)
         if tp_note is not None:
+            extra_notes.insert(0, tp_note)
+        if extra_notes:
             import msgspec
 
-            result = msgspec.structs.replace(result, notes=(*result.notes, tp_note))
+            result = msgspec.structs.replace(result, notes=(*result.notes, *extra_notes))
         from kvsize.record import to_json  # not kvsize.report: a JSON run imports no rich
 
         if plot:
