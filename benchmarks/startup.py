@@ -22,9 +22,11 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-BARE_STACK = "import typer, rich, pydantic, yaml"
+BARE_STACK = "import typer, rich"
 # What a sizing run really imports of it: typer's command, rich's console and tables (no pydantic, no yaml: the
 # records are msgspec Structs and the GPU profiles come from gpu_profiles/index.json).
 USED_STACK = "import typer.main, rich.console, rich.table, msgspec"
@@ -43,6 +45,28 @@ COMMANDS = {
         sys.executable, "-m", "kvsize", "meta-llama/Llama-3.1-8B", "--ctx", "128k", "--gpu", "h100"],
 }  # fmt: skip
 BASELINE = f"{BARE_STACK} (bare CLI stack)"
+SIZING_TABLE = "kvsize meta-llama/Llama-3.1-8B --ctx 128k --gpu h100"
+CHECK = "kvsize check (1,000 deployments of one model)"
+GOALS = [  # (what, numerator, denominator, at most)
+    ("sizing run --json within 1.3x of import typer, rich", "kvsize meta-llama/Llama-3.1-8B --ctx 128k --json",
+     BASELINE, 1.3),
+    ("sizing table within 1.3x of import typer, rich", "kvsize meta-llama/Llama-3.1-8B --ctx 128k", BASELINE, 1.3),
+    ("sizing table with --gpu within 1.3x of import typer, rich", SIZING_TABLE, BASELINE, 1.3),
+    ("--help no slower than a sizing run", "kvsize --help", SIZING_TABLE, 1.0),
+    ("check of 1,000 deployments within 2x of one sizing run", CHECK, SIZING_TABLE, 2.0),
+]  # fmt: skip
+
+
+def capacity_file(folder: Path) -> Path:
+    """1,000 deployments of Llama-3.1-8B on an H100, at 8k, 32k and 128k in turn (the issue's "of one model")."""
+    lines = ["deployments:"]
+    for i in range(1000):
+        ctx = ("8k", "32k", "128k")[i % 3]
+        lines += [f"- name: chat-{i}", "  model: meta-llama/Llama-3.1-8B", "  gpu: h100", "  require:",
+                  f"    ctx: {ctx}", "    min_concurrency: 2"]  # fmt: skip
+    path = folder / "capacity-1000.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def run_once(argv: list[str]) -> tuple[float, float]:
@@ -77,7 +101,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    medians = measure(args.runs)
+    with tempfile.TemporaryDirectory() as folder:
+        COMMANDS[CHECK] = [sys.executable, "-m", "kvsize", "check", str(capacity_file(Path(folder)))]
+        medians = measure(args.runs)
     base = medians[BASELINE][0]
     print(f"({args.runs} runs each, interleaved; Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
     print()
@@ -85,6 +111,12 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for label, (median_cpu, median_wall) in medians.items():
         print(f"| `{label}` | {median_cpu * 1000:.0f} | {median_wall * 1000:.0f} | {median_cpu / base:.2f}x |")
+    print()
+    print("| goal | ratio of median CPU | met |")
+    print("|---|---:|---|")
+    for what, numerator, denominator, most in GOALS:
+        ratio = medians[numerator][0] / medians[denominator][0]
+        print(f"| {what} | {ratio:.2f}x | {'yes' if ratio <= most else f'no (goal {most:g}x)'} |")
 
 
 if __name__ == "__main__":

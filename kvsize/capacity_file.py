@@ -320,6 +320,26 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
+def _sized(loaded: Any, arguments: dict[str, Any], sized: dict[bytes, Any] | None) -> Any:
+    """estimate_loaded(loaded, **arguments), once per distinct deployment: `sized` (one check's memo) maps the
+    model and every argument, as JSON, to the estimate. Deployments that differ only in their name or their
+    requirement's thresholds share one sizing (an Estimate is immutable); arguments that are not plain data
+    are sized anew."""
+    import msgspec
+
+    from kvsize.api import estimate_loaded
+
+    if sized is None:
+        return estimate_loaded(loaded, **arguments)
+    try:
+        key = msgspec.json.encode([loaded.location, loaded.model, sorted(arguments.items())])
+    except (TypeError, msgspec.EncodeError):
+        return estimate_loaded(loaded, **arguments)
+    if key not in sized:
+        sized[key] = estimate_loaded(loaded, **arguments)
+    return sized[key]
+
+
 def check_deployment(
     d: Deployment,
     *,
@@ -327,12 +347,11 @@ def check_deployment(
     default_calibration: Calibration | None = None,
     emit: bool = False,
     with_max_context: bool = False,
+    sized: dict[bytes, Any] | None = None,
 ) -> CheckResult:
     """Size one deployment and judge it against its requirement; `emit`: with the engine's launch command when it
     passes (kvsize check --emit-dir); `with_max_context`: max_context computed even when the requirement does not
     ask for it (kvsize check --json), else only then (the search costs about a third of the check's time)."""
-    from kvsize.api import estimate_loaded
-
     req = d.require
     settings = d.settings()
     ctx = req.ctx
@@ -371,21 +390,22 @@ def check_deployment(
         elif default_calibration is not None and not calibration_mismatches(default_calibration, target):
             # --calibration for the whole file: it applies to the deployments it measured, and to no other
             options = apply_calibration(options, default_calibration, target=target)
-    result = estimate_loaded(
-        _loaded(_resolve_model(d.model, base), settings.revision),
-        ctx=[ctx],
-        batch=[req.batch],
-        kv_dtype=d.kv_dtype,
-        engine=d.engine,
-        engine_version=d.engine_version,
-        gpu=d.gpu,
-        weights_dtype=d.weights_dtype,
+    loaded = _loaded(_resolve_model(d.model, base), settings.revision)
+    arguments: dict[str, Any] = {
+        "ctx": [ctx],
+        "batch": [req.batch],
+        "kv_dtype": d.kv_dtype,
+        "engine": d.engine,
+        "engine_version": d.engine_version,
+        "gpu": d.gpu,
+        "weights_dtype": d.weights_dtype,
         **options,
-        with_max_context=with_max_context or req.max_context is not None,
-        prefix_len=req.prefix_len,
-        prompt_len=req.prompt_len,
-        output_len=req.output_len,
-    )
+        "with_max_context": with_max_context or req.max_context is not None,
+        "prefix_len": req.prefix_len,
+        "prompt_len": req.prompt_len,
+        "output_len": req.output_len,
+    }
+    result = _sized(loaded, arguments, sized)
     s = result.scenarios[0]
     fit = s.gpu
     assert fit is not None
@@ -565,6 +585,7 @@ def check_file(
         if targets and all(calibration_mismatches(measured, t) for t in targets):
             require_match(measured, targets[0], source=str(calibration))  # applies to none: say how it differs
     results = []
+    sized: dict[bytes, Any] = {}
     for index, d in enumerate(capacity.deployments):
         line = capacity.line_of(index)
         where = f"{path}: line {line}: deployment '{d.name}'" if line else f"{path}: deployment '{d.name}'"
@@ -577,7 +598,12 @@ def check_file(
         try:
             results.append(
                 check_deployment(
-                    d, base=base, default_calibration=measured, emit=emit, with_max_context=with_max_context
+                    d,
+                    base=base,
+                    default_calibration=measured,
+                    emit=emit,
+                    with_max_context=with_max_context,
+                    sized=sized,
                 ).model_copy(update={"line": line})
             )
         except KvsizeError as exc:  # say which deployment; the class (and so the exit code) stays

@@ -434,18 +434,8 @@ def reported_names(driver_name: str | None) -> list[str]:
     return names
 
 
-def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
-    """The profile whose id, alias or driver-reported name is `name`, ignoring case and treating
-    spaces/underscores as hyphens. `auto` is this machine's GPU (kvsize.local_gpu: NVML, nvidia-smi, amdsmi,
-    rocm-smi or torch).
-
-    Without `profiles`, the built-in ones."""
-    if _normalize(name) == "auto":
-        from kvsize.local_gpu import local_profile
-
-        return local_profile(profiles)
-    if profiles is None:
-        profiles = load_profiles()
+def _name_index(profiles: Mapping[str, GpuProfile]) -> tuple[dict[str, str], dict[str, str]]:
+    """(ids and aliases -> id, normalised driver-reported names -> id) of a set of profiles."""
     names: dict[str, str] = {}
     reported: dict[str, str] = {}
     for profile in profiles.values():
@@ -457,6 +447,29 @@ def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> 
         for reported_name in (*(profile.driver_name or "").split(" / "), *reported_names(profile.driver_name)):
             if reported_name.strip():
                 reported.setdefault(_normalize(reported_name), profile.id)
+    return names, reported
+
+
+@functools.lru_cache(maxsize=1)
+def _default_name_index() -> tuple[dict[str, str], dict[str, str]]:
+    """The built-in profiles' index, built once per process (a capacity file resolves a card per deployment)."""
+    return _name_index(_load_default())
+
+
+def resolve_gpu(name: str, profiles: Mapping[str, GpuProfile] | None = None) -> GpuProfile:
+    """The profile whose id, alias or driver-reported name is `name`, ignoring case and treating
+    spaces/underscores as hyphens. `auto` is this machine's GPU (kvsize.local_gpu: NVML, nvidia-smi, amdsmi,
+    rocm-smi or torch).
+
+    Without `profiles`, the built-in ones."""
+    if _normalize(name) == "auto":
+        from kvsize.local_gpu import local_profile
+
+        return local_profile(profiles)
+    if profiles is None:
+        profiles, (names, reported) = _load_default(), _default_name_index()
+    else:
+        names, reported = _name_index(profiles)
     key = _normalize(name)
     if key in names:
         return profiles[names[key]]

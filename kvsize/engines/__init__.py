@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from kvsize.engines.base import Engine, UnsupportedArchitecture
@@ -43,8 +44,14 @@ def get_engine(name: str, version: str | None = None, context: EngineContext | N
     engine = ENGINES.get(name.strip().lower().replace(".", "").replace("-", ""))
     if engine is None:
         raise UsageError(f"unknown engine '{name}'", hint=f"Choose one of: {', '.join(ENGINES)}, all.")
-    import inspect
-
-    accepted = inspect.signature(engine.__init__).parameters
+    accepted = _settings_of(engine)
     chosen = engine(version, **{k: v for k, v in options.items() if k in accepted and v is not None})
     return chosen.with_context(context)
+
+
+@cache
+def _settings_of(engine: type[Engine]) -> frozenset[str]:
+    """The settings an engine class takes (its constructor's parameters), read once per class."""
+    import inspect
+
+    return frozenset(inspect.signature(engine.__init__).parameters)

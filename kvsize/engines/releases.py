@@ -112,10 +112,21 @@ class ReleaseTable(Generic[RulesT]):
     def era_named(self, name: str) -> Era[RulesT] | None:
         return next((e for e in self.eras if e.name == name), None)
 
+    @cached_property
+    def _resolved(self) -> dict[str, Resolved[RulesT]]:
+        """Releases resolved so far: a capacity file names the same release on every deployment."""
+        return {}
+
     def resolve(self, text: str | None) -> Resolved[RulesT]:
         """The era that sizes release `text` (None: the newest read)."""
         if text is None:
             return Resolved(self.newest.last, self.newest)
+        known = self._resolved.get(text)
+        if known is None:
+            known = self._resolved[text] = self._resolve(text)
+        return known
+
+    def _resolve(self, text: str) -> Resolved[RulesT]:
         typed = text.strip()
         version = _parse(typed)
         if version.release == (0, 1) and version.is_devrelease:
