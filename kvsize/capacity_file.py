@@ -320,7 +320,7 @@ def _loaded(model: str, revision: str | None) -> Any:
     return load_model_config(model, revision=revision)
 
 
-def _sized(loaded: Any, arguments: dict[str, Any], sized: dict[bytes, Any] | None) -> Any:
+def _sized(loaded: Any, revision: str | None, arguments: dict[str, Any], sized: dict[bytes, Any] | None) -> Any:
     """estimate_loaded(loaded, **arguments), once per distinct deployment: `sized` (one check's memo) maps the
     model and every argument, as JSON, to the estimate. Deployments that differ only in their name or their
     requirement's thresholds share one sizing (an Estimate is immutable); arguments that are not plain data
@@ -332,7 +332,7 @@ def _sized(loaded: Any, arguments: dict[str, Any], sized: dict[bytes, Any] | Non
     if sized is None:
         return estimate_loaded(loaded, **arguments)
     try:
-        key = msgspec.json.encode([loaded.location, loaded.model, sorted(arguments.items())])
+        key = msgspec.json.encode([loaded.location, loaded.model, revision, sorted(arguments.items())])
     except (TypeError, msgspec.EncodeError):
         return estimate_loaded(loaded, **arguments)
     if key not in sized:
@@ -405,7 +405,7 @@ def check_deployment(
         "prompt_len": req.prompt_len,
         "output_len": req.output_len,
     }
-    result = _sized(loaded, arguments, sized)
+    result = _sized(loaded, settings.revision, arguments, sized)
     s = result.scenarios[0]
     fit = s.gpu
     assert fit is not None
