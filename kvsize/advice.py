@@ -1,4 +1,5 @@
-"""What would make a scenario fit, or give it headroom: one change at a time, each with its resulting figures.
+"""What would make a scenario fit, or give it headroom: one change at a time, each with its resulting figures,
+and the cheapest combination of them that fits, when no single change that fits is as cheap (in GPU memory).
 
 Pure: the caller passes `rerun`, which sizes the same scenario with some options changed (the sizing
 pipeline, `kvsize.api`), and the facts the candidates need. Each suggestion's `change` is flags a user can
@@ -7,6 +8,8 @@ paste onto the same command line.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +25,10 @@ WIDE_DTYPES = ("fp32", "fp16", "bf16")
 WIDE_WEIGHTS = ("fp32", "float32", "fp16", "float16", "bf16", "bfloat16")
 CTX_STEP = 1024  # a suggested shorter context is rounded down to whole k
 LARGER_CARD_TRIES = 3
+COMBINATION_REFITS = 8
+"""Most combinations sized for one scenario (each a full sizing, like a single change): the cheapest first, so
+the first that fits is the one offered. With the single changes (at most 1 + 3 + 2 + 1 + 3 sizings) a
+scenario's advice costs at most 18 sizings."""
 
 
 class AdviceFacts(msgspec.Struct, frozen=True):
@@ -71,10 +78,15 @@ FLAGS = {"kv_dtype": "--kv-dtype", "tp": "--tp", "weights_dtype": "--weights-dty
 
 
 def change_options(change: str) -> dict[str, Any]:
-    """The options a suggestion's `change` stands for: `--tp 2` -> {"tp": 2} (the inverse of its flags)."""
-    flag, value = change.split(" ", 1)
-    key = {v: k for k, v in FLAGS.items()}[flag]
-    return {key: int(value) if key in ("tp", "ctx") else value}
+    """The options a suggestion's `change` stands for: `--tp 2` -> {"tp": 2}, `--kv-dtype fp8 --tp 2` -> both
+    (the inverse of its flags)."""
+    words = change.split()
+    keys = {v: k for k, v in FLAGS.items()}
+    return {keys[f]: int(v) if keys[f] in ("tp", "ctx") else v for f, v in zip(words[::2], words[1::2], strict=True)}
+
+
+def is_combination(suggestion: Suggestion) -> bool:
+    return len(suggestion.change.split()) > 2
 
 
 def sized(change: str, why: str, rerun: Rerun) -> Suggestion | None:
@@ -115,12 +127,13 @@ def judged_everywhere(
     return tuple(sorted(found, key=_change_order))
 
 
-def _change_order(suggestion: Suggestion) -> tuple[int, int, str]:
-    """The order of FLAGS; of two contexts the longer (the smaller change) first, of two tp the smaller."""
+def _change_order(suggestion: Suggestion) -> tuple[bool, int, int, str]:
+    """Single changes first, in the order of FLAGS; of two contexts the longer (the smaller change) first, of two
+    tp the smaller; then combinations."""
     flag, value = suggestion.change.split(" ", 1)
     rank = list(FLAGS.values()).index(flag)
     number = int(value) if value.isdigit() else 0
-    return rank, -number if flag == FLAGS["ctx"] else number, value
+    return is_combination(suggestion), rank, -number if flag == FLAGS["ctx"] else number, value
 
 
 def next_tp(tp: int, facts: AdviceFacts) -> int | None:
@@ -137,7 +150,9 @@ def next_tp(tp: int, facts: AdviceFacts) -> int | None:
 
 
 def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun) -> tuple[Suggestion, ...]:
-    """fp8 KV, the next tp, quantized weights, a shorter context, a larger card: those that change anything."""
+    """fp8 KV, the next tp, quantized weights, a shorter context, a larger card: those that change anything
+    (one that does not fit is still listed, with fits False: the report says "not enough alone"); then, for a
+    scenario that does not fit, the cheapest combination that fits, when it is cheaper than them (_combination)."""
     found: list[Suggestion] = []
     memo: dict[tuple[tuple[str, Any], ...], tuple[KvEstimate, GpuFit] | None] = {}
 
@@ -204,4 +219,85 @@ def suggest(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts, rerun: Rerun)
         if outcome is not None and (outcome[1].fits or n == min(len(cards), LARGER_CARD_TRIES) - 1):
             attempt(f"--gpu {card}", {"gpu": card}, f"a larger card of the same vendor: {words}")
             break
+    if not gpu.fits and memory_changes:
+        combined = _combination(scenario, gpu, facts, found, again)
+        if combined is not None:
+            found.append(combined)
     return tuple(found)
+
+
+class _Change(msgspec.Struct, frozen=True):
+    """One candidate part of a combination: its flags, options and words, and what it costs."""
+
+    flags: str
+    options: dict[str, Any]
+    why: str
+    hardware: float = 1.0
+    """GPU memory per replica after the change, in multiples of today's (--tp 2: 2; a 141 GB card for 80: 1.76)."""
+    loss: int = 0
+    """What the change gives up besides hardware: 1 for fp8 (KV or weights), 2 for int4 weights."""
+    weights_scale: float = 1.0
+    """The weights per GPU after the change, as a share of today's (at best: quantization scales add a little)."""
+    memory_bytes: int | None = None
+    """The card's memory after the change (a larger card)."""
+
+
+def _cost(changes: Sequence[_Change]) -> tuple[float, int, int]:
+    """Cheapest first: the least hardware, then the fewest changes, then the least precision given up."""
+    return math.prod(c.hardware for c in changes), len(changes), sum(c.loss for c in changes)
+
+
+def _candidates(scenario: KvEstimate, gpu: GpuFit, facts: AdviceFacts) -> tuple[list[_Change], list[_Change]]:
+    """(precision changes, hardware changes) a combination is made of: fp8 KV, fp8 or int4 weights; each next tp,
+    the larger cards a single change would try. A shorter context is no part of one: it changes the question."""
+    precision: list[_Change] = []
+    if scenario.kv_dtype.value in WIDE_DTYPES:
+        precision.append(_Change("--kv-dtype fp8", {"kv_dtype": "fp8"}, "fp8 KV cache", loss=1))
+    if not facts.weights_given and facts.model_dtype.lower() in WIDE_WEIGHTS:
+        bits = 32 if "32" in facts.model_dtype else 16
+        for dtype, width, loss in (("fp8", 8, 1), ("int4", 4, 2)):
+            option = {"weights_dtype": dtype}
+            precision.append(_Change(f"--weights-dtype {dtype}", option, f"{dtype} weights", 1.0, loss, width / bits))
+    hardware: list[_Change] = []
+    tp = next_tp(scenario.tp, facts)
+    while tp is not None:
+        hardware.append(_Change(f"--tp {tp}", {"tp": tp}, f"tp {tp}", tp / scenario.tp, 0, scenario.tp / tp))
+        tp = next_tp(tp, facts)
+    for card, words, memory in facts.larger_cards[:LARGER_CARD_TRIES]:
+        share = memory / gpu.memory_bytes
+        hardware.append(_Change(f"--gpu {card}", {"gpu": card}, words.split(",")[0], share, memory_bytes=memory))
+    return precision, hardware
+
+
+def _combination(
+    scenario: KvEstimate,
+    gpu: GpuFit,
+    facts: AdviceFacts,
+    singles: Sequence[Suggestion],
+    again: Callable[[Mapping[str, Any]], tuple[KvEstimate, GpuFit] | None],
+) -> Suggestion | None:
+    """The cheapest combination that fits (_cost), when it is cheaper than every single change that fits the
+    same context: fp8 KV with fp8 or int4 weights, or one or both of them with one hardware change (more GPUs or
+    a larger card, never both). Each is sized for real, cheapest first, at most COMBINATION_REFITS; one whose
+    weights alone exceed the card is not worth a sizing."""
+    precision, hardware = _candidates(scenario, gpu, facts)
+    single = {c.flags: c for c in (*precision, *hardware)}
+    bound = min((_cost([single[s.change]]) for s in singles if s.fits and s.change in single), default=None)
+
+    def loads(combo: Sequence[_Change]) -> bool:
+        weights = gpu.weights_bytes * math.prod(c.weights_scale for c in combo)
+        memory = next((c.memory_bytes for c in combo if c.memory_bytes is not None), gpu.memory_bytes)
+        return weights < memory
+
+    combos: list[list[_Change]] = []
+    for n in (1, 2):
+        for chosen in itertools.combinations(precision, n):
+            if len({c.flags.split()[0] for c in chosen}) == n:  # one KV dtype, one weights dtype at most
+                combos += [[*chosen, h] for h in hardware] + ([list(chosen)] if n == 2 else [])
+    combos = sorted((c for c in combos if (bound is None or _cost(c) < bound) and loads(c)), key=_cost)
+    for combo in combos[:COMBINATION_REFITS]:
+        outcome = again({k: v for c in combo for k, v in c.options.items()})
+        if outcome is not None and outcome[1].fits:
+            ordered = sorted(combo, key=lambda c: list(FLAGS).index(next(iter(c.options))))
+            return _suggestion(" ".join(c.flags for c in ordered), " + ".join(c.why for c in ordered), outcome)
+    return None

@@ -6,6 +6,7 @@ into stacked tables that repeat their key columns (lower-priority columns move d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -134,8 +135,9 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
         for s in result.scenarios
     }
     if explain:
+        kinds = layer_kinds(result)
         for rule in rules.values():  # each rule starts with its engine and version
-            console.print(f"[dim]rule: {escape(rule)}[/]")
+            console.print(f"[dim]rule: {escape(rule_for_kinds(rule, kinds))}[/]")
     elif rules:
         named = ", ".join(f"{engine} {version}" for engine, version in rules)
         console.print(f"[dim]rule: {escape(named)} (--explain prints it)[/]")
@@ -145,17 +147,18 @@ def render_estimate(console: Console, result: Estimate, *, explain: bool = False
     gpu_rows = [s for s in result.scenarios if s.gpu is not None]
     if gpu_rows:
         console.print(_gpu_panel(gpu_rows, width, explain=explain, multi_engine=multi_engine))
-    from kvsize.report_serving import latency_table, serving_lines
+    from kvsize.report_serving import latency_table, measured_table, serving_lines
 
     for line in serving_lines(result.scenarios, explain=explain):
         console.print(line)
-    for renderable in latency_table(result.latency):
+    for renderable in [*latency_table(result.latency), *measured_table(result.measured)]:
         console.print(renderable)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
+    with_state = any(g.state_elements for g in result.architecture.layers)
     columns = [
         Column("layers", key=True),
         Column("kind", "left", key=True),
@@ -163,8 +166,9 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
         Column("head dim K/V"),
         Column("window"),
         Column("elem/token"),
-        Column("state elem"),
     ]
+    if with_state:  # a model with no recurrent layer has nothing to show in it
+        columns.append(Column("state elem"))
     rows = []
     for g in result.architecture.layers:
         if g.kv_lora_rank is not None:
@@ -184,10 +188,95 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
                 dims,
                 window,
                 f"{g.elements_per_token:,}" if g.elements_per_token else "-",
-                f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-",
+                *([f"{g.state_elements:,} {g.state_dtype}" if g.state_elements else "-"] if with_state else []),
             ]
         )
-    return stacked_tables("Attention by layer", columns, rows, width)
+    legend = "elem/token: elements cached per token per layer; per token: bytes in all layers"
+    if with_state:
+        legend += "; state elem: recurrent state per request in one layer, fixed at any length"
+    return [*stacked_tables("Attention by layer", columns, rows, width), from_markup(f"[dim]{escape(legend)}[/]")]
+
+
+# The layer kinds a clause of an engine's rule text (kvsize/engines/*.py `rule`: one text for every model) is
+# about, by its first words: --explain prints a model's rule without the clauses of kinds it has none of. A
+# clause no pattern names is about every model, and is kept.
+_KIND_CLAUSES: tuple[tuple[str, frozenset[str]], ...] = (  # compiled on first use (re's cache): --explain only
+    (r"(hybrid )?mamba|recurrent|conv state|\d+ slot\(s\)|max\(1, n_seq\)|outside the pool", frozenset({"state"})),
+    (r"mla|one latent|deepseek-v3\.2 indexer", frozenset({"mla"})),
+    (r"sliding and chunked|sliding/chunked|windowed|in-flight", frozenset({"sliding", "chunked"})),
+    (r"sliding|iswa|full otherwise", frozenset({"sliding"})),
+    (r"chunked", frozenset({"chunked"})),
+    (r"shared/moe-only", frozenset({"shared", "none"})),
+)
+_STATE_KINDS = frozenset({"mamba", "mamba2", "gated_deltanet", "lightning", "kda", "short_conv"})
+
+
+def layer_kinds(result: Estimate) -> frozenset[str]:
+    """The layer kinds of the model (`mamba2+full` is both), recurrent states as one kind, "state"."""
+    kinds = {part for g in result.architecture.layers for part in g.kind.split("+")}
+    if kinds & _STATE_KINDS or any(g.state_elements for g in result.architecture.layers):
+        kinds.add("state")
+    return frozenset(kinds)
+
+
+def rule_for_kinds(rule: str, kinds: frozenset[str]) -> str:
+    """`rule` without its clauses (and parenthesised asides) about layer kinds not in `kinds`; the closing
+    source (file names in parentheses) is always kept."""
+    body, source = rule, ""
+    if rule.endswith(")"):
+        start = _opening(rule, len(rule) - 1)
+        if start > 0 and rule[start - 1] == " ":
+            body, source = rule[: start - 1], rule[start - 1 :]
+    return _kept_clauses(body, kinds) + source
+
+
+def _opening(text: str, close: int) -> int:
+    depth = 0
+    for i in range(close, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def _kept_clauses(text: str, kinds: frozenset[str]) -> str:
+    """Split at top-level ", " and "; ", drop the clauses of absent kinds; a dropped clause's "; " survives it."""
+    pieces: list[tuple[str, str]] = []
+    depth, start, sep = 0, 0, ""
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text[i : i + 2] in (", ", "; "):
+            pieces.append((sep, text[start:i]))
+            sep, start = text[i : i + 2], i + 2
+    pieces.append((sep, text[start:]))
+    out, carry = "", ""
+    for sep, piece in pieces:
+        about = next((k for pattern, k in _KIND_CLAUSES if re.match(pattern, piece, re.IGNORECASE)), frozenset())
+        if about and not about & kinds:
+            carry = "; " if "; " in (sep, carry) else sep
+            continue
+        joint = "; " if "; " in (sep, carry) else sep
+        out += (joint if out else "") + _kept_asides(piece, kinds)
+        carry = ""
+    return out
+
+
+def _kept_asides(text: str, kinds: frozenset[str]) -> str:
+    """`text` with each top-level " (...)" aside filtered like a rule; one left empty is dropped."""
+    out, i = "", 0
+    while (start := text.find(" (", i)) >= 0:
+        depth, end = 0, -1
+        for j in range(start + 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            if depth == 0:
+                end = j
+                break
+        if end < 0:
+            break
+        inner = _kept_clauses(text[start + 2 : end], kinds)
+        out += text[i:start] + (f" ({inner})" if inner else "")
+        i = end + 1
+    return out + text[i:]
 
 
 def served_concurrency(gpu: GpuFit) -> int:
@@ -326,6 +415,19 @@ def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
     return parts
 
 
+def reserve_gloss(label: str, gpu: GpuFit) -> str | None:
+    """What a part of the reserve is, in a few words, for a reader who does not know the engine's terms."""
+    share, engine = gpu.budget.utilization, gpu.budget.engine
+    if label == "non-torch":
+        return "non-torch: memory outside PyTorch's allocator (NCCL, cuBLAS buffers)"
+    if not label.startswith("outside the") or share is None:
+        return None
+    if engine == "sglang":  # mem_fraction_static covers weights and the KV pool; the rest serves the run
+        return f"{label}: left to activations and CUDA graphs (--gpu-util {share:g})"
+    rest = f"{round((1 - share) * 100, 2):g}%"
+    return f"{label}: the {rest} the engine leaves free (--gpu-util {share:g})"
+
+
 def _pool_lines(scenarios: Sequence[Scenario]) -> list[str]:
     """The engine's pool in tokens and its concurrency for each ctx of the grid: one line per pool (per KV
     dtype), naming the dtype when the grid has several."""
@@ -358,9 +460,13 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
             f"{format_bytes(first.kv_budget_bytes)}" + (f" ({escape(scenarios[0].engine)})" if multi_engine else "")
         )
     )
-    parts = " + ".join(f"{label} {format_bytes(value)}" for label, value in reserve_parts(first))
+    shares = reserve_parts(first)
+    parts = " + ".join(f"{label} {format_bytes(value)}" for label, value in shares)
     if parts:
         lines.append(Text(f"  reserve {format_bytes(first.reserve_bytes)} = {parts}"))
+        glosses = [gloss for label, _ in shares if (gloss := reserve_gloss(label, first)) is not None]
+        if glosses:
+            lines.append(from_markup(f"[dim]  {escape('; '.join(glosses))}[/]"))
     if explain:
         lines.append(from_markup(f"[dim]  budget: {escape(first.budget.rule)}[/]"))
     if multi_engine:
@@ -562,7 +668,7 @@ def advised_scenarios(scenarios: Sequence[Scenario]) -> list[Scenario]:
 
 
 def _suggestion_verdict(sug: Suggestion, batch: int) -> str:
-    verdict = "[green]fits[/]" if sug.fits else "[red]still does not fit[/]"
+    verdict = "[green]fits[/]" if sug.fits else "[red]not enough alone[/]"
     text = f"{verdict}, {plural(sug.max_concurrency, 'request')} at once"
     cap = sug.concurrency_cap
     if sug.cap_binds and cap is not None:
@@ -598,7 +704,11 @@ def _advice_lines(scenarios: Sequence[Scenario]) -> list[RenderableType]:
             said.append(label + (_suggestion_verdict(sug, s.batch) if sug else "[red]not served[/]"))
             why = why or (sug.why if sug else "")
         said[-1] += f" ({escape(why)})"
-        grid.add_row(f"  [bold]{escape(change)}[/]", "\n".join(said))
+        if len(change.split()) > 2:  # a combination: its flags lead the text, the first column stays narrow
+            said = [f"[bold]{escape(change)}[/]" + (":" if several else f": {said[0]}"), *(said if several else [])]
+            grid.add_row("  together", "\n".join(said))
+        else:
+            grid.add_row(f"  [bold]{escape(change)}[/]", "\n".join(said))
     return [from_markup(f"[bold]{head}[/] ({escape(scope)}):"), grid]
 
 
@@ -682,10 +792,17 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
         console.print(table)
     # max_concurrency is summed over replicas (capacity_file.check_deployment); concurrency is the engine's own
     console.print("[dim]max reqs: requests of ctx at once, all replicas; JSON concurrency is per replica[/]")
-    for r in results:
-        verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
-        where = f" (line {r.line})" if r.line and not r.passed else ""
-        console.print(from_markup(f"{verdict} {escape(r.name)}{where}: {escape(r.reason)}"))
+    # One renderable for every verdict line: a print per line costs rich ~0.4 ms, half the check of a
+    # deployment (benchmarks/check_1000.py).
+    verdicts = Text("\n").join(
+        from_markup(
+            f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'} {escape(r.name)}"
+            f"{f' (line {r.line})' if r.line and not r.passed else ''}: {escape(r.reason)}"
+        )
+        for r in results
+    )
+    if results:
+        console.print(verdicts)
     failed = sum(not r.passed for r in results)
     console.print(f"{plural(len(results), 'deployment')}: {len(results) - failed} pass, {failed} fail")
 

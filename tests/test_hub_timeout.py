@@ -4,7 +4,10 @@ HF_HUB_ETAG_TIMEOUT (kvsize's default 5 s); and no telemetry lookup before it (u
 _fetch_registry GETs /api/agent-harnesses with a fixed 3 s timeout, which made the audit's run take 8.9 s).
 
 The stand-in is a loopback listener that accepts connections and never answers. Each run is a subprocess, as
-a user runs kvsize, with an empty HF_HOME (no cached config, no cached agent list)."""
+a user runs kvsize, with an empty HF_HOME (no cached config, no cached agent list). The wait is asserted from
+below only (at least the timeout: the timeout is what bounds it); what it is not is counted, not timed: one
+connection (no telemetry GET, no retry). Past HANG_GUARD_S the run hung. A busy machine's start-up is no
+failure."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STARTUP_SLACK_S = 2.9  # interpreter + imports on a busy machine; the 3 s telemetry lookup would exceed it
+HANG_GUARD_S = 60  # no answer by then: kvsize hung (each wait below is a few seconds)
 
 
 @contextmanager
@@ -64,13 +67,16 @@ def run_against_silent_hub(
         }
         env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"), PYTHONPATH=str(ROOT), **extra_env)
         start = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "kvsize", "nosuch/model-xyz"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "kvsize", "nosuch/model-xyz"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=HANG_GUARD_S,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"hung: no answer within {HANG_GUARD_S} s from a silent hub")
         elapsed = time.monotonic() - start
         connections = len(accepted)
     return elapsed, done, connections
@@ -88,15 +94,15 @@ def assert_one_line_unreachable(done: subprocess.CompletedProcess[str]) -> None:
 def test_unresponsive_hub_fails_within_the_default_timeout(tmp_path: Path) -> None:
     elapsed, done, connections = run_against_silent_hub(tmp_path, {})
     assert_one_line_unreachable(done)
-    assert connections == 1  # the HEAD only: no telemetry GET, no retry
-    assert 5.0 <= elapsed < 5.0 + STARTUP_SLACK_S  # before: 8.9 s (3 s lookup + 5 s HEAD + start-up)
+    assert connections == 1  # the HEAD only: no telemetry GET (3 s more, before: 8.9 s in all), no retry
+    assert elapsed >= 5.0  # the HEAD waited kvsize's 5 s
 
 
 def test_unresponsive_hub_fails_within_hf_hub_etag_timeout(tmp_path: Path) -> None:
     elapsed, done, connections = run_against_silent_hub(tmp_path, {"HF_HUB_ETAG_TIMEOUT": "1"})
     assert_one_line_unreachable(done)
-    assert connections == 1
-    assert 1.0 <= elapsed < 1.0 + STARTUP_SLACK_S  # before: 4.6 s
+    assert connections == 1  # before: 2 (the 3 s telemetry lookup, 4.6 s in all)
+    assert elapsed >= 1.0  # the HEAD waited HF_HUB_ETAG_TIMEOUT
 
 
 @pytest.mark.slow

@@ -31,6 +31,14 @@ NEEDS_VERIFY_EXTRA = ("kvsize verify", "--verify")
 
 def _skip_reason(argv: list[str]) -> str | None:
     """Why this machine cannot run a README command as written, or None."""
+    if argv[:2] == ["kvsize", "probe"] and "localhost" in argv[2]:
+        return "needs an engine server running on this machine (tests/test_probe.py runs stand-ins)"
+    gpu = argv[argv.index("--gpu") + 1] if "--gpu" in argv[:-1] else None
+    if gpu == "auto":
+        import shutil
+
+        if shutil.which("nvidia-smi") is None:
+            return "needs a GPU in this machine (--gpu auto); tests/test_local_gpu.py runs a stand-in nvidia-smi"
     if not any(marker in shlex.join(argv) for marker in NEEDS_VERIFY_EXTRA):
         return None
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
@@ -112,6 +120,15 @@ README_EXIT_CODES = {
     "kvsize evict --tokens 16000 --keep 1600 --pattern clustered --seed 1 --json": 0,
     # 32k x 131,072 B = 4 GiB fits on the card itself; the offload tiers only add capacity.
     "kvsize meta-llama/Llama-3.1-8B --gpu h100 --ctx 32k --cpu-mem 512GiB --disk 4TiB": 0,
+    # --emit: at tp 4 and fp8 the 32k x 16 requests take 16 x 32,768 x 65,536 / 4 B = 8 GiB per GPU: it fits,
+    # and the launch line is printed (tests/test_launch.py checks it flag by flag).
+    "kvsize meta-llama/Llama-3.1-8B --gpu h100 --tp 4 --ctx 32k --batch 16 --kv-dtype fp8 --emit vllm": 0,
+    "kvsize meta-llama/Llama-3.1-8B --gpu auto --tp auto --ctx 32k --batch 16 --emit sglang": 0,  # on a GPU
+    "kvsize models --fits h100 --ctx 32k --concurrency 8": 0,  # the 8B holds 13 of 32k: some models fit
+    # Latency bounds have no verdict; 16 x 32k x 131,072 B = 64 GiB does not fit one H100's ~55 GiB: exit 1.
+    "kvsize meta-llama/Llama-3.1-8B --gpu h100 --ctx 8k,32k --batch 1,16 --itl 50": 1,
+    "kvsize probe http://localhost:8000 --gpu h100 --tp 1": 0,  # against a running server
+    "kvsize check examples/capacity.yaml --emit-dir launch/": 0,  # each deployment passes (above)
     # 8k x 131,072 B = 1 GiB fits; the benchmark comparison has no verdict (tests/test_bench_result.py).
     "kvsize meta-llama/Llama-3.1-8B --gpu h100 --ctx 8k --bench-result examples/bench/vllm-bench-serve.json": 0,
     "kvsize meta-llama/Llama-3.1-8B --gpu gh200 --ctx 32k --cpu-mem 480GB --disk 4TB": 0,

@@ -22,6 +22,10 @@ from kvsize.errors import ExitCode
 
 SIZE_COMMAND = "size"
 HELP_FLAGS = ("--help", "-h")
+COMPLETION_FLAGS = ("--install-completion", "--show-completion")
+COMPLETE_VAR = "_KVSIZE_COMPLETE"
+"""Set by the completion script when the shell asks for words (typer's spelling: `_KVSIZE_COMPLETE=source_bash`)."""
+SUGGESTIONS = 3  # at most this many options are offered for a mistyped one
 
 
 class DefaultToSizeGroup(TyperGroup):
@@ -35,6 +39,10 @@ class DefaultToSizeGroup(TyperGroup):
         stdout, exit 0 (asking what kvsize does is no error)."""
         extra.pop("standalone_mode", None)
         argv = list(sys.argv[1:] if args is None else args)
+        if os.environ.get(COMPLETE_VAR):  # the shell asks for completions: typer's bash, zsh, fish answers
+            from typer._completion_classes import completion_init
+
+            completion_init()
         try:
             code = super().main(
                 args=argv or ["--help"], prog_name=prog_name or "kvsize", standalone_mode=False, **extra
@@ -45,9 +53,8 @@ class DefaultToSizeGroup(TyperGroup):
         except Exception as exc:
             # click's UsageError / BadParameter (typer vendors click, so recognise them by their interface).
             if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
-                message = " ".join(exc.format_message().split()).rstrip(".")
                 where = getattr(getattr(exc, "ctx", None), "command_path", None) or "kvsize"
-                stderr_line(f"Error: {message}. See '{where} --help'.")
+                stderr_line(_usage_error_line(exc, where, argv))
                 sys.exit(int(ExitCode.BAD_INPUT))
             raise
         sys.exit(code if isinstance(code, int) else 0)
@@ -64,12 +71,77 @@ class DefaultToSizeGroup(TyperGroup):
         return _flag_without_type(super().get_help_option(ctx))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in (*HELP_FLAGS, "--version"):
+        if args and args[0] not in self.commands and args[0] not in (*HELP_FLAGS, "--version", *COMPLETION_FLAGS):
             args = [SIZE_COMMAND, *args]
         if args and args[0] == SIZE_COMMAND:
             args = [SIZE_COMMAND, *_one_query(args[1:])]
         _light_coercion(self.get_params(ctx))
         return super().parse_args(ctx, args)
+
+
+def _usage_error_line(exc: Any, where: str, argv: Sequence[str]) -> str:
+    """click's usage error as one line. An unknown option is offered only the options it plausibly mistypes
+    (click offers difflib's loose matches: `--install-completion` -> `--allocation`); the completion flags,
+    given to a command, say where they belong."""
+    name = getattr(exc, "option_name", None)
+    if name is None or not hasattr(exc, "possibilities"):  # not click's NoSuchOption
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        return f"Error: {message}. See '{where} --help'."
+    if name in COMPLETION_FLAGS:
+        return f"Error: {name} is an option of kvsize itself, not of a command: run 'kvsize {name}'."
+    command = getattr(getattr(exc, "ctx", None), "command", None)
+    names = [
+        opt
+        for param in (command.get_params(exc.ctx) if command is not None else ())
+        if not getattr(param, "hidden", False)
+        for opt in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+        if opt.startswith("-")
+    ]
+    # `-ctx` reaches click as the short option -c: the word typed is what to match.
+    typed = next((a for a in argv if not a.startswith("--") and a.startswith(name) and len(a) > 2), name)
+    typed = typed.split("=", 1)[0]
+    close = close_options(typed, names)
+    shown = " ".join(typed.split())
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return f"Error: No such option: {shown}.{hint} See '{where} --help'."
+
+
+def close_options(typed: str, names: Sequence[str]) -> list[str]:
+    """The option names `typed` plausibly mistypes, the closest first, at most SUGGESTIONS: one edit away (a
+    letter added, dropped, changed, or two neighbours swapped: --emitt, --alocation, --emit-dri, --jsn; two
+    edits for a name over 6 letters), or a name `typed` begins (--gp: --gpu, --gpu-mem, --gpu-util). `_` is
+    `-`. Anything further is no typo of it, and gets no suggestion."""
+
+    def core(option: str) -> str:
+        return option.lstrip("-").lower().replace("_", "-")
+
+    word = core(typed)
+    if not word:
+        return []
+    ranked = []
+    for name in dict.fromkeys(names):
+        other = core(name)
+        begins = other.startswith(word) and other != word
+        # 0: the same name spelt another way (--kv_dtype, --JSON); two letters match only as a beginning
+        distance = 1 if begins else _edit_distance(word, other) if len(word) > 2 else 99
+        if distance <= (2 if len(word) > 6 else 1):
+            ranked.append((distance, not begins, abs(len(other) - len(word)), name))
+    return [name for *_, name in sorted(ranked)[:SUGGESTIONS]]
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) that turn `a` into `b`: optimal string alignment."""
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, row = row, current
+    return row[-1]
 
 
 def _one_query(args: list[str]) -> list[str]:
@@ -165,6 +237,8 @@ class Command(TyperCommand):
 app = typer.Typer(
     cls=DefaultToSizeGroup,
     no_args_is_help=True,
+    # Completion is the group's own --install-completion / --show-completion (below): typer's, but with $SHELL
+    # where the parent shell cannot be found, and shown on the overview in one line each.
     add_completion=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -188,11 +262,62 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _install_completion(value: bool) -> None:
+    if value:
+        from typer._completion_shared import install
+
+        shell, path = install(shell=_shell(), prog_name="kvsize", complete_var=COMPLETE_VAR)
+        typer.echo(f"{shell} completion installed in {path}: a new terminal completes kvsize's commands and options")
+        raise typer.Exit()
+
+
+def _show_completion(value: bool) -> None:
+    if value:
+        from typer._completion_shared import get_completion_script
+
+        typer.echo(get_completion_script(prog_name="kvsize", complete_var=COMPLETE_VAR, shell=_shell()))
+        raise typer.Exit()
+
+
+def _shell() -> str:
+    """The shell kvsize runs in, as typer finds it (shellingham reads the parent processes), else the login
+    shell ($SHELL): the first of them typer writes completion for (a script's `sh` parent is none)."""
+    from typer._completion_shared import Shells, _get_shell_name
+
+    found = [_get_shell_name(), os.path.basename(os.environ.get("SHELL", ""))]
+    shell = next((name for name in found if name in {s.value for s in Shells}), None)
+    if shell is None:
+        raise typer.BadParameter(
+            f"no completion for {found[0] or 'an unknown shell'}: run it from bash, zsh, fish or PowerShell"
+        )
+    return shell
+
+
 @app.callback()
 def _main(
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""),
+    ] = False,
+    install_completion: Annotated[
+        bool,
+        typer.Option(
+            COMPLETION_FLAGS[0],
+            callback=_install_completion,
+            is_eager=True,
+            help="Install tab completion for this shell.",
+            metavar="",
+        ),
+    ] = False,
+    show_completion: Annotated[
+        bool,
+        typer.Option(
+            COMPLETION_FLAGS[1],
+            callback=_show_completion,
+            is_eager=True,
+            help="Print the completion script of this shell.",
+            metavar="",
+        ),
     ] = False,
 ) -> None:
     """How much GPU memory an LLM's KV cache takes, and whether a deployment fits."""
@@ -248,8 +373,15 @@ def app_for(argv: Sequence[str]) -> typer.Typer:
         return app
     name = argv[0] if any(c.name == argv[0] for c in app.registered_commands) else SIZE_COMMAND
     lean = copy.copy(app)
-    lean.registered_commands = [c for c in app.registered_commands if c.name == name and argv[0] != "--version"]
+    own = argv[0] in ("--version", *COMPLETION_FLAGS)  # the group's own flags, which exit: no command to build
+    lean.registered_commands = [c for c in app.registered_commands if c.name == name and not own]
+    if not own:  # the group's flags come first or not at all: a command's run builds none of them
+        lean.callback()(_command_run)
     return lean
+
+
+def _command_run() -> None:
+    """The group's callback in a command's run: no options of its own."""
 
 
 def main() -> None:
