@@ -86,6 +86,9 @@ STATE_MODEL_TYPES = frozenset(
 # _short_conv_state): another model type carrying them is refused.
 KIMI_LINEAR_TYPES = frozenset({"kimi_linear"})
 LFM2_TYPES = frozenset({"lfm2", "lfm2_moe"})
+# kvsize.config _gemma4_global_shapes / _per_layer_config and _mimo_layer_kinds / _per_layer_shapes.
+GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text"})
+MIMO_V2_TYPES = frozenset({"mimo_v2_flash"})
 _KNOWN = "__kvsize_known_model_types__"  # where unknown_cache_fields puts the known types for the conditions
 
 
@@ -120,6 +123,14 @@ def _llama4_chunking(c: Config) -> bool:
     return str(c.get("model_type", "")).startswith("llama4") or any(
         _has(c, k) for k in ("no_rope_layers", "no_rope_layer_interval")
     )
+
+
+def _mimo(c: Config) -> bool:
+    return c.get("model_type") in MIMO_V2_TYPES
+
+
+def _gemma4(c: Config) -> bool:
+    return c.get("model_type") in GEMMA4_TYPES
 
 
 def _same_window(c: Config) -> bool:
@@ -217,8 +228,18 @@ READ: dict[str, Reading] = {
     **_family(
         "sliding",
         "sliding_window_size",
-        when=_same_window,
-        condition="only as the same number as sliding_window (Gemma 2's older spelling)",
+        when=lambda c: _same_window(c) or _mimo(c),
+        condition="only as the same number as sliding_window (Gemma 2's older spelling), or as MiMo-V2's window "
+        "less the query",
+    ),
+    # "vision" masks image tokens both ways and caches the same keys; "all" (Gemma 4) / true (Gemma 3, 3n) makes
+    # transformers halve the window (Gemma3TextConfig / Gemma4TextConfig.__post_init__: sliding_window // 2 + 1)
+    # and attend both ways: an encoder kvsize does not size
+    **_family(
+        "sliding",
+        "use_bidirectional_attention",
+        when=lambda c: c.get("use_bidirectional_attention") == "vision",
+        condition="only as 'vision' (an image-token mask): bidirectional models halve their window in transformers",
     ),
     **_family(
         "layer_types",
@@ -228,11 +249,14 @@ READ: dict[str, Reading] = {
         condition=f"only with the layer types {', '.join(sorted(KNOWN_LAYER_TYPES))} (linear_attention only "
         "as Gated DeltaNet with linear_num_value_heads, or MiniMax lightning attention)",
     ),
+    # MiMo-V2-Flash's hub config carries attention_chunk_size 128 beside its window; neither transformers 5.24
+    # (MiMoV2FlashConfig, MiMoV2FlashAttention) nor vLLM 0.33 mimo_v2.py reads it: its layers slide, none chunk
     **_family(
         "chunked",
         "attention_chunk_size",
-        when=_llama4_chunking,
-        condition="only as Llama 4 chunked attention (llama4 model types, or beside no_rope_layers)",
+        when=lambda c: _llama4_chunking(c) or _mimo(c),
+        condition="only as Llama 4 chunked attention (llama4 model types, or beside no_rope_layers), or on MiMo-V2 "
+        "(which reads none)",
     ),
     **_family(
         "chunked",
@@ -369,6 +393,33 @@ READ.update(
             when=lambda c: c.get("model_type") not in c.get(_KNOWN, frozenset()),
             condition="only for model types it does not know (CogVLM2 names none): a known type's class ignores it",
         ),
+        # Gemma 4: full layers with their own head size and KV heads (kvsize.config _gemma4_global_shapes)
+        **_family(
+            "gemma4",
+            "global_head_dim",
+            "num_global_key_value_heads",
+            "attention_k_eq_v",
+            "per_layer_config",
+            when=_gemma4,
+            condition=f"only for Gemma 4 model types ({', '.join(sorted(GEMMA4_TYPES))})",
+        ),
+        # MiMo-V2-Flash: sliding layers with their own KV heads and head sizes (kvsize.config _per_layer_shapes)
+        **_family(
+            "mimo_v2",
+            "hybrid_layer_pattern",
+            "swa_num_key_value_heads",
+            "swa_head_dim",
+            "swa_v_head_dim",
+            when=_mimo,
+            condition="only for model_type mimo_v2_flash",
+        ),
+        **_family(
+            "mimo_v2",
+            "swa_num_attention_heads",
+            when=lambda c: _mimo(c) and c.get("swa_num_attention_heads") == c.get("num_attention_heads"),
+            condition="only for mimo_v2_flash with as many query heads as num_attention_heads (transformers' "
+            "MiMoV2FlashAttention gives every layer num_attention_heads)",
+        ),
         # LFM2 / LFM2.5: short-convolution layers over hidden_size channels
         **_family("lfm2", "conv_L_cache", "full_attn_idxs", when=_lfm2, condition="only for LFM2 model types"),
         **_family(
@@ -388,6 +439,8 @@ READ_NESTED: dict[str, frozenset[str]] = {
         {"kda_layers", "full_attn_layers", "num_heads", "head_dim", "short_conv_kernel_size"}
     ),
     "block_configs[].attention": frozenset({"n_heads_in_group", "no_op", "replace_with_linear"}),
+    # Gemma 4 per-layer overrides: every other key (skip, sliding_window, ...) is refused, cache-sounding or not
+    "per_layer_config[]": frozenset({"head_dim", "num_key_value_heads"}),
 }
 
 # --- cache-sounding fields that size nothing ------------------------------------------------------------------
@@ -407,7 +460,6 @@ IRRELEVANT: dict[str, str] = {
     "use_flash_attention": "kernel choice; no cache shape",
     "attention_softmax_in_fp32": "the softmax's compute dtype",
     "scale_attention_softmax_in_fp32": "the softmax's compute dtype",
-    "use_bidirectional_attention": "a mask (Gemma 4: over image tokens); the same keys are cached",
     "is_decoder": "a class flag; the layers are read from the decoder fields",
     # mixture of experts routing
     "norm_topk_prob": "MoE router: renormalises the top-k expert weights",
@@ -469,6 +521,10 @@ IRRELEVANT: dict[str, str] = {
     "transformers.js_config": "transformers.js ONNX export settings",
     "full_attn_mod": "Phi-4-mini: read by neither transformers' nor vLLM's phi3 model",
     "hidden_size_per_layer_input": "Gemma 3n/4 per-layer input embeddings; weights only",
+    "laurel_rank": "Gemma 3n LAuReL: a low-rank learned residual beside attention; weights only",
+    "activation_sparsity_pattern": "Gemma 3n: per-layer sparsity of the MLP's activations",
+    "add_swa_attention_sink_bias": "MiMo-V2: a learned sink logit per head on sliding layers; no cached token",
+    "add_full_attention_sink_bias": "MiMo-V2: a learned sink logit per head on full layers; no cached token",
     "num_hash_layers": "DeepSeek-V4: hash-routed MoE layers",
     "attention_value_scale": "a scale on values; no cache shape",
     "hc_sinkhorn_iters": "DeepSeek-V4 hyper-connections: mixes residual streams; no cache",
@@ -572,7 +628,7 @@ def unknown_cache_fields(
             finding = _judge(key, value, {**raw, "model_type": model_type, _KNOWN: known_model_types}, "")
             if finding is not None:
                 found.append(finding)
-    found.extend(_nested(data, where))
+    found.extend(_nested(context, where))  # with the checked model_type (a text_config may name none)
     return found
 
 
@@ -597,6 +653,16 @@ def _nested(data: Config, where: str) -> list[Finding]:
     linear = data.get("linear_attn_config")
     if isinstance(linear, Mapping) and data.get("model_type") in KIMI_LINEAR_TYPES:
         found += _unread_children(linear, READ_NESTED["linear_attn_config"], f"{where}linear_attn_config.")
+    overrides = data.get("per_layer_config")
+    if isinstance(overrides, Mapping) and data.get("model_type") in GEMMA4_TYPES:
+        read = READ_NESTED["per_layer_config[]"]
+        for index, over in overrides.items():
+            if isinstance(over, Mapping):
+                found += [
+                    Finding(f"{where}per_layer_config.{index}.{key}", "not a per-layer override kvsize reads")
+                    for key, value in over.items()
+                    if isinstance(key, str) and key not in read and value is not None and irrelevant_reason(key) is None
+                ]
     blocks = data.get("block_configs")
     if isinstance(blocks, list):
         for i, block in enumerate(blocks):

@@ -32,6 +32,19 @@ TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder", "
 
 # Defaults of the transformers config classes for the fields that size the cache and the weights, applied
 # only when a config leaves the field out (transformers 4.57 / 5.x `configuration_*.py`).
+_GEMMA4_TEXT_DEFAULTS: dict[str, Any] = {
+    "num_hidden_layers": 30,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "hidden_size": 2304,
+    "max_position_embeddings": 131_072,
+    "sliding_window": 512,
+    "vocab_size": 262_144,
+    "intermediate_size": 9216,
+    "tie_word_embeddings": True,
+}
 MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {
         "num_hidden_layers": 32,
@@ -92,6 +105,46 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
     "cohere2": {"sliding_window_pattern": 4},
+    # Gemma 4 (transformers 5.24 configuration_gemma4.py Gemma4TextConfig; the wrapper `gemma4` names the same
+    # text class). global_head_dim is a constructor argument whose default 512 sizes the full layers' heads.
+    **dict.fromkeys(("gemma4_text", "gemma4"), _GEMMA4_TEXT_DEFAULTS),
+    # configuration_gemma4_unified.py Gemma4UnifiedTextConfig: the same fields, a 1,024 window, 262,144 positions.
+    **dict.fromkeys(
+        ("gemma4_unified_text", "gemma4_unified"),
+        {**_GEMMA4_TEXT_DEFAULTS, "sliding_window": 1024, "max_position_embeddings": 262_144},
+    ),
+    # Gemma 3n (configuration_gemma3n.py Gemma3nTextConfig): the last 15 of 35 layers read earlier layers' KV.
+    **dict.fromkeys(
+        ("gemma3n_text", "gemma3n"),
+        {
+            "num_hidden_layers": 35,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 256,
+            "hidden_size": 2048,
+            "max_position_embeddings": 32_768,
+            "sliding_window": 512,
+            "num_kv_shared_layers": 15,
+            "vocab_size": 262_400,
+            "intermediate_size": 16_384,
+            "tie_word_embeddings": True,
+        },
+    ),
+    # MiMo-V2-Flash (configuration_mimo_v2_flash.py MiMoV2FlashConfig): K 192 / V 128; the default window 129 is
+    # the hub's sliding_window_size 128 plus the query.
+    "mimo_v2_flash": {
+        "num_hidden_layers": 48,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "head_dim": 192,
+        "v_head_dim": 128,
+        "hidden_size": 4096,
+        "max_position_embeddings": 131_072,
+        "sliding_window": 129,
+        "vocab_size": 152_576,
+        "intermediate_size": 16_384,
+        "tie_word_embeddings": False,
+    },
     "llama4_text": {"no_rope_layer_interval": 4},
     "gpt2": {
         "n_layer": 12,
@@ -150,6 +203,12 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "glm4",
     "gemma3",
     "gemma3n_text",
+    "gemma3n",
+    "gemma4",
+    "gemma4_text",
+    "gemma4_unified",
+    "gemma4_unified_text",
+    "mimo_v2_flash",
     "olmo",
     "olmo2",
     "granite",
@@ -365,6 +424,8 @@ def _parse_known(
     if raw.get("is_encoder_decoder") is True:
         return _encoder_decoder(raw, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}
+    if model_type in PER_LAYER_SHAPE_TYPES:  # a wrapper whose text_config names no type: the family rules still apply
+        merged.setdefault("model_type", model_type)
     fields = _Fields(merged, source=source, where=where)
     notes: list[str] = []
     if "auto_map" in raw:
@@ -374,6 +435,8 @@ def _parse_known(
     layer_kinds = _layer_kinds(fields, num_layers, notes)
     needs_attention = any(kind not in ("mamba", "none", "linear", "kda", "short_conv") for kind in layer_kinds)
     attention = _attention_params(fields, notes) if needs_attention else None
+    if attention is not None:
+        attention.per_layer = _per_layer_shapes(fields, layer_kinds, attention, notes)
     state = (
         _state_spec(fields, _model_dtype(raw, data))
         if any(k.startswith(("mamba", "linear")) for k in layer_kinds)
@@ -628,6 +691,10 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         return _kimi_layer_kinds(f, n)
     if f.raw("model_type") in LFM2_MODEL_TYPES:
         return _lfm2_layer_kinds(f, n)
+    if f.raw("model_type") in GEMMA4_MODEL_TYPES or f.raw("model_type") in GEMMA3N_MODEL_TYPES:
+        return _gemma_layer_kinds(f, n, notes)
+    if f.raw("model_type") in MIMO_V2_MODEL_TYPES:
+        return _mimo_layer_kinds(f, n)
     codes = f.raw("attn_type_list")
     if codes is not None:
         # MiniMax-Text-01 / M1 / M2: 0 = lightning (linear) attention, 1 = softmax attention
@@ -667,6 +734,120 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
 
 
 LFM2_MODEL_TYPES = ("lfm2", "lfm2_moe")
+GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text")
+GEMMA3N_MODEL_TYPES = ("gemma3n", "gemma3n_text")
+MIMO_V2_MODEL_TYPES = ("mimo_v2_flash",)
+PER_LAYER_SHAPE_TYPES = (*GEMMA4_MODEL_TYPES, *GEMMA3N_MODEL_TYPES, *MIMO_V2_MODEL_TYPES)
+
+
+def _gemma_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
+    """Gemma 3n / 4: `layer_types`, else every 5th (3n) / 6th (4) layer full and the rest sliding (transformers
+    5.24 Gemma3nTextConfig / Gemma4TextConfig.__post_init__). Gemma 4 makes the last layer full attention even
+    where a stated layer_types says otherwise (the same __post_init__, with a warning)."""
+    gemma4 = f.raw("model_type") in GEMMA4_MODEL_TYPES
+    names = f.str_list("layer_types", n)
+    if names is None:
+        period = 6 if gemma4 else 5
+        names = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n)]
+    if set(names) - {"full_attention", "sliding_attention"}:
+        raise f.error("layer_types", "must list only full_attention and sliding_attention for Gemma 3n / 4")
+    kinds = ["full" if t == "full_attention" else "sliding" for t in names]
+    if gemma4 and kinds[-1] != "full":
+        kinds[-1] = "full"
+        notes.append("last layer sized as full attention: transformers' Gemma4TextConfig forces it")
+    return kinds
+
+
+def _mimo_layer_kinds(f: _Fields, n: int) -> list[str]:
+    """MiMo-V2-Flash: `hybrid_layer_pattern` (0 full, 1 sliding: vLLM 0.33 mimo_v2.py MiMoV2DecoderLayer
+    is_sliding_window_layer), which transformers 5.24 does not read; it derives layer_types as full at layer 0 and
+    every 6th layer (MiMoV2FlashConfig.__post_init__), the hub model's own pattern. A stated layer_types wins and
+    must agree with the pattern."""
+    pattern = f.int_list("hybrid_layer_pattern")
+    from_pattern = None
+    if pattern is not None:
+        if len(pattern) != n or set(pattern) - {0, 1}:
+            raise f.error("hybrid_layer_pattern", f"must list 0 (full) or 1 (sliding) for each of the {n} layers")
+        from_pattern = ["sliding" if p else "full" for p in pattern]
+    names = f.str_list("layer_types", n)
+    if names is None:
+        return from_pattern or ["full" if i == 0 or (i + 1) % 6 == 0 else "sliding" for i in range(n)]
+    if set(names) - {"full_attention", "sliding_attention"}:
+        raise f.error("layer_types", "must list only full_attention and sliding_attention for MiMo-V2")
+    kinds = ["full" if t == "full_attention" else "sliding" for t in names]
+    if from_pattern is not None and from_pattern != kinds:
+        raise f.error("hybrid_layer_pattern", "disagrees with layer_types")
+    return kinds
+
+
+# (kv heads, K head dim, V head dim) of a layer whose attention differs from the config's standard fields.
+Shape = tuple[int, int, int]
+
+
+def _per_layer_shapes(f: _Fields, kinds: list[str], attn: _AttentionParams, notes: list[str]) -> dict[int, Shape]:
+    """Layers whose KV heads or head sizes differ from the standard fields, by index: Gemma 4's full layers,
+    MiMo-V2's sliding layers. Empty for every other family."""
+    model_type = f.raw("model_type")
+    if model_type in GEMMA4_MODEL_TYPES:
+        if f.has("per_layer_config"):
+            return _per_layer_config(f, len(kinds), attn)
+        return _gemma4_global_shapes(f, kinds, attn, notes)
+    if model_type in MIMO_V2_MODEL_TYPES:
+        # Sliding layers: swa_num_key_value_heads x (swa_head_dim K, swa_v_head_dim V), the model's own fields
+        # (vLLM 0.33 mimo_v2.py MiMoV2DecoderLayer). transformers 5.24 MiMoV2FlashAttention builds
+        # 2 x num_key_value_heads with head_dim / v_head_dim there (the hub model's values); the defaults follow it.
+        shape = (
+            f.integer("swa_num_key_value_heads") or 2 * attn.num_kv_heads,
+            f.integer("swa_head_dim") or attn.head_dim,
+            f.integer("swa_v_head_dim") or attn.head_dim_v,
+        )
+        _check_groups(f, attn.num_heads, shape[0], "swa_num_key_value_heads")
+        return {i: shape for i, kind in enumerate(kinds) if kind == "sliding"}
+    return {}
+
+
+def _gemma4_global_shapes(f: _Fields, kinds: list[str], attn: _AttentionParams, notes: list[str]) -> dict[int, Shape]:
+    """Gemma 4's full layers (transformers 5.24 Gemma4TextConfig.__post_init__ per_layer_config): head_dim is
+    global_head_dim (default 512); KV heads are num_global_key_value_heads only with attention_k_eq_v. K = V
+    layers still cache both (modeling_gemma4.py Gemma4TextAttention.forward: value_states = v_norm(k_proj(x)),
+    key_states = rope(k_norm(k_proj(x))), both handed to cache.update)."""
+    head_dim = f.need_int("global_head_dim")
+    kv = attn.num_kv_heads
+    if f.flag("attention_k_eq_v"):
+        kv = f.integer("num_global_key_value_heads") or kv
+    elif f.has("num_global_key_value_heads"):
+        notes.append("num_global_key_value_heads ignored: attention_k_eq_v is off (transformers Gemma4TextConfig)")
+    _check_groups(f, attn.num_heads, kv, "num_global_key_value_heads")
+    return {i: (kv, head_dim, head_dim) for i, kind in enumerate(kinds) if kind == "full"}
+
+
+def _per_layer_config(f: _Fields, n: int, attn: _AttentionParams) -> dict[int, Shape]:
+    """A stated per_layer_config (what transformers 5.24 writes when it saves a Gemma 4 config): layer index ->
+    head_dim / num_key_value_heads overrides; global_head_dim and num_global_key_value_heads are then not read
+    (Gemma4TextConfig.__post_init__ builds per_layer_config only when none is given). The guard refuses other
+    override keys (kvsize.cache_fields READ_NESTED)."""
+    overrides = f.raw("per_layer_config")
+    if not isinstance(overrides, Mapping):
+        raise f.error("per_layer_config", "must be an object of layer index -> overrides")
+    f.used.append("per_layer_config")
+    shapes: dict[int, Shape] = {}
+    for key, over in overrides.items():
+        index = int(key) if isinstance(key, str) and key.isdigit() else key
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n:
+            raise f.error("per_layer_config", f"names layer {shown(key)}, outside 0..{n - 1}")
+        if not isinstance(over, Mapping):
+            raise f.error(f"per_layer_config.{key}", "must be an object")
+        sub = _Fields(over, source=f.source, where=f"{f.where}per_layer_config.{key}.")
+        head_dim = sub.integer("head_dim") or attn.head_dim
+        kv = sub.integer("num_key_value_heads") or attn.num_kv_heads
+        _check_groups(sub, attn.num_heads, kv, "num_key_value_heads")
+        shapes[index] = (kv, head_dim, head_dim)
+    return shapes
+
+
+def _check_groups(f: _Fields, num_heads: int, kv: int, key: str) -> None:
+    if num_heads % kv:
+        raise f.error(key, f"({kv}) must divide num_attention_heads ({num_heads})")
 
 
 def _kimi_layer_kinds(f: _Fields, n: int) -> list[str]:
@@ -783,6 +964,8 @@ class _AttentionParams:
         self.head_dim = head_dim
         self.head_dim_v = head_dim_v
         self.mla = mla
+        self.per_layer: dict[int, Shape] = {}
+        """Layers whose (KV heads, K head dim, V head dim) differ from the fields above, by index."""
 
 
 def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
@@ -968,14 +1151,16 @@ def _layers(
     notes: list[str],
     encoder_tokens: int | None,
 ) -> list[LayerSpec]:
-    """One layer per kind; each kind's caches are built and validated once and shared by its layers
-    (a 100,000-layer config must parse in a fraction of a second)."""
-    first_of_kind: dict[str, LayerSpec] = {}
+    """One layer per kind (and per shape, where layers of a kind differ: `_per_layer_shapes`); each one's caches
+    are built and validated once and shared by its layers (a 100,000-layer config must parse in a fraction of a
+    second)."""
+    first_of_kind: dict[tuple[str, Shape | None], LayerSpec] = {}
     layers: list[LayerSpec] = []
     for index, kind in enumerate(kinds):
-        first = first_of_kind.get(kind)
+        key = (kind, attn.per_layer.get(index) if attn is not None else None)
+        first = first_of_kind.get(key)
         if first is None:
-            first = first_of_kind[kind] = _layer(index, kind, attn, state, f, notes, encoder_tokens)
+            first = first_of_kind[key] = _layer(index, kind, attn, state, f, notes, encoder_tokens)
             layers.append(first)
         else:
             layers.append(first.renumbered(index))
@@ -1029,18 +1214,23 @@ def _layer(
         )
         return LayerSpec(index=index, attention=spec, state=state if with_state else None)
     window: int | None = None
-    if kind == "sliding":
+    if kind == "sliding" and f.raw("model_type") in MIMO_V2_MODEL_TYPES and f.has("sliding_window_size"):
+        # MiMoV2FlashConfig.__post_init__ (transformers 5.24): sliding_window = sliding_window_size + 1, the
+        # sliding_window_size previous tokens the reference SGLang code attends to plus the query.
+        window = f.need_int("sliding_window_size", maximum=MAX_POSITIONS - 1) + 1
+    elif kind == "sliding":
         window = f.need_int("sliding_window", maximum=MAX_POSITIONS)
     elif kind == "chunked":
         window = f.need_int("attention_chunk_size", maximum=MAX_POSITIONS)
     tokens = None
     if kind == "cross":
         tokens = encoder_tokens if encoder_tokens is not None else _image_tokens(f, notes)
+    kv_heads, head_dim, head_dim_v = attn.per_layer.get(index, (attn.num_kv_heads, attn.head_dim, attn.head_dim_v))
     spec = AttentionSpec(
         kind=AttentionKind(kind),
-        num_kv_heads=attn.num_kv_heads,
-        head_dim=attn.head_dim,
-        head_dim_v=attn.head_dim_v,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        head_dim_v=head_dim_v,
         window=window,
         encoder_tokens=tokens,
     )

@@ -70,15 +70,8 @@ def _parse_reading(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> t
 EXPECTED_REFUSALS = {
     # DeepSeek-V4 compressed sparse attention: per-layer compression ratios and an indexer, no kv_lora_rank
     "never_silent/nvidia--DeepSeek-V4-Flash-NVFP4.json": {"compress_ratios", "index_topk", "index_head_dim"},
-    # (Kimi Linear, CogVLM2 and LFM2, refused here before, are sized: tests/test_families_2026.py)
-    # MiMo-V2: sliding layers with their own heads and head sizes; attention_chunk_size is not Llama 4 chunking
-    "never_silent/XiaomiMiMo--MiMo-V2-Flash.json": {
-        "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "hybrid_layer_pattern", "attention_chunk_size",
-    },  # fmt: skip
-    # Gemma 4: global layers with their own head size and KV heads, K = V
-    "refused:google/gemma-4-26B-A4B": {"text_config.global_head_dim", "text_config.num_global_key_value_heads"},
-    "refused:nvidia/Gemma-4-26B-A4B-NVFP4": {"text_config.global_head_dim"},
-    "refused:nvidia/Gemma-4-31B-IT-NVFP4": {"text_config.global_head_dim"},
+    # (Kimi Linear, CogVLM2 and LFM2, refused here before, are sized: tests/test_families_2026.py; MiMo-V2-Flash,
+    # Gemma 4 and Gemma 3n too: tests/test_families_round4.py)
     # MiniMax-M3: an index cache on sparse layers
     "refused:MiniMaxAI/MiniMax-M3": {"sparse_attention_config"},
     # GLM-5.2: indexers shared between layers (indexer_types 'shared')
@@ -131,19 +124,20 @@ def test_refusal_is_exit_2_naming_fields_and_the_way_on(tmp_path: Path) -> None:
 
 
 def test_assume_standard_attention_names_the_ignored_fields_on_every_answer() -> None:
-    path = NEVER_SILENT / "XiaomiMiMo--MiMo-V2-Flash.json"
+    # (MiMo-V2-Flash served here before; it is sized exactly now: tests/test_families_round4.py)
+    path = NEVER_SILENT / "nvidia--DeepSeek-V4-Flash-NVFP4.json"
     result = CliRunner().invoke(
         app, [str(path), "--ctx", "4096", "--engine", "formula", "--assume-standard-attention", "--json"]
     )
     assert result.exit_code == 0, result.output
     notes = json.loads(result.output)["notes"]
-    assert any("swa_num_key_value_heads" in n and "assume-standard-attention" in n for n in notes)
-    # With the swa_* fields, hybrid_layer_pattern and attention_chunk_size ignored, every layer slides (Mistral's
-    # rule: sliding_window and no use_sliding_window) with the global layers' 4 KV heads x (K 192 + V 128):
-    # 48 layers x 4 x 320 x 2 bytes = 122,880 B per token, not MiMo-V2's real mix (sliding layers hold 8 heads).
+    assert any("compress_ratios" in n and "assume-standard-attention" in n for n in notes)
+    # With compress_ratios and the indexer ignored, every layer slides (Mistral's rule: sliding_window 128 and no
+    # use_sliding_window) with num_key_value_heads 1 x (head_dim 512 K + 512 V): 43 layers x 1 x 1,024 x 2 bytes =
+    # 88,064 B per token, not DeepSeek-V4's compressed cache.
     api = kvsize.estimate(json.loads(path.read_text()), ctx=4096, engine="formula", assume_standard_attention=True)
-    assert api.scenarios[0].kv_bytes_per_token == 48 * 4 * 320 * 2
-    assert any("swa_num_key_value_heads" in n for n in api.notes)
+    assert api.scenarios[0].kv_bytes_per_token == 43 * 1 * 1024 * 2
+    assert any("compress_ratios" in n for n in api.notes)
 
 
 def test_library_refuses_by_default() -> None:

@@ -20,6 +20,21 @@ from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, State
 # convolutions) name them in `sized_state_kinds`, the others refuse such models (`check_state_kind`).
 CLASSIC_STATE_KINDS = frozenset({StateKind.MAMBA, StateKind.MAMBA2, StateKind.GATED_DELTANET, StateKind.LIGHTNING})
 
+# Engines whose rules were read for models whose sliding and full layers differ in KV heads or head sizes (Gemma 4's
+# full layers: global_head_dim x num_global_key_value_heads; MiMo-V2-Flash's sliding layers: swa_num_key_value_heads)
+# and for these families' own layouts. The serving engines refuse them (`check_layout`): kvsize has not read how
+# their allocators page layers of different page sizes (vLLM's unified page size, SGLang's SWA pool, TensorRT-LLM's
+# per-window pools, llama.cpp's iSWA cache) nor these releases' model files.
+MIXED_WIDTH_ENGINES = frozenset({"formula", "hf"})
+_MIXED = "sliding and full layers of different KV heads or head sizes"
+UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read these engines' paging of)
+    **dict.fromkeys(("gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text"), ("Gemma 4", _MIXED)),
+    "mimo_v2_flash": ("MiMo-V2-Flash", _MIXED),
+    # Gemma 3n: the last layers reuse earlier layers' KV (transformers Gemma3nTextAttention, kv shared layers);
+    # how each engine allocates (or skips) those layers' cache is not modelled.
+    **dict.fromkeys(("gemma3n", "gemma3n_text"), ("Gemma 3n", "layers that reuse earlier layers' KV cache")),
+}
+
 # Layer kinds whose cache grows with the context (the others are fixed per request or empty).
 PER_TOKEN_KINDS = frozenset({AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA})
 
@@ -56,6 +71,16 @@ def pipeline_stages(num_layers: int, pp: int) -> list[range]:
         sizes[-i] += 1
     starts = [sum(sizes[:i]) for i in range(pp)]
     return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
+
+
+def mixed_widths(spec: ArchSpec) -> bool:
+    """Whether the sliding or chunked layers store other (KV heads, K head dim, V head dim) than the full layers."""
+    shapes: dict[bool, set[tuple[int, int, int]]] = {True: set(), False: set()}
+    for layer, _ in spec.layer_groups():
+        a = layer.attention
+        if a is not None and a.kind in (AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED):
+            shapes[a.kind is AttentionKind.FULL].add((a.num_kv_heads, a.head_dim, a.head_dim_v))
+    return bool(shapes[True] and shapes[False]) and shapes[True] != shapes[False]
 
 
 def check_head_split(spec: ArchSpec, tp: int, *, engine: str, source: str, kv_rule: str = "divide") -> None:
@@ -165,8 +190,26 @@ class Engine(ABC):
 
     # --- what the engine serves -----------------------------------------------------------------------
 
-    def check_supported(self, spec: ArchSpec) -> None:  # noqa: B027  (most engines serve everything)
-        """Raise UnsupportedArchitecture when the engine cannot serve `spec`."""
+    def check_supported(self, spec: ArchSpec) -> None:
+        """Raise UnsupportedArchitecture when the engine cannot serve `spec`: a layout its rules were not read
+        for (check_layout), then what the engine itself refuses (check_serves)."""
+        self.check_layout(spec)
+        self.check_serves(spec)
+
+    def check_serves(self, spec: ArchSpec) -> None:  # noqa: B027  (most engines serve everything)
+        """The engine's own refusals; an engine that refuses some models overrides this."""
+
+    def check_layout(self, spec: ArchSpec) -> None:
+        """Refuse layouts this engine's rules were not read for (MIXED_WIDTH_ENGINES)."""
+        if self.name in MIXED_WIDTH_ENGINES:
+            return
+        family, what = UNREAD_LAYOUT_FAMILIES.get(spec.model_type, (spec.model_type, _MIXED))
+        if spec.model_type in UNREAD_LAYOUT_FAMILIES or mixed_widths(spec):
+            raise UnsupportedArchitecture(
+                f"{self.title}: kvsize has not read how this engine pages {family}'s layers ({what}), so it "
+                "cannot size them",
+                hint="Use --engine formula or --engine hf.",
+            )
 
     def check_encoder_decoder(self, spec: ArchSpec) -> None:
         if spec.is_encoder_decoder and not self.serves_encoder_decoder:

@@ -25,6 +25,11 @@ registry model on the meta device and sums the cache's tensors:
   without re-quantization, plus one 0-dim float32 scale for K and one for V per layer (8 bytes per layer, not
   per request: reported by `kvsize verify` as scalar bookkeeping). Only for models whose layers are all
   `full_attention` (`QuantizedCache.__init__` refuses others).
+- Layers of one model with different KV heads or head sizes keep their own (models/gemma4/modeling_gemma4.py
+  Gemma4TextAttention: full layers `per_layer_config[i].head_dim` = global_head_dim and, with attention_k_eq_v,
+  num_global_key_value_heads; K = V layers still store K and V; models/mimo_v2_flash/modeling_mimo_v2_flash.py
+  MiMoV2FlashAttention: sliding layers 2 x num_key_value_heads, K head_dim / V v_head_dim on every layer).
+  KV-sharing consumers (`kv_sharing_modes` "reuse", Gemma 3n / 4) get a `DummyLayer`.
 - Head counts the config does not give directly: Falcon's new decoder architecture caches every query head
   (`FalconAttention.forward`, models/falcon/modeling_falcon.py: `num_kv_heads = self.num_heads if
   self.new_decoder_architecture`), MPT is always multi-head (models/mpt/modeling_mpt.py ignores kv_n_heads).
@@ -218,7 +223,7 @@ class HfEngine(Engine):
 
     # --- what transformers can run --------------------------------------------------------------------
 
-    def check_supported(self, spec: ArchSpec) -> None:
+    def check_serves(self, spec: ArchSpec) -> None:
         reason = REMOTE_CODE_ONLY.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(
@@ -226,6 +231,8 @@ class HfEngine(Engine):
                 "never runs remote code",
                 hint="Size it with --engine vllm or --engine formula.",
             )
+        if spec.model_type == "mimo_v2_flash":
+            self._check_mimo(spec)
         if self.version == RULE_PER_HEAD and any(
             self._mla_dims(layer.attention) is None
             for layer, _ in spec.layer_groups()
@@ -235,6 +242,30 @@ class HfEngine(Engine):
                 "the <5.15 MLA rule needs qk_nope_head_dim and v_head_dim, which kvsize's spec does not carry yet",
                 hint="Use `kvsize verify` (which passes the config), or the Python API with "
                 "engine_options={'raw_config': config}.",
+            )
+
+    @staticmethod
+    def _check_mimo(spec: ArchSpec) -> None:
+        """transformers 5.24 builds MiMo-V2-Flash from fixed rules, not from the hub's swa_* fields or
+        hybrid_layer_pattern: full attention at layer 0 and every 6th layer (MiMoV2FlashConfig.__post_init__),
+        sliding layers with 2 x num_key_value_heads and the full layers' head sizes (MiMoV2FlashAttention.__init__).
+        A config that says otherwise builds another model there (its checkpoint would not load): refused."""
+        kinds = [layer.attention.kind if layer.attention else None for layer in spec.layers]
+        slides = [i != 0 and (i + 1) % 6 != 0 for i in range(len(kinds))]
+        expected = [AttentionKind.SLIDING if s else AttentionKind.FULL for s in slides]
+        shapes = {
+            a.kind: (a.num_kv_heads, a.head_dim, a.head_dim_v)
+            for layer, _ in spec.layer_groups()
+            if (a := layer.attention) is not None
+        }
+        full, sliding = shapes.get(AttentionKind.FULL), shapes.get(AttentionKind.SLIDING)
+        fits = kinds == expected and full is not None and sliding in (None, (2 * full[0], full[1], full[2]))
+        if not fits:
+            raise UnsupportedArchitecture(
+                "transformers 5.24 builds MiMo-V2-Flash with full attention at layer 0 and every 6th layer and "
+                "2 x num_key_value_heads of the same head sizes on the sliding layers (modeling_mimo_v2_flash.py "
+                "MiMoV2FlashAttention); this config's layers differ, so transformers would build another model",
+                hint="Size it with --engine formula (the config's own layout).",
             )
 
     def check_scenario(self, spec: ArchSpec, *, ctx: int, kv_dtype: KvDtype, tp: int) -> None:

@@ -240,7 +240,7 @@ class LlamaCppEngine(Engine):
 
     # --- what llama.cpp serves --------------------------------------------------------------------------
 
-    def check_supported(self, spec: ArchSpec) -> None:
+    def check_serves(self, spec: ArchSpec) -> None:
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"{spec.model_type}: {reason}")

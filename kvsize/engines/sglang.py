@@ -511,7 +511,7 @@ class SglangEngine(Engine):
 
     # --- what SGLang serves -----------------------------------------------------------------------------
 
-    def check_supported(self, spec: ArchSpec) -> None:
+    def check_serves(self, spec: ArchSpec) -> None:
         if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
             raise UnsupportedArchitecture(
                 "SGLang has no CogVLMForCausalLM (sglang/srt/models, 0.5.x): it cannot serve CogVLM2",

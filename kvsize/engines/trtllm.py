@@ -193,7 +193,7 @@ class TrtllmEngine(Engine):
 
     # --- what TensorRT-LLM serves -----------------------------------------------------------------------
 
-    def check_supported(self, spec: ArchSpec) -> None:
+    def check_serves(self, spec: ArchSpec) -> None:
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"TensorRT-LLM ({spec.model_type}): {reason}")

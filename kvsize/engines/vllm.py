@@ -232,7 +232,7 @@ class VllmEngine(Engine):
 
     # --- what vLLM serves -----------------------------------------------------------------------------
 
-    def check_supported(self, spec: ArchSpec) -> None:
+    def check_serves(self, spec: ArchSpec) -> None:
         if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
             raise UnsupportedArchitecture(
                 "vLLM has no CogVLMForCausalLM (model_executor/models/registry.py 0.8.5-0.33): it cannot serve CogVLM2",
