@@ -67,7 +67,9 @@ class Column(msgspec.Struct, frozen=True):
 
 
 def _cell(value: str | Text) -> Text:
-    return value if isinstance(value, Text) else from_markup(value)
+    if isinstance(value, Text):
+        return value
+    return from_markup(value) if "[" in value else Text(value)  # no markup to parse: a thousand rows add up
 
 
 def stacked_tables(
@@ -95,8 +97,12 @@ def stacked_tables(
         parts.append(current)
     tables: list[RenderableType] = [Text(title, style="italic")]  # a line of its own: wraps at the console
     for part in parts:
-        table = Table(show_edge=False, expand=False)
         order = sorted(part)
+        fast = _long_table(columns, cells, order, width)
+        if fast is not None:
+            tables.append(fast)
+            continue
+        table = Table(show_edge=False, expand=False)
         for i in order:
             col = columns[i]
             table.add_column(
@@ -109,6 +115,27 @@ def stacked_tables(
             table.add_row(*(row[i] for i in order))
         tables.append(table)
     return tables
+
+
+def _long_table(
+    columns: Sequence[Column], cells: Sequence[Sequence[Text]], order: Sequence[int], width: int
+) -> Group | None:
+    """A long table part whose cells all fit on one line, drawn as rich would draw it in one pass
+    (kvsize/report_table.py); None where rich's own layout is needed (short tables, a cell to wrap)."""
+    from kvsize.report_table import FAST_ROWS, natural_widths, table_text
+
+    if len(cells) < FAST_ROWS:
+        return None
+    rows = [[row[i] for i in order] for row in cells]
+    headers = [columns[i].header for i in order]
+    plain = (c.plain for row in rows for c in row)
+    if sum(w + 3 for w in natural_widths(headers, rows)) - 1 > width or any(
+        "\n" in p or p != p.strip() for p in plain
+    ):
+        return None
+    text = table_text(headers, [columns[i].justify for i in order], rows)
+    text.no_wrap, text.overflow = True, "ignore"
+    return Group(text)  # in a Group: console.print joins bare Texts into a new one, dropping no_wrap
 
 
 def _width(console: Console) -> int:
@@ -792,19 +819,35 @@ def render_check(console: Console, results: Sequence[CheckResult]) -> None:
         console.print(table)
     # max_concurrency is summed over replicas (capacity_file.check_deployment); concurrency is the engine's own
     console.print("[dim]max reqs: requests of ctx at once, all replicas; JSON concurrency is per replica[/]")
-    # One renderable for every verdict line: a print per line costs rich ~0.4 ms, half the check of a
-    # deployment (benchmarks/check_1000.py).
-    verdicts = Text("\n").join(
-        from_markup(
-            f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'} {escape(r.name)}"
-            f"{f' (line {r.line})' if r.line and not r.passed else ''}: {escape(r.reason)}"
-        )
-        for r in results
-    )
     if results:
-        console.print(verdicts)
+        console.print(_verdict_lines(results, _width(console)))
     failed = sum(not r.passed for r in results)
     console.print(f"{plural(len(results), 'deployment')}: {len(results) - failed} pass, {failed} fail")
+
+
+def _verdict_lines(results: Sequence[CheckResult], width: int) -> Group:
+    """`pass NAME: REASON` per deployment as one Text (one string and its colour spans): a print, or a Text
+    joined, per line costs rich about 0.4 ms, half of checking a deployment (benchmarks/startup.py). User
+    text goes through `clean`, as in every table; lines that all fit the width skip rich's wrapping pass."""
+    from rich.cells import cell_len
+    from rich.text import Span
+
+    from kvsize.text import clean
+
+    pieces: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    for r in results:
+        word, style = ("pass", "green") if r.passed else ("FAIL", "red")
+        where = f" (line {r.line})" if r.line and not r.passed else ""
+        line = f"{word} {clean(r.name)}{where}: {clean(r.reason)}"
+        spans.append(Span(at, at + 4, style))
+        pieces.append(line)
+        at += len(line) + 1
+    text = Text("\n".join(pieces), spans=spans)
+    if all(cell_len(line) <= width for line in pieces):  # nothing to wrap: skip rich's wrapping pass
+        text.no_wrap, text.overflow = True, "ignore"
+    return Group(text)
 
 
 def render_plan(console: Console, plans: Sequence[GpuPlan], *, title: str) -> None:

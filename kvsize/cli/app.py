@@ -61,8 +61,11 @@ class DefaultToSizeGroup(TyperGroup):
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         """`kvsize`, `kvsize --help`: one screen (usage, the commands one line each, examples). The sizing
-        command's options are `kvsize size --help` (= `kvsize MODEL --help`), as the overview says."""
-        TyperGroup.format_help(_help_view(self, ctx), ctx, formatter)
+        command's options are `kvsize size --help` (= `kvsize MODEL --help`), as the overview says. Drawn by
+        kvsize.cli.overview in typer's layout, without typer's help renderer and its imports."""
+        from kvsize.cli.overview import render_overview
+
+        render_overview(self, ctx, _help_view(self, ctx).get_params(ctx))
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return ["MODEL [OPTIONS] | COMMAND [ARGS]..."]
