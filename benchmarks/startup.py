@@ -69,13 +69,18 @@ def capacity_file(folder: Path) -> Path:
     return path
 
 
-def run_once(argv: list[str]) -> tuple[float, float]:
+NO_BYTECODE = "kvsize meta-llama/Llama-3.1-8B --ctx 128k --json, without bytecode (compiled every run)"
+# Runs whose environment differs: PYTHONDONTWRITEBYTECODE with an empty PYTHONPYCACHEPREFIX finds no .pyc and
+# writes none, as the first run of an editable install or a CI job with PYTHONDONTWRITEBYTECODE set.
+ENVIRONMENTS: dict[str, dict[str, str]] = {}
+
+
+def run_once(argv: list[str], extra: dict[str, str] | None = None) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one run in a fresh interpreter."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(
-        argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "80"}
-    )
+    env = {**os.environ, "COLUMNS": "80", **(extra or {})}
+    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
@@ -91,7 +96,7 @@ def measure(runs: int) -> dict[str, tuple[float, float]]:
     wall: dict[str, list[float]] = {label: [] for label in COMMANDS}
     for _ in range(runs):
         for label, argv in COMMANDS.items():
-            c, w = run_once(argv)
+            c, w = run_once(argv, ENVIRONMENTS.get(label))
             cpu[label].append(c)
             wall[label].append(w)
     return {label: (statistics.median(cpu[label]), statistics.median(wall[label])) for label in COMMANDS}
@@ -103,6 +108,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         COMMANDS[CHECK] = [sys.executable, "-m", "kvsize", "check", str(capacity_file(Path(folder)))]
+        COMMANDS[NO_BYTECODE] = COMMANDS["kvsize meta-llama/Llama-3.1-8B --ctx 128k --json"]
+        empty = Path(folder) / "no-pycache"
+        empty.mkdir()
+        ENVIRONMENTS[NO_BYTECODE] = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(empty)}
         medians = measure(args.runs)
     base = medians[BASELINE][0]
     print(f"({args.runs} runs each, interleaved; Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")

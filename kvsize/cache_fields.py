@@ -89,6 +89,11 @@ LFM2_TYPES = frozenset({"lfm2", "lfm2_moe"})
 # kvsize.config _gemma4_global_shapes / _per_layer_config and _mimo_layer_kinds / _per_layer_shapes.
 GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text"})
 MIMO_V2_TYPES = frozenset({"mimo_v2_flash"})
+# kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention.
+DEEPSEEK_V4_TYPES = frozenset({"deepseek_v4"})
+DEEPSEEK_V4_LAYER_TYPES = frozenset(
+    {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"}
+)
 _KNOWN = "__kvsize_known_model_types__"  # where unknown_cache_fields puts the known types for the conditions
 
 
@@ -102,11 +107,17 @@ def _mla(c: Config) -> bool:
     return _has(c, "kv_lora_rank") and _type_allows(c, MLA_MODEL_TYPES)
 
 
+def _deepseek_v4(c: Config) -> bool:
+    return c.get("model_type") in DEEPSEEK_V4_TYPES
+
+
 def _layer_types_known(c: Config) -> bool:
     for key in ("layer_types", "layers_block_type"):
         names = c.get(key)
         if not isinstance(names, list):
             continue
+        if key == "layer_types" and _deepseek_v4(c):
+            return all(isinstance(n, str) and n in DEEPSEEK_V4_LAYER_TYPES for n in names)
         if any(not isinstance(n, str) or n not in KNOWN_LAYER_TYPES for n in names):
             return False
         if "conv" in names and c.get("model_type") not in LFM2_TYPES:
@@ -247,7 +258,7 @@ READ: dict[str, Reading] = {
         "layers_block_type",
         when=_layer_types_known,
         condition=f"only with the layer types {', '.join(sorted(KNOWN_LAYER_TYPES))} (linear_attention only "
-        "as Gated DeltaNet with linear_num_value_heads, or MiniMax lightning attention)",
+        "as Gated DeltaNet with linear_num_value_heads, or MiniMax lightning attention; DeepSeek-V4's own three)",
     ),
     # MiMo-V2-Flash's hub config carries attention_chunk_size 128 beside its window; neither transformers 5.24
     # (MiMoV2FlashConfig, MiMoV2FlashAttention) nor vLLM 0.33 mimo_v2.py reads it: its layers slide, none chunk
@@ -276,15 +287,32 @@ READ: dict[str, Reading] = {
     ),
     **_family(
         "mla",
-        "qk_rope_head_dim",
         "qk_nope_head_dim",
         "qk_head_dim",
-        "index_topk",
-        "index_head_dim",
-        "index_n_heads",
         when=_mla,
         condition="only beside an MLA kv_lora_rank",
     ),  # fmt: skip
+    # DeepSeek-V4 reads the indexer's width too (its CSA layers key each compressed entry); its qk_rope_head_dim
+    # is the RoPE part of the one cached head (transformers folds it into partial_rotary_factor)
+    **_family(
+        "mla",
+        "qk_rope_head_dim",
+        "index_topk",
+        "index_head_dim",
+        "index_n_heads",
+        when=lambda c: _mla(c) or _deepseek_v4(c),
+        condition="only beside an MLA kv_lora_rank, or on DeepSeek-V4",
+    ),  # fmt: skip
+    # DeepSeek-V4 compressed attention (kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention)
+    **_family(
+        "deepseek_v4",
+        "compress_ratios",
+        "compress_rates",
+        "compress_rate_csa",
+        "compress_rate_hca",
+        when=_deepseek_v4,
+        condition="only for model_type deepseek_v4",
+    ),
     **_family(
         "mla",
         "indexer_types",

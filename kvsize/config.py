@@ -145,6 +145,20 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "intermediate_size": 16_384,
         "tie_word_embeddings": False,
     },
+    # DeepSeek-V4 (configuration_deepseek_v4.py DeepseekV4Config): one K = V head of head_dim 512, window 128, the
+    # CSA indexer's keys 128 wide; compress rates 4 (CSA) / 128 (HCA) are DEEPSEEK_V4_RATES.
+    "deepseek_v4": {
+        "num_hidden_layers": 43,
+        "num_attention_heads": 64,
+        "head_dim": 512,
+        "hidden_size": 4096,
+        "max_position_embeddings": 1_048_576,
+        "sliding_window": 128,
+        "index_head_dim": 128,
+        "vocab_size": 129_280,
+        "moe_intermediate_size": 2048,
+        "tie_word_embeddings": False,
+    },
     "llama4_text": {"no_rope_layer_interval": 4},
     "gpt2": {
         "n_layer": 12,
@@ -182,6 +196,7 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "deepseek_v2",
     "deepseek_v3",
     "deepseek_v32",
+    "deepseek_v4",
     "exaone4",
     "gpt_oss",
     "llama4",
@@ -695,6 +710,8 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         return _gemma_layer_kinds(f, n, notes)
     if f.raw("model_type") in MIMO_V2_MODEL_TYPES:
         return _mimo_layer_kinds(f, n)
+    if f.raw("model_type") in DEEPSEEK_V4_MODEL_TYPES:
+        return _deepseek_v4_layer_kinds(f, n, notes)
     codes = f.raw("attn_type_list")
     if codes is not None:
         # MiniMax-Text-01 / M1 / M2: 0 = lightning (linear) attention, 1 = softmax attention
@@ -738,6 +755,77 @@ GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified
 GEMMA3N_MODEL_TYPES = ("gemma3n", "gemma3n_text")
 MIMO_V2_MODEL_TYPES = ("mimo_v2_flash",)
 PER_LAYER_SHAPE_TYPES = (*GEMMA4_MODEL_TYPES, *GEMMA3N_MODEL_TYPES, *MIMO_V2_MODEL_TYPES)
+DEEPSEEK_V4_MODEL_TYPES = ("deepseek_v4",)
+
+# DeepSeek-V4 layer types (transformers 5.24 configuration_deepseek_v4.py): the kvsize kind of each, the legacy
+# `compress_ratios` value that selects it (_COMPRESS_RATIO_TO_LAYER_TYPE), and the default compress rate
+# (DeepseekV4Config.default_compress_rates) with its legacy scalar override.
+_V4_SLIDING, _V4_CSA, _V4_HCA = "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"
+_V4_KIND = {_V4_SLIDING: "sliding", _V4_CSA: "v4:csa", _V4_HCA: "v4:hca"}
+_V4_BY_RATIO = {0: _V4_SLIDING, 4: _V4_CSA, 128: _V4_HCA}
+DEEPSEEK_V4_RATES = {_V4_CSA: (4, "compress_rate_csa"), _V4_HCA: (128, "compress_rate_hca")}
+
+
+def _deepseek_v4_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
+    """DeepseekV4Config.__post_init__: `layer_types`, else the legacy per-layer `compress_ratios` (0 / 4 / 128, cut
+    to num_hidden_layers: hub configs list the MTP layer too, which transformers does not build), else two HCA
+    layers then CSA and HCA alternating (CSA at odd positions after the first two)."""
+    names = f.str_list("layer_types", n)
+    ratios = f.int_list("compress_ratios") if names is None else None
+    if ratios is not None:
+        if len(ratios) < n or set(ratios) - set(_V4_BY_RATIO):
+            raise f.error(
+                "compress_ratios",
+                f"must list 0, 4 or 128 for each of the {n} layers (transformers 5.24 "
+                "maps only these to layer types: configuration_deepseek_v4.py)",
+            )
+        if len(ratios) > n:
+            notes.append(
+                f"compress_ratios lists {len(ratios)} layers for {n}: transformers reads the first {n} (hub "
+                "configs list the MTP layer too, which it does not build)"
+            )
+        names = [_V4_BY_RATIO[r] for r in ratios[:n]]
+    if names is None:
+        names = [_V4_HCA] * min(n, 2) + [_V4_CSA if i % 2 else _V4_HCA for i in range(max(n - 2, 0))]
+    if set(names) - set(_V4_KIND):
+        raise f.error("layer_types", f"must list only {', '.join(_V4_KIND)} for DeepSeek-V4")
+    return [_V4_KIND[t] for t in names]
+
+
+def _deepseek_v4_attention(kind: str, attn: _AttentionParams, f: _Fields, notes: list[str]) -> AttentionSpec:
+    """One K = V head of head_dim (DeepseekV4Attention: kv_proj to head_dim whatever num_key_value_heads says),
+    the last sliding_window raw tokens; CSA / HCA layers add one compressed entry of head_dim per compress rate
+    tokens (DeepseekV4CSACompressor / DeepseekV4HCACompressor), CSA also one indexer key of index_head_dim per
+    entry (DeepseekV4Indexer). The rate: `compress_rates[type]`, overridden by the legacy compress_rate_csa /
+    compress_rate_hca, else 4 / 128 (DeepseekV4Config.__post_init__)."""
+    if attn.num_kv_heads != 1:
+        notes.append(f"num_key_value_heads {attn.num_kv_heads} ignored: DeepSeek-V4 caches one K = V head")
+    window = f.need_int("sliding_window", maximum=MAX_POSITIONS)
+    if kind == "sliding":
+        return AttentionSpec(
+            kind=AttentionKind.SLIDING, num_kv_heads=1, head_dim=attn.head_dim, head_dim_v=0, window=window
+        )
+    layer_type = _V4_CSA if kind == "v4:csa" else _V4_HCA
+    default, legacy = DEEPSEEK_V4_RATES[layer_type]
+    rates = f.raw("compress_rates")
+    if rates is not None:
+        if not isinstance(rates, Mapping) or set(rates) - set(DEEPSEEK_V4_RATES):
+            raise f.error("compress_rates", f"must map {' / '.join(DEEPSEEK_V4_RATES)} to integers")
+        f.used.append("compress_rates")
+        sub = _Fields(rates, source=f.source, where=f"{f.where}compress_rates.")
+        default = sub.integer(layer_type, maximum=MAX_POSITIONS) or default
+    ratio = f.integer(legacy, maximum=MAX_POSITIONS) or default
+    csa = layer_type == _V4_CSA
+    return AttentionSpec(
+        kind=AttentionKind.COMPRESSED,
+        num_kv_heads=1,
+        head_dim=attn.head_dim,
+        head_dim_v=0,
+        window=window,
+        compress_ratio=ratio,
+        compress_overlap=csa,
+        index_head_dim=f.need_int("index_head_dim") if csa else None,
+    )
 
 
 def _gemma_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
@@ -1198,6 +1286,8 @@ def _layer(
             head_dim_v=attn.head_dim_v,
         )
         return LayerSpec(index=index, attention=spec)
+    if f.raw("model_type") in DEEPSEEK_V4_MODEL_TYPES:
+        return LayerSpec(index=index, attention=_deepseek_v4_attention(kind, attn, f, notes))
     if attn.mla is not None:
         spec = AttentionSpec(
             kind=AttentionKind.MLA,

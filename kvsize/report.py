@@ -129,9 +129,7 @@ def _long_table(
     rows = [[row[i] for i in order] for row in cells]
     headers = [columns[i].header for i in order]
     plain = (c.plain for row in rows for c in row)
-    if sum(w + 3 for w in natural_widths(headers, rows)) - 1 > width or any(
-        "\n" in p or p != p.strip() for p in plain
-    ):
+    if sum(w + 3 for w in natural_widths(headers, rows)) - 1 > width or any("\n" in p or p != p.strip() for p in plain):
         return None
     text = table_text(headers, [columns[i].justify for i in order], rows)
     text.no_wrap, text.overflow = True, "ignore"
@@ -200,6 +198,8 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
     for g in result.architecture.layers:
         if g.kv_lora_rank is not None:
             dims = f"latent {g.kv_lora_rank}+{g.qk_rope_head_dim}"
+        elif g.head_dim and g.head_dim_v == 0:  # one row serves as K and V (DeepSeek-V4's window and entries)
+            dims = f"{g.head_dim} (K=V)"
         elif g.head_dim:
             dims = f"{g.head_dim}/{g.head_dim_v}"
         else:

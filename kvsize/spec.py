@@ -23,6 +23,7 @@ class AttentionKind(str, Enum):
     MLA = "mla"  # one compressed latent per token (DeepSeek-V2/V3 multi-head latent attention)
     CROSS = "cross"  # K and V of the encoder's (or vision tower's) tokens, fixed per request
     SHARED = "shared"  # reads another layer's cache and stores nothing itself
+    COMPRESSED = "compressed"  # DeepSeek-V4 CSA / HCA: a window of raw tokens plus one entry per compress_ratio
 
 
 class StateKind(str, Enum):
@@ -60,12 +61,21 @@ class AttentionSpec(Record, frozen=True, kw_only=True):
     """Index of the layer whose cache a SHARED layer reads."""
     index_head_dim: int | None = None
     """MLA with a sparse-attention indexer (DeepSeek-V3.2 `index_head_dim`): the indexer keeps one key of
-    this width per token beside the latent."""
+    this width per token beside the latent. COMPRESSED (DeepSeek-V4 CSA): one indexer key of this width per
+    compressed entry."""
+    compress_ratio: int | None = None
+    """COMPRESSED only: source tokens pooled into one compressed entry of head_dim elements (CSA 4, HCA 128);
+    the layer also keeps its last `window` raw tokens (K = V: head_dim_v 0)."""
+    compress_overlap: bool = False
+    """COMPRESSED only: entries pool two overlapping windows (DeepSeek-V4 CSA), so the compressor keeps the last
+    window's first half between forwards, and its projections are 2 x wide."""
 
     def __post_init__(self) -> None:
         check_at_least(self, 0, "num_kv_heads", "head_dim", "head_dim_v", "qk_rope_head_dim", "qk_nope_head_dim")
         check_at_least(self, 0, "v_head_dim", "encoder_tokens", "shares_kv_with")
-        check_at_least(self, 1, "window", "kv_lora_rank", "num_query_heads", "index_head_dim")
+        check_at_least(self, 1, "window", "kv_lora_rank", "num_query_heads", "index_head_dim", "compress_ratio")
+        if self.kind is AttentionKind.COMPRESSED and (self.window is None or self.compress_ratio is None):
+            raise InvalidRecord("compressed attention needs a window and a compress_ratio")
         if self.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED) and self.window is None:
             raise InvalidRecord(f"{self.kind.value} attention needs a window")
         if self.kind is AttentionKind.CROSS and self.encoder_tokens is None:
@@ -141,6 +151,8 @@ class LayerSpec(msgspec.Struct, frozen=True):
 
     @property
     def kind(self) -> str:
+        if self.attention is not None and self.attention.kind is AttentionKind.COMPRESSED:
+            return f"compressed/{self.attention.compress_ratio}"  # CSA and HCA layers apart
         if self.attention is not None and self.cross is not None:
             return f"{self.attention.kind.value}+cross"
         if self.attention is not None and self.state is not None:

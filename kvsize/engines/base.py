@@ -33,10 +33,16 @@ UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read th
     # Gemma 3n: the last layers reuse earlier layers' KV (transformers Gemma3nTextAttention, kv shared layers);
     # how each engine allocates (or skips) those layers' cache is not modelled.
     **dict.fromkeys(("gemma3n", "gemma3n_text"), ("Gemma 3n", "layers that reuse earlier layers' KV cache")),
+    # DeepSeek-V4 (AttentionKind.COMPRESSED): vLLM 0.27.1+ has its own compressor and indexer caches, which kvsize
+    # has not modelled; the other engines' releases read have no deepseek_v4 model.
+    "deepseek_v4": ("DeepSeek-V4", "compressed sparse attention: a window plus compressed entries and indexer keys"),
 }
 
-# Layer kinds whose cache grows with the context (the others are fixed per request or empty).
-PER_TOKEN_KINDS = frozenset({AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA})
+# Layer kinds whose cache grows with the context (the others are fixed per request or empty); a COMPRESSED layer's
+# per-token part is its window of raw tokens (its compressed entries are counted with the state).
+PER_TOKEN_KINDS = frozenset(
+    {AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA, AttentionKind.COMPRESSED}
+)
 
 
 class UnsupportedArchitecture(KvsizeError):

@@ -4,6 +4,9 @@
     MLA                 = (kv_lora_rank + qk_rope_head_dim) x bytes per element           (one latent)
     total               = batch x sum over layers of (tokens held x per-token bytes + fixed state)
 
+DeepSeek-V4 compressed layers (CSA / HCA) hold their window of raw tokens (one K = V row each) plus
+floor(ctx / compress_ratio) compressed entries of head_dim (CSA: and one indexer key of index_head_dim per
+entry); the compressor's partial window in flight is engine bookkeeping, not counted.
 Full and MLA layers hold the whole context; sliding-window and chunked layers at most their window;
 cross-attention layers the encoder's tokens; recurrent layers a fixed state (conv_kernel - 1 inputs of the
 short convolution plus the SSM / delta-rule matrix) in the model's dtype; shared layers nothing. With
@@ -12,8 +15,9 @@ tensor parallelism KV heads split across ranks (at least one per rank) and an ML
 
 from __future__ import annotations
 
+from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, StateKind
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind
 
 
 class FormulaEngine(Engine):
@@ -30,7 +34,7 @@ class FormulaEngine(Engine):
         )
 
     def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
-        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
+        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.COMPRESSED):
             assert attn.window is not None
             return min(ctx, attn.window)
         if attn.kind is AttentionKind.CROSS:
@@ -40,18 +44,47 @@ class FormulaEngine(Engine):
             return 0
         return ctx
 
+    def layer_request_bytes(
+        self, spec: ArchSpec, layer: LayerSpec, ctx: int, dtype: KvDtype, tp: int
+    ) -> tuple[int, int, int]:
+        """A compressed layer's window is its per-token part; its compressed entries (and CSA indexer keys)
+        at this context are counted with the state (one entry per compress_ratio tokens, not per token)."""
+        attn = layer.attention
+        if attn is None or attn.kind is not AttentionKind.COMPRESSED:
+            return super().layer_request_bytes(spec, layer, ctx, dtype, tp)
+        assert attn.compress_ratio is not None
+        entry = self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.index_head_dim or 0, dtype)
+        per_token = self.attention_bytes_per_token(attn, dtype, tp)  # one K = V head: replicated on every rank
+        return per_token, self.tokens_allocated(attn, ctx), ctx // attn.compress_ratio * entry
+
+    def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
+        if not any(a is not None and a.kind is AttentionKind.COMPRESSED for a in _attentions(spec)):
+            return ()
+        return (
+            "formula: DeepSeek-V4 compressed layers hold min(ctx, window) raw tokens (K = V, one row) and "
+            "floor(ctx / compress_ratio) entries of head_dim (CSA: + index_head_dim indexer key), counted as the "
+            "layer's state at this context; the compressor's partial window is not counted",
+        )
+
     # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
 
     shares_prefixes = True
     recomputes_last_prompt_token = False
 
     def prefix_sharing_rule(self) -> str:
-        return "formula: the prefix's N tokens stored exactly once (windowed layers: those inside the window)"
+        return (
+            "formula: the prefix's N tokens stored exactly once (windowed layers: those inside the window; "
+            "compressed layers' entries: once per request)"
+        )
 
     def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
         if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
             return 0
-        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
-            assert attn.window is not None
+        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.COMPRESSED):
+            assert attn.window is not None  # compressed layers: the window's raw tokens; entries per request
             return max(0, min(hit, ctx) - max(0, ctx - attn.window))
         return min(hit, ctx)
+
+
+def _attentions(spec: ArchSpec) -> list[AttentionSpec | None]:
+    return [layer.attention for layer, _ in spec.layer_groups()]

@@ -34,6 +34,17 @@ registry model on the meta device and sums the cache's tensors:
   (`FalconAttention.forward`, models/falcon/modeling_falcon.py: `num_kv_heads = self.num_heads if
   self.new_decoder_architecture`), MPT is always multi-head (models/mpt/modeling_mpt.py ignores kv_n_heads).
 
+- DeepSeek-V4 (models/deepseek_v4/modeling_deepseek_v4.py; `DynamicCache` builds each layer from its layer type,
+  the cache classes registering themselves by `_layer_type`). Sliding layers: `DynamicSlidingWindowLayer`, K and V
+  stored apart though equal (`DeepseekV4Attention.forward` calls `cache.update(kv, kv)`): 2 x (W - 1) rows.
+  `DeepseekV4HCACache` (HCA, rate m): the window once (`update` sets values = keys), `compressed_kv`
+  floor(T / m) x head_dim, and the partial window `buffer_kv` / `buffer_gate` (T mod m) x head_dim each
+  (`store_compression_weights`). `DeepseekV4CSACache` (CSA): the same at 2 x head_dim per buffered token for the
+  compressor and 2 x index_head_dim for the indexer, entries of head_dim + index_head_dim, and once T >= m the
+  carried half window `overlap_kv` m x (head_dim + index_head_dim) plus `overlap_gate` the same in float32 (the
+  gate plus the float32 `position_bias`, `_keep_in_fp32_modules_strict`; `update_overlap_state`).
+  Activation dtype bf16 / fp32 only (fp16 upcasts the compressor's projections, `_keep_in_fp32_modules`).
+
 Not counted: 0-dim int64 bookkeeping tensors (`DynamicSlidingWindowLayer._sliding_window_tensor`,
 `StaticLayer.cumulative_length`), 8 bytes each per layer whatever the batch or context.
 """
@@ -271,6 +282,8 @@ class HfEngine(Engine):
     def check_scenario(self, spec: ArchSpec, *, ctx: int, kv_dtype: KvDtype, tp: int) -> None:
         """Raise for settings transformers' caches cannot have: tensor parallelism, dtypes it has no cache for,
         a static cache shorter than the context."""
+        if spec.model_type == "deepseek_v4":
+            self._check_deepseek_v4(kv_dtype)
         if tp != 1:
             raise UsageError(
                 f"--engine hf models a single process; --tp {tp} is not modelled",
@@ -286,6 +299,20 @@ class HfEngine(Engine):
             )
         if self.static and self.max_cache_len is not None and self.max_cache_len < ctx:
             raise UsageError(f"a StaticCache of max_cache_len {self.max_cache_len} cannot hold ctx {ctx}")
+
+    def _check_deepseek_v4(self, kv_dtype: KvDtype) -> None:
+        if self.static:
+            raise UnsupportedArchitecture(
+                "transformers 5.24 has no static cache for DeepSeek-V4: its compressor state lives on "
+                "DeepseekV4CSACache / DeepseekV4HCACache, dynamic only (modeling_deepseek_v4.py)",
+                hint="Drop the static cache implementation.",
+            )
+        if kv_dtype is KvDtype.FP16:
+            raise UnsupportedArchitecture(
+                "transformers 5.24 loads DeepSeek-V4's compressor projections in float32 at fp16 "
+                "(_keep_in_fp32_modules), a cache kvsize has not checked",
+                hint="Use --kv-dtype bf16 or fp32.",
+            )
 
     def _check_quantized(self, spec: ArchSpec) -> None:
         if self.static:
@@ -336,6 +363,8 @@ class HfEngine(Engine):
             nope, v_dim = dims
             return heads * (self.row_bytes(nope + attn.qk_rope_head_dim, dtype) + self.row_bytes(v_dim, dtype))
         heads = 1 if attn.kind is AttentionKind.MLA else self.cached_kv_heads(spec, attn)
+        if spec.model_type == "deepseek_v4" and attn.kind is AttentionKind.SLIDING:
+            return 2 * heads * self.row_bytes(attn.head_dim, dtype)  # K = V, but two tensors
         return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype))
 
     def cache_len(self, ctx: int) -> int:
@@ -345,7 +374,7 @@ class HfEngine(Engine):
     def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
         if attn.kind is AttentionKind.SHARED:
             return 0
-        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED):
+        if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.COMPRESSED):
             assert attn.window is not None
             if self.static:
                 return min(attn.window, self.cache_len(ctx))
@@ -375,12 +404,32 @@ class HfEngine(Engine):
         per_token = tokens = state = 0
         if spec.model_type in NO_CACHE_MODEL_TYPES:
             return 0, 0, 0
+        if layer.attention is not None and layer.attention.kind is AttentionKind.COMPRESSED:
+            attn = layer.attention
+            return (
+                self.attention_bytes(spec, attn, dtype),
+                self.tokens_allocated(attn, ctx),
+                self.compressor_bytes(attn, ctx, dtype),
+            )
         if layer.attention is not None:
             per_token = self.attention_bytes(spec, layer.attention, dtype)
             tokens = self.tokens_allocated(layer.attention, ctx) if per_token else 0
         if layer.state is not None:
             state = self.hf_state_bytes(layer.state, dtype)
         return per_token, tokens, state
+
+    def compressor_bytes(self, attn: AttentionSpec, ctx: int, dtype: KvDtype) -> int:
+        """A DeepSeek-V4 layer's compressor state after `ctx` tokens, one request: floor(ctx / m) entries, the
+        (ctx mod m) buffered tokens' kv and gate projections, and on CSA layers the carried half window
+        (DeepseekV4HCACache / DeepseekV4CSACache, modeling_deepseek_v4.py)."""
+        assert attn.compress_ratio is not None
+        m, wide = attn.compress_ratio, 2 if attn.compress_overlap else 1
+        dims = attn.head_dim + (attn.index_head_dim or 0)  # the compressor's and the indexer's widths
+        total = ctx // m * self.row_bytes(dims, dtype)  # compressed_kv
+        total += ctx % m * 2 * self.row_bytes(wide * dims, dtype)  # buffer_kv and buffer_gate
+        if attn.compress_overlap and ctx >= m:  # overlap_kv (activation dtype) and overlap_gate (float32)
+            total += m * (self.row_bytes(dims, dtype) + self.row_bytes(dims, KvDtype.FP32))
+        return total
 
     def layer_bytes(self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype) -> list[int]:
         """Predicted cache bytes of every decoder layer, in order, for `batch` requests of `ctx` tokens."""
@@ -414,6 +463,13 @@ class HfEngine(Engine):
         ):
             notes.append(
                 "hf: sliding/chunked layers keep W-1 tokens between forwards (the full window only inside one)"
+            )
+        if spec.model_type == "deepseek_v4":
+            notes.append(
+                "hf: DeepSeek-V4 compressed layers keep W-1 raw tokens (K = V, one tensor), floor(ctx / m) "
+                "compressed entries and the compressor's buffers (ctx mod m tokens; CSA: the carried half window, "
+                "its gate in float32), counted as the layer's state at this context; sliding layers store K and V "
+                "apart"
             )
         if spec.model_type in ("falcon", "mpt"):
             notes.append(f"hf: {spec.model_type} caches one K/V head per query head in transformers")
