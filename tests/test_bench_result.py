@@ -44,6 +44,11 @@ PARAMS = 8_030_261_248
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "80", "NO_COLOR": "1"}
 
 
+def kvsize_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """kvsize as a user runs it: a real process, offline, 80 columns, no colour."""
+    return subprocess.run([sys.executable, "-m", "kvsize", *args], capture_output=True, text=True, env=ENV, check=False)
+
+
 def vllm_result(**changes: object) -> dict[str, object]:
     result: dict[str, object] = {
         "date": "20261201-101010",
@@ -182,24 +187,7 @@ def test_concurrency_never_above_the_requests_completed(tmp_path: Path) -> None:
 def test_a_run_faster_than_the_bound_is_flagged(tmp_path: Path) -> None:
     (row,) = measured(write(tmp_path, "r.json", json.dumps(vllm_result(median_itl_ms=3.0, output_throughput=5000.0))))
     assert row.faster_than_bound == ("ITL", "throughput")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvsize",
-            MODEL,
-            "--gpu",
-            "h100",
-            "--ctx",
-            "8k",
-            "--bench-result",
-            str(tmp_path / "r.json"),
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-    )
+    out = kvsize_run(MODEL, "--gpu", "h100", "--ctx", "8k", "--bench-result", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr
     assert "beyond the bound" in out.stdout and "ITL, throughput measured beyond the bound" in " ".join(
         out.stdout.split()
@@ -258,13 +246,7 @@ def test_80_column_table(tmp_path: Path) -> None:
 )
 def test_bad_results_are_one_line_exit_2(tmp_path: Path, text: str, says: str) -> None:
     path = write(tmp_path, "bad.json", text)
-    out = subprocess.run(
-        [sys.executable, "-m", "kvsize", MODEL, "--gpu", "h100", "--ctx", "8k", "--bench-result", str(path)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-    )
+    out = kvsize_run(MODEL, "--gpu", "h100", "--ctx", "8k", "--bench-result", str(path))
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert says in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) <= 2  # the error and its hint
@@ -305,28 +287,7 @@ def test_plot_speed_curve_is_one_over_the_itl_bound() -> None:
 
 def test_plot_with_itl_draws_the_speed_panel(tmp_path: Path) -> None:
     target = tmp_path / "chart.svg"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvsize",
-            MODEL,
-            "--gpu",
-            "h100",
-            "--ctx",
-            "32k",
-            "--batch",
-            "1,8",
-            "--itl",
-            "50",
-            "--plot",
-            str(target),
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-    )
+    out = kvsize_run(MODEL, "--gpu", "h100", "--ctx", "32k", "--batch", "1,8", "--itl", "50", "--plot", str(target))
     assert out.returncode == 0, out.stderr
     svg = target.read_text()
     assert "decode tok/s per request (bound)" in svg and "batch 8" in svg and "ITL 50 ms" in svg
