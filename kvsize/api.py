@@ -580,6 +580,11 @@ def estimate_loaded(
         try:
             rules.check_supported(spec)
             engine_dtypes = _engine_dtypes(rules, spec, dtypes, auto, names_asked)
+            if auto is not None and auto not in engine_dtypes:  # the engine stores another dtype for auto
+                served = rules.auto_kv_dtype(spec, auto)
+                notes.append(
+                    f"{rules.title}: kv dtype auto -> {served.value} for this model and card (the engine's rule)"
+                )
             produced = [
                 _scenario(
                     rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware, with_max_context, serving

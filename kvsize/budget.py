@@ -160,6 +160,22 @@ UNIFIED_NOTE = (
 )
 
 
+# SGLang on unified memory (Jetson, DGX Spark): the budget is mem_fraction_static x the free memory before
+# loading (model_executor/model_runner.py profile_max_num_token@0.4.1.post7 .. 0.4.9.post2; pool_configurator.py
+# later), read by get_available_gpu_memory, which on an integrated GPU is the OS's figure (SglangRules.unified_free:
+# torch.cuda.mem_get_info <= 0.5.8, psutil.virtual_memory().available 0.5.9+). kvsize cannot know what the OS and
+# other programs hold, so its figure (the whole memory free) is an upper bound.
+SGLANG_UNIFIED_NOTE = (
+    "; unified memory: SGLang starts from the free memory the OS reports ({free}: utils.py "
+    "get_available_gpu_memory), not the card's total; this figure assumes all of it free and is an upper bound "
+    "(lower by mem_fraction_static x what the OS and other programs hold)"
+)
+UNIFIED_FREE_SOURCE = {
+    "mem_get_info": "torch.cuda.mem_get_info, page cache not counted free",
+    "psutil_available": "psutil.virtual_memory().available",
+}
+
+
 def _dtype_bytes(spec: ArchSpec) -> int:
     return 4 if spec.model_dtype in ("fp32", "float32") else 2
 
@@ -322,6 +338,11 @@ def kv_budget(
             "free memory before loading - weights"
             + (f" - {sglang_rules.vlm_kv_reserve_mib} MiB multimodal cache" if vlm_reserve else "")
             + f" (model_executor/pool_configurator.py, memory_hook.py); free memory before loading: {visible_source}"
+            + (
+                SGLANG_UNIFIED_NOTE.format(free=UNIFIED_FREE_SOURCE[sglang_rules.unified_free])
+                if device is not None and device.unified_memory
+                else ""
+            )
         )
     elif engine == "trtllm":
         # (total - peak + temporary KV) x free_gpu_memory_fraction (_torch/pyexecutor/_util.py

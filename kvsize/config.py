@@ -446,7 +446,12 @@ def _parse_known(
     if "auto_map" in raw:
         notes.append("config names custom code (auto_map); none was run: sized from the config's fields alone")
 
-    num_layers = fields.need_int(*_LAYER_KEYS, maximum=MAX_LAYERS)
+    blocks = fields.raw("layers_block_type")
+    if fields.raw("model_type") == "nemotron_h" and isinstance(blocks, list) and not any(map(fields.has, _LAYER_KEYS)):
+        # transformers 5.24 NemotronHConfig.num_hidden_layers: len(layers_block_type) (Nemotron-3 Ultra names no count).
+        num_layers = len(blocks)
+    else:
+        num_layers = fields.need_int(*_LAYER_KEYS, maximum=MAX_LAYERS)
     layer_kinds = _layer_kinds(fields, num_layers, notes)
     needs_attention = any(kind not in ("mamba", "none", "linear", "kda", "short_conv") for kind in layer_kinds)
     attention = _attention_params(fields, notes) if needs_attention else None

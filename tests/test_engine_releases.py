@@ -126,7 +126,10 @@ def test_sglang_series_is_the_full_number() -> None:
     assert get_engine("sglang", "0.5.4").rules_name == "0.5.4"
     assert get_engine("sglang", "v0.5.4.post1").rules_name == "0.5.4"
     with pytest.raises(UsageError, match="older than the oldest"):
-        get_engine("sglang", "0.4.9.post1")
+        get_engine("sglang", "0.3.6")
+    # 0.4.0-0.4.9.post1 were read for the default mem_fraction_static only: sized with a note saying so.
+    early = get_engine("sglang", "0.4.9.post1")
+    assert early.rules_name == "0.4.9" and early.release_note is not None and "only the default" in early.release_note
 
 
 def test_the_era_reaches_the_user() -> None:

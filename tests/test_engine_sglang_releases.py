@@ -79,7 +79,10 @@ def test_newer_and_older_releases() -> None:
     newer = sglang("0.5.24")
     assert newer.rules_name == "0.5.23" and newer.release_note is not None and "newer than" in newer.release_note
     with pytest.raises(UsageError, match="older than the oldest"):
-        sglang("0.4.9.post1")
+        sglang("0.3.6")
+    # 0.4.0-0.4.9.post1 were read for the default mem_fraction_static only: sized with a note saying so.
+    early = get_engine("sglang", "0.4.9.post1")
+    assert early.rules_name == "0.4.9" and early.release_note is not None and "only the default" in early.release_note
     assert SGLANG_RELEASES.era_named("0.5.5") is not None
     assert SGLANG_RELEASES.span_of(SGLANG_RELEASES.era_named("0.5.5")) == "0.5.5-0.5.6"  # type: ignore[arg-type]
 

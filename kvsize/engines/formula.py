@@ -2,6 +2,7 @@
 
     per token per layer = num_kv_heads x (head_dim_k + head_dim_v) x bytes per element   (K and V)
     MLA                 = (kv_lora_rank + qk_rope_head_dim) x bytes per element           (one latent)
+    MLA with DSA        = (kv_lora_rank + qk_rope_head_dim + index_head_dim) x bytes       (+ the indexer key)
     total               = batch x sum over layers of (tokens held x per-token bytes + fixed state)
 
 DeepSeek-V4 compressed layers (CSA / HCA) hold their window of raw tokens (one K = V row each) plus
@@ -29,9 +30,16 @@ class FormulaEngine(Engine):
     @property
     def rule(self) -> str:
         return (
-            "2 x layers x kv_heads x head_dim x bytes (MLA: kv_lora_rank + qk_rope_head_dim, one latent); "
+            "2 x layers x kv_heads x head_dim x bytes (MLA: kv_lora_rank + qk_rope_head_dim, one latent, "
+            "+ index_head_dim with DeepSeek sparse attention); "
             "windowed layers hold min(ctx, window); recurrent state once per request; no block rounding"
         )
+
+    def attention_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype, tp: int = 1) -> int:
+        """DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): an MLA layer also keeps its indexer's key of
+        index_head_dim per token (transformers cache_utils.py DynamicIndexedLayer), in the cache dtype here."""
+        extra = self.row_bytes(attn.index_head_dim or 0, dtype) if attn.kind is AttentionKind.MLA else 0
+        return super().attention_bytes_per_token(attn, dtype, tp) + extra
 
     def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
         if attn.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.COMPRESSED):

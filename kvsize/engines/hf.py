@@ -17,6 +17,9 @@ registry model on the meta device and sums the cache's tensors:
 - MLA (`DeepseekV3Attention.forward`, models/deepseek_v3/modeling_deepseek_v3.py): since 5.15 the latent
   `[B, 1, S, kv_lora_rank]` (keys slot) and the roped key `[B, 1, S, qk_rope_head_dim]` (values slot); before
   5.15 the decompressed per-head K `[B, H, S, qk_nope + qk_rope]` and V `[B, H, S, v_head_dim]`.
+- DeepSeek sparse attention (DeepSeek-V3.2, GLM-5; layer type `indexed_attention`): `DynamicIndexedLayer` /
+  `StaticIndexedLayer` add the indexer's key `[B, S, index_head_dim]` in the activation dtype beside the latent
+  (`DeepseekV32Indexer.forward` -> `cache.update_indexer`; models/deepseek_v32, models/glm_moe_dsa, 5.24).
 - Recurrent layers (`LinearAttentionLayer.update_conv_state` / `update_recurrent_state`): the conv state keeps
   the full kernel, `[B, conv_dim, conv_kernel]`, in the activation dtype; the recurrent state is whatever the
   mixer hands over, float32 on every torch path (Qwen3NextGatedDeltaNet's chunked delta rule, Mamba2's
@@ -215,7 +218,7 @@ class HfEngine(Engine):
     def rule(self) -> str:
         release = f"transformers {self.release} ({self.release_source})" if self.release else self.release_source
         mla = (
-            "MLA caches the latent kv_lora_rank + qk_rope_head_dim"
+            "MLA caches the latent kv_lora_rank + qk_rope_head_dim (DSA: + the indexer key, index_head_dim)"
             if self.version == RULE_LATENT
             else "MLA caches per-head K (qk_nope+qk_rope) and V (v_head_dim) for every query head"
         )
@@ -244,6 +247,12 @@ class HfEngine(Engine):
             )
         if spec.model_type == "mimo_v2_flash":
             self._check_mimo(spec)
+        if self.version == RULE_PER_HEAD and _indexed(spec):
+            raise UnsupportedArchitecture(
+                "kvsize has read transformers' DeepSeek sparse attention cache (DynamicIndexedLayer) in 5.24 only, "
+                "not under the <5.15 per-head MLA rule",
+                hint="Use --engine-version 5.24.0 (the release kvsize read).",
+            )
         if self.version == RULE_PER_HEAD and any(
             self._mla_dims(layer.attention) is None
             for layer, _ in spec.layer_groups()
@@ -318,6 +327,12 @@ class HfEngine(Engine):
         if self.static:
             raise UsageError("fp8 selects QuantizedCache, which is dynamic: drop the static cache implementation")
         kinds = {layer.kind for layer, _ in spec.layer_groups()}
+        if _indexed(spec):
+            raise UnsupportedArchitecture(
+                "transformers' QuantizedCache (fp8) only takes models whose layers are all full attention; "
+                "DeepSeek sparse attention layers are indexed_attention (cache_utils.py QuantizedCache.__init__)",
+                hint="Use --kv-dtype bf16 (the activation dtype).",
+            )
         if kinds - {AttentionKind.FULL.value, AttentionKind.MLA.value}:
             raise UnsupportedArchitecture(
                 "transformers' QuantizedCache (fp8) only takes models whose layers are all full attention; this "
@@ -363,6 +378,10 @@ class HfEngine(Engine):
             nope, v_dim = dims
             return heads * (self.row_bytes(nope + attn.qk_rope_head_dim, dtype) + self.row_bytes(v_dim, dtype))
         heads = 1 if attn.kind is AttentionKind.MLA else self.cached_kv_heads(spec, attn)
+        if attn.kind is AttentionKind.MLA and attn.index_head_dim:
+            # DynamicIndexedLayer / StaticIndexedLayer (layer type indexed_attention): the latent plus the DSA
+            # indexer's key [B, S, index_head_dim] in the activation dtype (DeepseekV32Indexer.forward).
+            return self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.index_head_dim, dtype)
         if spec.model_type == "deepseek_v4" and attn.kind is AttentionKind.SLIDING:
             return 2 * heads * self.row_bytes(attn.head_dim, dtype)  # K = V, but two tensors
         return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype))
@@ -482,3 +501,9 @@ class HfEngine(Engine):
             "transformers keeps one cache per generate() call (DynamicCache / StaticCache) and does not share a "
             "common prefix: every request stores it"
         )
+
+
+def _indexed(spec: ArchSpec) -> bool:
+    """DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): MLA layers that also cache indexer keys."""
+    attns = (layer.attention for layer, _ in spec.layer_groups())
+    return any(a is not None and a.kind is AttentionKind.MLA and a.index_head_dim for a in attns)

@@ -40,6 +40,8 @@ class Era(Generic[RulesT]):
     """The releases whose source was read for this era (sdists, wheels or tags)."""
     series_depth: int = 2
     """Leading numbers that name a release series: vLLM's 0.21 (2), SGLang's 0.5.4 (3)."""
+    partly_read: str | None = None
+    """What was read of an era whose source was read only in part; every figure it sizes carries the note."""
 
     @property
     def name(self) -> str:
@@ -152,6 +154,13 @@ class ReleaseTable(Generic[RulesT]):
                 era,
                 f"{self.title} {shown} is newer than the newest release kvsize has read ({self.newest.last}); "
                 f"sized with the rules of {self.span_of(era)}",
+            )
+        if era.partly_read is not None:
+            return Resolved(
+                shown,
+                era,
+                f"{self.title} {shown}: only {era.partly_read} was read in this release's source; the other rules "
+                f"are those of the next era read in full",
             )
         if any(_release_of(version) == _release_of(_parse(u)) for u in self.unread):
             return Resolved(

@@ -65,7 +65,7 @@ import msgspec
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split, group_layers
 from kvsize.engines.context import served_dtype_name
-from kvsize.engines.sglang_releases import LARGE_TIER, RULES_0523, SGLANG_RELEASES, SglangRules
+from kvsize.engines.sglang_releases import LARGE_TIER, RULES_0523, SGLANG_RELEASES, TP_FRACTIONS, SglangRules
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateSpec
@@ -258,6 +258,26 @@ def tiered_reserve_mib(gpu_mem_mib: float, parallel: int) -> float:
     return 32 * 1024  # B200, MI300
 
 
+def tp_fraction(parallel: int) -> float:
+    """The fixed default mem_fraction_static by parallel size (server_args.py __post_init__@0.4.0 .. 0.4.7)."""
+    return next(fraction for bound, fraction in TP_FRACTIONS if parallel >= bound)
+
+
+def early_mem_fraction_static(gpu_mem_mib: float, *, tp: int, pp: int, amd: bool, rules: SglangRules) -> float:
+    """The default mem_fraction_static of 0.4.0 .. 0.4.7 (server_args.py ServerArgs.__post_init__; `rules.mem_formula`
+    by_tp, by_tp_13g or by_parallel_48g, SglangRules.mem_formula). Not rounded: these releases keep the quotient."""
+    if rules.mem_formula == "by_tp":
+        return tp_fraction(tp)
+    if rules.mem_formula == "by_tp_13g":
+        return tp_fraction(tp) if gpu_mem_mib <= 81920 else (gpu_mem_mib - 13 * 1024) / gpu_mem_mib
+    fraction = tp_fraction(tp * pp) if gpu_mem_mib <= 81920 else 0.88
+    if gpu_mem_mib > 180 * 1000 and not amd:
+        return 0.79
+    if gpu_mem_mib > 96 * 1024:
+        return min(fraction + 48 * 1024 * (1 - fraction) / gpu_mem_mib, (gpu_mem_mib - 18 * 1024) / gpu_mem_mib)
+    return fraction
+
+
 def prefill_graph_sizes(max_tokens: int) -> list[int]:
     """Token buckets of the breakable prefill CUDA graph (arg_groups/cuda_graph_hook.py
     generate_prefill_cuda_graph_batch_sizes, 0.5.23)."""
@@ -277,7 +297,10 @@ def vlm_mem_fraction_factor(
 ) -> float:
     """`adjust_mem_fraction_for_vlm` (arg_groups/memory_hook.py, 0.5.23; server_args.py from 0.4.9.post3): 0.95 x
     a factor that falls 10% for every 100% more ViT weight than a ViT-L/14 (24 layers x 1024 wide), clamped to
-    [0.8, 1.05]; a missing field takes its default (24 layers, 1024 wide). 0.4.9.post2: a flat 0.90."""
+    [0.8, 1.05]; a missing field takes its default (24 layers, 1024 wide). 0.4.9 .. 0.4.9.post2: a flat 0.90;
+    up to 0.4.8 none (1.0)."""
+    if rules.vlm_factor == "none":
+        return 1.0
     if rules.vlm_factor == "x0.90":
         return 0.90
     layers = vision_layers or 24
@@ -314,6 +337,8 @@ def default_mem_fraction_static(
     models scale by `vlm_factor` (adjust_mem_fraction_for_vlm), and the AMD aiter attention backend with a
     context over 8k by 0.85 (attention_hook.py _handle_attention_backend_compatibility).
     """
+    if rules.mem_formula in ("by_tp", "by_tp_13g", "by_parallel_48g"):
+        return early_mem_fraction_static(gpu_mem_mib, tp=tp, pp=pp, amd=False, rules=rules)
     if rules.mem_formula == "tiered":
         reserved = tiered_reserve_mib(gpu_mem_mib, tp * pp)
     else:
@@ -348,7 +373,10 @@ def spec_mem_fraction_static(
     the era `rules` (SglangEngine(version).rules).
     On AMD (ROCm) the breakable prefill graph is off (it is a CUDA default) and MHA models default to the aiter
     backend (model_override_base.py get_default_attention_backend), which scales by 0.85 past 8k context.
-    A stated --max-running-requests lowers the default decode graph max_bs to it (handle_gpu_memory_settings)."""
+    A stated --max-running-requests lowers the default decode graph max_bs to it (handle_gpu_memory_settings).
+    0.4.0 .. 0.4.7 pick a fraction by tp (and card size) alone (`early_mem_fraction_static`)."""
+    if rules.mem_formula in ("by_tp", "by_tp_13g", "by_parallel_48g"):
+        return early_mem_fraction_static(memory_bytes / 1024**2, tp=tp, pp=pp, amd=amd, rules=rules)
     _, default_bs = sglang_gpu_defaults(memory_bytes / 1024**2, tp, rules)
     capped = max_running_requests and rules.decode_bs_capped_by_requests
     max_bs = min(default_bs, max_running_requests) if capped and max_running_requests else None
@@ -366,7 +394,11 @@ def spec_mem_fraction_static(
         chunked_prefill_size=chunked_prefill_size,
         cuda_graph_max_bs=max_bs,
         prefill_graph=graph_ok,
-        vlm_factor=vlm_mem_fraction_factor(spec.vision_layers, spec.vision_hidden_size, rules) if multimodal else None,
+        vlm_factor=(
+            vlm_mem_fraction_factor(spec.vision_layers, spec.vision_hidden_size, rules)
+            if multimodal and rules.vlm_factor != "none"
+            else None
+        ),
         aiter_long_context=amd and not mla and (spec.max_context or 0) > 8192,
         rules=rules,
     )
@@ -520,6 +552,12 @@ class SglangEngine(Engine):
         reason = UNSERVED_MODEL_TYPES.get(spec.model_type)
         if reason is not None:
             raise UnsupportedArchitecture(f"{spec.model_type}: {reason}")
+        if spec.model_type == "glm_moe_dsa" and not self.rules.serves_glm_moe_dsa:
+            raise UnsupportedArchitecture(
+                f"SGLang {self.version} has no GlmMoeDsaForCausalLM (srt/models; added in 0.5.9): it cannot serve "
+                "GLM-5",
+                hint="Pass --engine-version 0.5.9 or later.",
+            )
         rules = self.rules
         if spec.has_state and rules.mamba_pool == "none":
             raise UnsupportedArchitecture(

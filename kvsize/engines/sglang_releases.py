@@ -1,8 +1,9 @@
 """SGLang's history as data: one `SglangRules` record per era of releases whose cache and budget rules match.
 
 Each field is one rule switch; its docstring cites where it lives in SGLang's source (paths under
-`python/sglang/srt/`). `SGLANG_RELEASES` gives each era with the releases read for it (sdists 0.4.9.post2 ..
-0.5.10.post1, wheels 0.5.11 .. 0.5.23). kvsize/engines/sglang.py and kvsize/budget.py read switches and never
+`python/sglang/srt/`). `SGLANG_RELEASES` gives each era with the releases read for it (sdists 0.4.0 ..
+0.4.9.post1 for the default mem_fraction_static, 0.4.9.post2 .. 0.5.10.post1, wheels 0.5.11 .. 0.5.23).
+kvsize/engines/sglang.py and kvsize/budget.py read switches and never
 compare version strings. docs/releases/sglang.md tabulates the eras.
 """
 
@@ -13,6 +14,10 @@ from typing import Literal
 
 from kvsize.engines.releases import Era, ReleaseTable
 
+TP_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+"""server_args.py ServerArgs.__post_init__@0.4.0 .. 0.4.7: the default mem_fraction_static by tp (0.4.7: tp x pp),
+the first row whose bound the parallel size reaches."""
+
 Tier = tuple[int, int, int, int]
 """(upper bound in MiB, chunked_prefill_size, decode CUDA-graph max_bs at tp < 4, at tp >= 4)."""
 
@@ -22,8 +27,13 @@ class SglangRules:
     """The KV-pool, scheduler and mem_fraction_static rules of one era of SGLang releases."""
 
     # --- the default mem_fraction_static ---------------------------------------------------------------
-    mem_formula: Literal["tiered", "reserve"]
-    """server_args.py ServerArgs.__post_init__ (<= 0.5.2): a reserve per memory tier, (2.8 + tp x pp / 10) GiB
+    mem_formula: Literal["by_tp", "by_tp_13g", "by_parallel_48g", "tiered", "reserve"]
+    """server_args.py ServerArgs.__post_init__: by_tp (0.4.0 .. 0.4.5) a fixed fraction by tp_size whatever
+    the card: 0.79 at tp >= 16, 0.81 >= 8, 0.85 >= 4, 0.87 >= 2, else 0.88 (TP_FRACTIONS); by_tp_13g (0.4.6) that
+    table on cards of at most 81,920 MiB, (gpu_mem - 13 GiB) / gpu_mem above; by_parallel_48g (0.4.7) the table
+    by tp x pp up to 81,920 MiB, else 0.88, then 0.79 on CUDA cards over 180,000 MiB and, over 96 GiB,
+    min(f + 48 GiB x (1 - f) / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem); tiered (0.4.8 .. 0.5.2) a reserve per
+    memory tier, (2.8 + tp x pp / 10) GiB
     under 35 GiB, (9.5 + tp x pp / 2) under 90, (12 + tp x pp / 2) under 160, else 32 GiB; or
     _handle_gpu_memory_settings (0.5.3+, arg_groups/memory_hook.py handle_gpu_memory_settings from 0.5.19):
     512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x decode max_bs + tp x pp / 8 GiB (+ prefill graph),
@@ -31,8 +41,9 @@ class SglangRules:
     tiers: tuple[Tier, ...]
     """_handle_gpu_memory_settings: chunked_prefill_size and decode max_bs by nvidia-smi memory.total (the
     reserve formula only; B200-class cards above the last bound take 16384 / 512)."""
-    vlm_factor: Literal["x0.90", "vit_scaled"]
-    """Multimodal models: mem_fraction_static x 0.90 (server_args.py __post_init__, 0.4.9.post2), or
+    vlm_factor: Literal["none", "x0.90", "vit_scaled"]
+    """Multimodal models: no factor (<= 0.4.8), mem_fraction_static x 0.90 (server_args.py __post_init__,
+    0.4.9 .. 0.4.9.post2), or
     adjust_mem_fraction_for_vlm's 0.95 x a ViT-size factor (0.4.9.post3+)."""
     prefill_graph: Literal["none", "text_only", "allow_list"]
     """The piecewise / breakable prefill CUDA-graph reserve (8 MiB per token bucket, MLA 1.5 GiB): not in the
@@ -78,9 +89,16 @@ class SglangRules:
     """MHA models on SM100: flashinfer, page 1 (<= 0.5.6); trtllm_mha, pages of 64 (_get_default_attn_backend,
     0.5.7+); FA4 with 128-token pages for unequal K / V head sizes (arg_groups/overrides.py
     _fa4_page_constraint, 0.5.23)."""
+    unified_free: Literal["mem_get_info", "psutil_available"]
+    """On an integrated GPU (Jetson, DGX Spark) the free memory the budget starts from: torch.cuda.mem_get_info's
+    free, what the OS leaves outside its page cache (utils.py get_available_gpu_memory, <= 0.5.8), or
+    psutil.virtual_memory().available, the page cache counted free (props.is_integrated, utils/common.py
+    get_available_gpu_memory, 0.5.9+). Either is the OS's figure, not the card's."""
     decode_bs_capped_by_requests: bool
     """A stated --max-running-requests lowers the default decode graph max_bs (memory_hook.py
     handle_gpu_memory_settings, 0.5.23)."""
+    serves_glm_moe_dsa: bool
+    """GlmMoeDsaForCausalLM (GLM-5) has a model class (srt/models/glm4_moe.py) from 0.5.9; 0.5.8 has none."""
 
 
 _T4090 = (20 * 1024, 2048, 8, 8)
@@ -132,7 +150,18 @@ RULES_0409P2 = SglangRules(
     sm100_mla_trtllm=False,
     sm100_mha="page1",
     decode_bs_capped_by_requests=False,
+    unified_free="mem_get_info",
+    serves_glm_moe_dsa=False,
 )
+# server_args.py ServerArgs.__post_init__@0.4.0 .. 0.4.9.post1, read for the default mem_fraction_static only
+# (model_executor/model_runner.py profile_max_num_token is the same rule as 0.4.9.post2's: free memory after
+# loading - (1 - mem_fraction_static) x free memory before); the other switches are taken as 0.4.9.post2's.
+RULES_040 = replace(RULES_0409P2, mem_formula="by_tp", vlm_factor="none")
+EARLY_READ = "the default mem_fraction_static (server_args.py ServerArgs.__post_init__)"
+RULES_046 = replace(RULES_040, mem_formula="by_tp_13g")
+RULES_047 = replace(RULES_040, mem_formula="by_parallel_48g")
+RULES_048 = replace(RULES_040, mem_formula="tiered")
+RULES_049 = RULES_0409P2  # multimodal x 0.90 from 0.4.9
 RULES_0409P3 = replace(RULES_0409P2, vlm_factor="vit_scaled", swa_archs=GEMMA_SWA)
 RULES_0410P2 = replace(RULES_0409P3, swa_archs=GEMMA_SWA - {"Gemma2ForCausalLM"})
 RULES_050 = replace(RULES_0410P2, swa_archs=frozenset())  # Gemma 2/3/3n and gpt-oss: disable_hybrid_swa_memory
@@ -144,7 +173,7 @@ RULES_057 = replace(
     RULES_055, swa_archs=frozenset({"MiMoV2FlashForCausalLM"}), mamba_pool="plus_one", sm100_mha="trtllm_mha"
 )
 RULES_058 = replace(RULES_057, swa_archs=SWA_058)
-RULES_059 = replace(RULES_058, swa_archs=SWA_059)
+RULES_059 = replace(RULES_058, swa_archs=SWA_059, unified_free="psutil_available", serves_glm_moe_dsa=True)
 RULES_0510 = replace(RULES_059, prefill_graph="text_only")
 RULES_0511 = replace(RULES_0510, swa_archs=SWA_0511)
 RULES_0512 = replace(RULES_0511, swa_archs=SWA_0512)
@@ -171,6 +200,18 @@ SGLANG_RELEASES: ReleaseTable[SglangRules] = ReleaseTable(
     engine="sglang",
     title="SGLang",
     eras=(
+        Era(
+            "0.4.0",
+            "0.4.5",
+            RULES_040,
+            ("0.4.0", "0.4.1.post7", "0.4.3.post2", "0.4.3.post4", "0.4.4", "0.4.5"),
+            series_depth=3,
+            partly_read=EARLY_READ,
+        ),
+        Era("0.4.6", "0.4.6", RULES_046, ("0.4.6",), series_depth=3, partly_read=EARLY_READ),
+        Era("0.4.7", "0.4.7", RULES_047, ("0.4.7",), series_depth=3, partly_read=EARLY_READ),
+        Era("0.4.8", "0.4.8", RULES_048, ("0.4.8",), series_depth=3, partly_read=EARLY_READ),
+        Era("0.4.9", "0.4.9.post1", RULES_049, ("0.4.9", "0.4.9.post1"), series_depth=3, partly_read=EARLY_READ),
         Era("0.4.9.post2", "0.4.9.post2", RULES_0409P2, ("0.4.9.post2",), series_depth=3),
         Era("0.4.9.post3", "0.4.10.post1", RULES_0409P3, ("0.4.9.post3", "0.4.10", "0.4.10.post1"), series_depth=3),
         Era("0.4.10.post2", "0.4.10.post2", RULES_0410P2, ("0.4.10.post2",), series_depth=3),

@@ -233,6 +233,12 @@ class VllmEngine(Engine):
     # --- what vLLM serves -----------------------------------------------------------------------------
 
     def check_serves(self, spec: ArchSpec) -> None:
+        if spec.model_type == "glm_moe_dsa" and not self.rules.serves_glm_moe_dsa:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} has no GlmMoeDsaForCausalLM (model_executor/models/registry.py; added in "
+                "0.16.0): it cannot serve GLM-5",
+                hint="Pass --engine-version 0.16 or later.",
+            )
         if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
             raise UnsupportedArchitecture(
                 "vLLM has no CogVLMForCausalLM (model_executor/models/registry.py 0.8.5-0.33): it cannot serve CogVLM2",
@@ -372,6 +378,9 @@ class VllmEngine(Engine):
         uses fp8_ds_mla (models/config.py DeepseekV32ForCausalLM). A config's fp8 KV scheme is kept."""
         if chosen in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
             return chosen
+        cap = self.device.capability if self.device.platform == "cuda" else None
+        if self.rules.glm_dsa_fp8_on_sm100 and spec.model_type == "glm_moe_dsa" and cap is not None and cap[0] == 10:
+            return KvDtype.FP8_E4M3  # GlmMoeDsaForCausalLM.verify_and_update_config (VllmRules.glm_dsa_fp8_on_sm100)
         if self.rules.sparse_mla_auto_ds_mla and self._sparse_mla(spec):
             return KvDtype.FP8_DS_MLA
         return self.served_dtype(spec)

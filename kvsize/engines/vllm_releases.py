@@ -85,6 +85,11 @@ class VllmRules:
     does so only on the FLASHMLA_SPARSE backend (FlashInfer-MLA sparse on sm_10x keeps standard fp8)."""
     sparse_fa4: bool
     """sm_10x puts FA4-sparse (64-token blocks) first at <= 16 heads per rank (platforms/cuda.py)."""
+    serves_glm_moe_dsa: bool
+    """GlmMoeDsaForCausalLM (GLM-5) is in model_executor/models/registry.py (from 0.16.0; absent in 0.14.1)."""
+    glm_dsa_fp8_on_sm100: bool
+    """models/config.py GlmMoeDsaForCausalLM.verify_and_update_config: --kv-cache-dtype auto becomes fp8_e4m3 on
+    the sm_10x family (is_device_capability_family(100); from 0.32.0, absent in 0.31.0)."""
     nemotron_ssm_default: KvDtype | None
     """NemotronHForCausalLMConfig: the SSM state dtype when the config names no mamba_ssm_cache_dtype
     (None: no such hook, the model dtype)."""
@@ -214,6 +219,8 @@ R_0_8_5 = VllmRules(
     sparse_mla_auto_ds_mla=False,
     sparse_fp8="config",
     sparse_fa4=False,
+    serves_glm_moe_dsa=False,
+    glm_dsa_fp8_on_sm100=False,
     nemotron_ssm_default=None,
     qwen35_ssm_dtype=False,
     nvfp4_sliding_packed=False,
@@ -304,6 +311,7 @@ R_0_14_0 = replace(R_0_13_0, chunked_local_window=True, async_scheduling_default
 # blocks; Blackwell FlashInfer-MLA 64 for qk_nope_head_dim 128; max_concurrent_batches 2 only at pp 1.
 R_0_16_0 = replace(
     R_0_14_0,
+    serves_glm_moe_dsa=True,
     mamba_cache_modes="modes",
     speculative_blocks=True,
     mla_blocks="flashinfer64",
@@ -367,8 +375,9 @@ R_0_28_0 = replace(
 R_0_29_0 = replace(R_0_28_0, page_unify="pad", v2_runner="all")
 # 0.30.0: YaRN maxima unscaled (_get_and_verify_max_len); nvfp4_ds_mla. 0.31.0 changes no sizing rule.
 R_0_30_0 = replace(R_0_29_0, unscaled_rope_types=UNSCALED_ROPE_030, yarn_from_original=False, kv_dtypes=KV_DTYPES_0300)
-# 0.32.0: the mamba_mixer2 checkpoint block (MambaMixer2.get_kv_cache_spec); "all" removed; ultraquant_4bit.
-R_0_32_0 = replace(R_0_30_0, checkpoint_mixer2=True, kv_dtypes=KV_DTYPES_0320)
+# 0.32.0: the mamba_mixer2 checkpoint block (MambaMixer2.get_kv_cache_spec); "all" removed; ultraquant_4bit;
+# GLM-5's auto cache is fp8_e4m3 on sm_10x (models/config.py GlmMoeDsaForCausalLM).
+R_0_32_0 = replace(R_0_30_0, checkpoint_mixer2=True, kv_dtypes=KV_DTYPES_0320, glm_dsa_fp8_on_sm100=True)
 # 0.33.0: GB10 on the small tier; the GDN checkpoint block and 64 alignment (qwen_gdn_linear_attn.py); FA4
 # sparse MLA; octave KV formats.
 R_0_33_0 = replace(R_0_32_0, gb10_small_tier=True, checkpoint_gdn=True, sparse_fa4=True, kv_dtypes=KV_DTYPES_0330)

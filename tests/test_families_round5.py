@@ -1,0 +1,206 @@
+"""DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5 / 5.1; issue 19): every MLA layer also caches its indexer's
+key of index_head_dim per token. The formula and hf engines count it (transformers 5.24 cache_utils.py
+DynamicIndexedLayer); vLLM and SGLang already did (fp8 keys + one fp32 scale per 128). GLM-5.2's shared indexers
+(indexer_types "shared") stay refused by the guard.
+
+Every expected value is worked by hand from the configs in tests/data/registry_refused.jsonl and the sources named
+beside it; the oracle test builds tiny models with transformers on the CPU and compares the cache they hold.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+import kvsize
+from kvsize.config import parse_config
+from kvsize.dtypes import KvDtype
+from kvsize.engines import get_engine
+from kvsize.engines.base import UnsupportedArchitecture
+from kvsize.engines.hf import HfEngine
+
+REFUSED = Path(__file__).parent / "data" / "registry_refused.jsonl"
+CONFIGS = {e["hub_id"]: e["config"] for e in map(json.loads, REFUSED.read_text(encoding="utf-8").splitlines())}
+V32 = CONFIGS["deepseek-ai/DeepSeek-V3.2"]
+GLM5 = CONFIGS["zai-org/GLM-5"]
+
+
+def _bytes_per_token(config: dict[str, Any], engine: str, kv_dtype: str = "bf16") -> int:
+    return kvsize.estimate(config, ctx=4096, engine=engine, kv_dtype=kv_dtype).scenarios[0].kv_bytes_per_token
+
+
+# DeepSeek-V3.2: 61 layers, kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128.
+#   formula / hf (bf16): (512 + 64 + 128) x 2 B = 1,408 B per layer; x 61 = 85,888 B per token
+#   (the latent alone, the near-twin reading, would be 576 x 2 x 61 = 70,272).
+# GLM-5 (glm_moe_dsa): 78 layers, the same widths: 1,408 x 78 = 109,824 B per token (latent only: 89,856).
+# vLLM 0.33 / SGLang 0.5.23 (bf16): latent 576 x 2 = 1,152 + indexer 128 fp8 + 128 / 128 x 4 B scale = 132:
+#   1,284 B per layer (vllm models/deepseek_v2.py Indexer.__init__ DeepseekV32IndexerCache head_dim
+#   index_head_dim + index_head_dim // 128 * 4, uint8; sglang NSATokenToKVPool index_k_with_scale_buffer).
+#   DeepSeek-V3.2: 1,284 x 61 = 78,324; GLM-5: 1,284 x 78 = 100,152.
+@pytest.mark.parametrize(
+    ("config", "engine", "expected"),
+    [
+        (V32, "formula", 61 * (512 + 64 + 128) * 2),
+        (V32, "hf", 85_888),
+        (GLM5, "formula", 109_824),
+        (GLM5, "hf", 78 * 1408),
+        (V32, "vllm", 78_324),
+        (V32, "sglang", 61 * (1152 + 132)),
+        (GLM5, "sglang", 100_152),
+    ],
+)
+def test_dsa_bytes_per_token(config: dict[str, Any], engine: str, expected: int) -> None:
+    assert _bytes_per_token(config, engine) == expected
+
+
+def test_dsa_formula_fp8_counts_the_indexer_key_at_one_byte() -> None:
+    # (512 + 64 + 128) x 1 B x 61 = 42,944
+    assert _bytes_per_token(V32, "formula", "fp8") == 42_944
+
+
+def test_hf_refuses_a_quantized_cache_for_indexed_layers() -> None:
+    # cache_utils.py QuantizedCache.__init__: layer types other than full_attention (here indexed_attention) raise.
+    with pytest.raises(UnsupportedArchitecture, match="indexed_attention"):
+        kvsize.estimate(V32, ctx=4096, engine="hf", kv_dtype="fp8_e4m3")
+
+
+def test_hf_refuses_the_per_head_rule_for_dsa() -> None:
+    with pytest.raises(UnsupportedArchitecture, match="DynamicIndexedLayer"):
+        kvsize.estimate(V32, ctx=4096, engine="hf", engine_version="4.57.6", kv_dtype="bf16")
+
+
+def test_glm5_2_shared_indexers_stay_refused() -> None:
+    with pytest.raises(Exception, match="indexer_types"):
+        parse_config(CONFIGS["zai-org/GLM-5.2"])
+
+
+# --- oracle: the cache transformers 5.24 holds -----------------------------------------------------------------
+
+B, T = 2, 12
+TINY_DSA: dict[str, Any] = {
+    "num_hidden_layers": 2,
+    "first_k_dense_replace": 1,
+    "hidden_size": 64,
+    "intermediate_size": 64,
+    "moe_intermediate_size": 32,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+    "index_head_dim": 24,  # != kv_lora_rank + qk_rope_head_dim: the indexer's width shows apart
+    "index_n_heads": 2,
+    "index_topk": 4,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+    "dtype": "bfloat16",
+}
+ORACLE = {
+    "tiny deepseek_v32": {**TINY_DSA, "model_type": "deepseek_v32"},
+    "tiny glm_moe_dsa": {**TINY_DSA, "model_type": "glm_moe_dsa", "head_dim": 8},
+}
+
+
+def _held(cache: Any) -> list[int]:
+    """numel x element_size of every tensor of every cache layer (0-dim bookkeeping left out)."""
+    return [
+        sum(t.numel() * t.element_size() for t in vars(layer).values() if isinstance(t, torch.Tensor) and t.dim())
+        for layer in cache.layers
+    ]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(ORACLE))
+def test_transformers_cache_matches_hf_engine(name: str) -> None:
+    raw = ORACLE[name]
+    config = CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((B, T), dtype=torch.long), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    predicted = engine.layer_bytes(parse_config(raw), ctx=T, batch=B, kv_dtype=KvDtype.BF16)
+    # by hand: 2 x 12 x (16 + 8 + 24) x 2 B = 2,304 B per layer
+    assert _held(cache) == predicted == [2304, 2304], name
+
+
+def test_vllm_glm5_auto_is_fp8_on_sm10x_only() -> None:
+    # vllm 0.33 models/config.py GlmMoeDsaForCausalLM.verify_and_update_config: auto -> fp8_e4m3 on sm_10x, so a
+    # B200 stores 78 x (576 x 1 B latent + 128 x 1 B indexer key + 4 B scale) = 78 x 708 = 55,224 B per token.
+    on_b200 = kvsize.estimate(GLM5, ctx=4096, engine="vllm", kv_dtype="auto", gpu="b200")
+    assert on_b200.scenarios[0].kv_dtype is KvDtype.FP8_E4M3
+    assert on_b200.scenarios[0].kv_bytes_per_token == 78 * (576 + 128 + 4) == 55_224
+    assert any("auto -> fp8_e4m3" in note for note in on_b200.notes)
+    # Hopper keeps bf16: 100,152 B per token as above; DeepSeek-V3.2 (not glm_moe_dsa) keeps its own rule.
+    assert (
+        kvsize.estimate(GLM5, ctx=4096, engine="vllm", kv_dtype="auto", gpu="h100").scenarios[0].kv_bytes_per_token
+        == 100_152
+    )
+    kvsize.estimate(V32, ctx=4096, engine="vllm", kv_dtype="auto", gpu="b200")
+
+
+# Nemotron-3 Ultra: no num_hidden_layers; transformers 5.24 NemotronHConfig.num_hidden_layers = len(layers_block_type)
+# = 108 (48 mamba, 48 moe, 12 attention). Attention: 12 x 2 kv heads x (128 + 128) x 2 B = 12,288 B per token.
+# Mamba-2: conv channels 256 x 64 + 2 x 8 x 128 = 18,432; SSM 256 x 64 x 128 = 2,097,152 elements.
+#   formula (bf16, kernel - 1): (18,432 x 3 + 2,097,152) x 2 B x 48 = 206,635,008 B per request
+#   hf (full kernel in bf16, SSM fp32): (18,432 x 4 x 2 + 2,097,152 x 4) x 48 = 409,731,072 B
+ULTRA = CONFIGS["nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"]
+
+
+@pytest.mark.parametrize(("engine", "state"), [("formula", 206_635_008), ("hf", 409_731_072)])
+def test_nemotron3_ultra_counts_layers_from_layers_block_type(engine: str, state: int) -> None:
+    assert len(parse_config(ULTRA).layers) == 108
+    scenario = kvsize.estimate(ULTRA, ctx=4096, engine=engine, kv_dtype="bf16").scenarios[0]
+    assert (scenario.kv_bytes_per_token, scenario.state_bytes_per_request) == (12_288, state)
+
+
+# --- which releases serve GLM-5 at all, and vLLM's auto dtype on sm_10x ----------------------------------------
+
+
+def _glm5() -> Any:
+    import json as _json
+
+    rows = [_json.loads(line) for line in (Path(__file__).parent / "data" / "registry_refused.jsonl").open()]
+    (row,) = [r for r in rows if r.get("hub_id", r.get("id")) == "zai-org/GLM-5"]
+    return parse_config(row.get("config", row))
+
+
+def test_glm5_needs_vllm_016_and_sglang_059() -> None:
+    # vllm model_executor/models/registry.py lists GlmMoeDsaForCausalLM from 0.16.0 (not in 0.14.1); SGLang has
+    # its class (srt/models/glm4_moe.py) from 0.5.9 (none in 0.5.8).
+    spec = _glm5()
+    with pytest.raises(UnsupportedArchitecture, match="added in 0.16.0"):
+        get_engine("vllm", "0.14.1").check_supported(spec)
+    get_engine("vllm", "0.16.0").check_supported(spec)
+    with pytest.raises(UnsupportedArchitecture, match="added in 0.5.9"):
+        get_engine("sglang", "0.5.8").check_supported(spec)
+    get_engine("sglang", "0.5.9").check_supported(spec)
+
+
+def test_glm5_auto_is_fp8_on_sm100_from_vllm_032() -> None:
+    # models/config.py GlmMoeDsaForCausalLM.verify_and_update_config@0.32.0: auto -> fp8_e4m3 when
+    # is_device_capability_family(100); 0.31.0 has no such branch; an sm_90 card keeps bf16.
+    from kvsize.engines.context import Device, EngineContext
+
+    spec = _glm5()
+    b200 = EngineContext(device=Device(total_memory_bytes=192 << 30, platform="cuda", capability=(10, 0)))
+    h100 = EngineContext(device=Device(total_memory_bytes=80 << 30, platform="cuda", capability=(9, 0)))
+    assert get_engine("vllm", "0.32.0", b200).auto_kv_dtype(spec, KvDtype.BF16) is KvDtype.FP8_E4M3
+    assert get_engine("vllm", "0.31.0", b200).auto_kv_dtype(spec, KvDtype.BF16) is KvDtype.BF16
+    assert get_engine("vllm", "0.33.0", h100).auto_kv_dtype(spec, KvDtype.BF16) is KvDtype.BF16
