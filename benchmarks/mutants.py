@@ -74,13 +74,65 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engine_sglang_releases.py",
         "tests/test_engines_sglang_trtllm_llamacpp.py",
         "tests/test_engine_truth_others.py",
+        "tests/test_serving.py",  # the radix cache's page-aligned prefix hits (prefix_shared_tokens)
         "tests/test_mutants_killed.py",
     ],
-    "kvsize/fit.py": ["tests/test_verdicts.py", "tests/test_max_context_search.py", "tests/test_mutants_killed.py"],
+    # fit.py: the files that import it (the speed, latency and --bench-result bounds, the pool figures, the
+    # context limits) besides the verdicts and the max-context search.
+    "kvsize/fit.py": [
+        "tests/test_verdicts.py",
+        "tests/test_max_context_search.py",
+        "tests/test_latency_bounds.py",
+        "tests/test_speed_moe.py",
+        "tests/test_bench_result.py",
+        "tests/test_capacity.py",
+        "tests/test_overrides.py",
+        "tests/test_mutants_killed.py",
+    ],
+    # serving.py: the files that import it, and the CLI's hand-worked shared-prefix sizes (test_advice_truth.py).
+    "kvsize/serving.py": [
+        "tests/test_serving.py",
+        "tests/test_reliability_readers.py",
+        "tests/test_advice_truth.py",
+        "tests/test_mutants_killed.py",
+    ],
+    # engines/vllm.py: the files that import it, and those that size through the default engine by hand.
+    "kvsize/engines/vllm.py": [
+        "tests/test_engine_vllm.py",
+        "tests/test_engine_vllm_truth.py",
+        "tests/test_vllm_eras.py",
+        "tests/test_engine_logs.py",
+        "tests/test_sizing.py",
+        "tests/test_families_2026.py",
+        "tests/test_log_corpus.py",
+        "tests/test_serving.py",  # prefix caching's whole blocks and windows (prefix_shared_tokens)
+        "tests/test_mutants_killed.py",
+    ],
 }
 
 # Mutants that cannot change any result, keyed by their id (module:line:col:operator), with the reason.
-EQUIVALENT: dict[str, str] = {}
+_SGLANG_SHARED_ROW = (
+    "SglangEngine.attention_bytes_per_token is never called with a SHARED layer: layer_request_bytes sizes a "
+    "shared layer's row with `_reference` (SGLang gives every layer of the stage a buffer), the SWA pool takes "
+    "sliding / chunked layers and drops SHARED from the full ones, and the base paths that would pass one are "
+    "overridden; the early return is also redundant (the fallthrough gives 0: head_dim 0). Checked by "
+    "instrumenting the method over the SGLang test files, Gemma 3n's 15 shared layers (before SGLang refused Gemma "
+    "3n) and a Llama config with num_kv_shared_layers 2 (estimate, pool and prefix share; bf16 and nvfp4; 0.5.4 "
+    "and 0.5.23): no SHARED call. Only a direct call with a SHARED layer sees it, and no test should pin 0 there: "
+    "SGLang's own figure for such a layer is the reference row."
+)
+_NO_BLOCK_FALLBACK = (
+    "`block = engine.block_size(...) or 1` falls back only for engines whose block_size is None (formula, hf, "
+    "llama.cpp), and `block` is read only by their prefix_shared_tokens: formula's ignores it (exact tokens), "
+    "hf and llama.cpp share nothing (shares_prefixes False: the call is not even made). vLLM, SGLang and "
+    "TensorRT-LLM never return None or 0 (their defaults replace a 0 block size)."
+)
+EQUIVALENT: dict[str, str] = {
+    "kvsize/engines/sglang.py:629:19:0 -> -1": _SGLANG_SHARED_ROW,
+    "kvsize/engines/sglang.py:629:19:0 -> 1": _SGLANG_SHARED_ROW,
+    "kvsize/serving.py:86:53:1 -> 2": _NO_BLOCK_FALLBACK,
+    "kvsize/serving.py:86:53:1 -> 0": _NO_BLOCK_FALLBACK,
+}
 
 
 @dataclass

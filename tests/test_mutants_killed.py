@@ -3,12 +3,15 @@ by hand from the engine's source or the rule's definition, cited beside it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kvsize.engines.context import Device, UsageContext
 from kvsize.engines.sglang import tiered_reserve_mib
 from kvsize.engines.vllm_scheduler import batch_defaults, scheduler_settings
 from kvsize.errors import UsageError
+from kvsize.spec import ArchSpec
 from kvsize.units import _shown, parse_bandwidth, parse_revision
 
 GIB = 1024**3
@@ -84,6 +87,9 @@ def test_sglang_tiered_reserve_below_90_gib() -> None:
         ("NVIDIA L4", 58),
         ("NVIDIA A10", 72),
         ("NVIDIA RTX A6000", 84),
+        # RTX PRO 6000 Blackwell: 24,064 CUDA cores / 128 = 188 SMs, by its marketing name or kvsize's profile id.
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 188),
+        ("rtx-pro-6000", 188),
         (None, 132),  # no name: an H100's 132
     ],
 )
@@ -124,6 +130,463 @@ def test_sglang_reserve_floor_only_above_60_gib() -> None:
     round((61,440 - 3,728) / 61,440, 3) = 0.939; one MiB more and the floor binds: round(51,201 / 61,441, 3) = 0.833."""
     from kvsize.engines.sglang import default_mem_fraction_static
 
-    args = {"chunked_prefill_size": 2048, "cuda_graph_max_bs": 8, "prefill_graph": False}
+    args: dict[str, Any] = {"chunked_prefill_size": 2048, "cuda_graph_max_bs": 8, "prefill_graph": False}
     assert default_mem_fraction_static(61_440, **args) == 0.939
     assert default_mem_fraction_static(61_441, **args) == 0.833
+
+
+# --- survivors of the 2026-12-01 rerun (docs/testing.md, issue 24) -------------------------------------------
+
+
+def _registry_spec(hub_id: str) -> ArchSpec:
+    from kvsize.config import parse_config
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry(hub_id)
+    assert entry is not None, hub_id
+    return parse_config(dict(load_registry_config(entry)), source=hub_id)
+
+
+def _tiny_llama() -> ArchSpec:
+    from kvsize.config import parse_config
+
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "vocab_size": 1000,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    return parse_config(config, source="tiny-llama")
+
+
+def test_sglang_0_5_4_mamba_states_come_out_of_the_kv_budget() -> None:
+    """model_runner.py handle_max_mamba_cache@0.5.4 returns `total_rest_memory - mamba_state_memory` and
+    profile_max_num_token divides what is left by the cell. Qwen3-Next-80B (config): 48 layers, every 4th full
+    attention -> 12 full, 36 linear (qwen3_next.py layers_block_type). Per request (mamba_utils.py
+    Mamba2StateShape.create, mamba2_cache_params): conv_dim = 128 x 32 + 2 x 16 x 128 = 8,192; conv (8,192, 3) bf16
+    = 49,152 B; temporal (32, 128, 128) fp32 (mamba_ssm_dtype float32) = 2,097,152 B; x 36 layers = 77,266,944 B.
+    rest 20 GiB = 21,474,836,480 B: states get 20 x 0.9 / 1.9 GiB = 10,172,290,964 B -> // 77,266,944 = 131 slots
+    = 10,121,969,664 B; KV keeps 11,352,866,816 B. Cell: 2 kv heads x 256 x 12 layers x 2 (K, V) x 2 B = 24,576 B
+    -> 461,949 tokens (page 1). Adding the states instead would give 1,285,677."""
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.sglang import SglangEngine
+
+    pool = SglangEngine("0.5.4").pool(
+        _registry_spec("Qwen/Qwen3-Next-80B-A3B-Thinking"), available_bytes=20 * GIB, kv_dtype=KvDtype.BF16
+    )
+    assert pool.max_mamba_cache_size == 131
+    assert pool.max_total_num_tokens == 461_949
+
+
+def test_sglang_hybrid_swa_pool_bytes_are_both_pools() -> None:
+    """HybridSWAPoolConfigurator (model_runner_kv_cache_mixin.py@0.5.10): full_tokens = total / (F x n_full + 0.8 x
+    S x n_swa), swa_tokens = int(0.8 x full_tokens); SWAKVPool holds a full and a SWA MHATokenToKVPool, each buffer
+    `size + page_size` rows (memory_pool.py). gpt-oss-20b (config): 24 layers alternating sliding / full -> 12 + 12,
+    8 kv heads x (64 + 64) x 2 B = 2,048 B per token per layer in both kinds. 1 GiB: cell 2,048 x 12 + 0.8 x 2,048
+    x 12 = 44,236.8 -> full 24,272, swa int(19,417.6) = 19,417. Bytes: (24,272 + 1) x 24,576 + (19,417 + 1) x
+    24,576 = 43,691 x 24,576 = 1,073,750,016 (the two pools added, not the SWA pool taken off)."""
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.sglang import SglangEngine
+
+    pool = SglangEngine("0.5.23").pool(_registry_spec("openai/gpt-oss-20b"), available_bytes=GIB, kv_dtype=KvDtype.BF16)
+    assert (pool.max_total_num_tokens, pool.swa_max_total_num_tokens) == (24_272, 19_417)
+    assert pool.pool_bytes == 1_073_750_016
+
+
+def test_vllm_profile_peak_forward_dominates_with_many_tokens() -> None:
+    """budget.vllm_activation_bytes (vLLM 0.19 profile run, models/llama.py LlamaMLP): the forward holds, per
+    token, the residual and the normed input (2 x hidden) plus gate_up's output (2 x intermediate / tp) and
+    SiluAndMul's (intermediate / tp), in the model dtype. Tiny Llama: hidden 1,024, intermediate 4,096, vocab 1,000,
+    bf16; 1,000 tokens, 1 sequence, no card name (132 SMs).
+    Sampler: 1 x 1,000 x (2 + 12) + 132 x 1,000 x 4 + 1,000 x 1,024 x 2 = 14,000 + 528,000 + 2,048,000 = 2,590,000.
+    Forward, tp 1: 1,000 x (2,048 + 12,288) x 2 = 28,672,000; tp 2: 1,000 x (2,048 + 6,144) x 2 = 16,384,000."""
+    from kvsize.budget import vllm_activation_bytes
+
+    spec = _tiny_llama()
+    assert vllm_activation_bytes(spec, max_batched_tokens=1000, max_num_seqs=1) == 28_672_000
+    assert vllm_activation_bytes(spec, max_batched_tokens=1000, max_num_seqs=1, tp=2) == 16_384_000
+
+
+def test_sglang_budget_has_no_activation_or_graph_term_unless_stated() -> None:
+    """SGLang's KV budget is mem_fraction_static x free memory before loading - weights
+    (KVCacheConfigurator._profile_available_bytes); the activation and CUDA-graph memory live in the 1 -
+    mem_fraction_static reserve (memory_hook.py handle_gpu_memory_settings), so kvsize subtracts them only when
+    given. 80 GiB card, no device profile: visible 85,899,345,920 - 494,927,872 = 85,404,418,048; x 0.5 =
+    42,702,209,024; - 16 GiB weights = 25,522,339,840. Stated 1 GiB activation and 1 GiB graphs: 2 GiB less."""
+    from kvsize.budget import BudgetSettings, kv_budget
+
+    spec = _tiny_llama()
+    plain = kv_budget(
+        "sglang", "0.5.23", spec, memory_bytes=80 * GIB, weights_bytes=16 * GIB, settings=BudgetSettings(gpu_util=0.5)
+    )
+    assert (plain.activation_bytes, plain.cuda_graph_bytes, plain.non_torch_bytes) == (0, 0, 0)
+    assert plain.kv_budget_bytes == 25_522_339_840
+    stated = kv_budget(
+        "sglang",
+        "0.5.23",
+        spec,
+        memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        settings=BudgetSettings(gpu_util=0.5, activation_bytes=GIB, cuda_graph_bytes=GIB),
+    )
+    assert (stated.activation_bytes, stated.cuda_graph_bytes) == (GIB, GIB)
+    assert stated.kv_budget_bytes == 25_522_339_840 - 2 * GIB
+
+
+def test_formula_budget_reports_zero_activation_and_graphs_unless_stated() -> None:
+    """budget.kv_budget, formula / hf / llama.cpp: card - weights - 8% reserve (vLLM's default 0.92), nothing for
+    activations or CUDA graphs unless stated. 80 GiB: 85,899,345,920 x 92 // 100 = 79,027,398,246 usable; - 16 GiB
+    = 61,847,529,062. A stated 1 GiB of CUDA graphs is reported as such and taken off: 60,773,787,238."""
+    from kvsize.budget import BudgetSettings, kv_budget
+
+    spec = _tiny_llama()
+    plain = kv_budget("formula", None, spec, memory_bytes=80 * GIB, weights_bytes=16 * GIB)
+    assert (plain.activation_bytes, plain.non_torch_bytes, plain.cuda_graph_bytes) == (0, 0, 0)
+    assert plain.kv_budget_bytes == 61_847_529_062
+    graphs = kv_budget(
+        "formula",
+        None,
+        spec,
+        memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        settings=BudgetSettings(cuda_graph_bytes=GIB),
+    )
+    assert graphs.cuda_graph_bytes == GIB
+    assert graphs.kv_budget_bytes == 61_847_529_062 - GIB
+
+
+# --- survivors of the engines/vllm.py and serving.py sample (--per-module 8 --seed 2, issue 24) ----------------
+
+
+def test_vllm_layer_that_reads_anothers_kv_allocates_nothing() -> None:
+    """vLLM gpu_model_runner.py get_kv_cache_spec@0.33.0: an Attention with kv_sharing_target_layer_name gets no
+    KVCacheSpec ("doesn't allocate KV cache for the layer"). A 6-layer Llama shape with num_kv_shared_layers 2:
+    layers 4 and 5 read layer 3's cache. Own layers: 8 kv heads x (128 + 128) x 2 B = 4,096 B per token; ctx
+    1,000 = cdiv(1,000, 16) = 63 blocks = 1,008 slots. Two requests: 4 layers x 4,096 x 1,008 x 2 = 33,030,144 B."""
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.vllm import VllmEngine
+    from kvsize.spec import AttentionKind
+
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "vocab_size": 1000,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+        "num_kv_shared_layers": 2,
+    }
+    spec = parse_config(config, source="kv-shared-llama")
+    shared, own = spec.layers[5].attention, spec.layers[3].attention
+    assert shared is not None and shared.kind is AttentionKind.SHARED and own is not None
+    engine = VllmEngine("0.33.0")
+    assert engine.tokens_allocated(shared, 1000) == 0
+    assert engine.tokens_allocated(own, 1000) == 1008
+    assert engine.estimate(spec, ctx=1000, batch=2, kv_dtype=KvDtype.BF16).kv_cache_bytes == 33_030_144
+
+
+def test_vllm_kv_less_model_has_no_groups_and_no_blocks() -> None:
+    """vLLM kv_cache_planning.py get_kv_cache_groups@0.33.0: an attention-free model (empty kv_cache_spec) has no
+    KV-cache groups, so a request holds no blocks. Nemotron-NAS with every attention a no-op block: layout (16, 0
+    B per block, 0 blocks, 0 groups)."""
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.vllm import VllmEngine
+
+    block = {"attention": {"no_op": True, "n_heads_in_group": None}, "ffn": {"ffn_mult": 1.0}}
+    config = {
+        "model_type": "nemotron-nas",
+        "architectures": ["DeciLMForCausalLM"],
+        "hidden_size": 1024,
+        "vocab_size": 1000,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+        "block_configs": [block, block],
+    }
+    spec = parse_config(config, source="kv-less-nas")
+    lay = VllmEngine("0.33.0").layout(spec, spec.layers, 1000, KvDtype.BF16, 1)
+    assert (lay.block_size, lay.bytes_per_block, lay.blocks_per_request, lay.groups) == (16, 0, 0, 0)
+
+
+def test_break_even_context_counts_two_flops_per_attention_multiply_add() -> None:
+    """serving.break_even_context: restore(n) = B n / link, recompute(n) = (2 A n + 2 L w n^2) / F; restore wins
+    past n = (B / link - 2 A / F) x F / (2 L w). Llama-3.1-8B shape: 131,072 B per token, A = 8e9, L = 32,
+    w = 4,096; a 1 GB/s link, F = 1e15. B / link = 131.072 us, 2 A / F = 16 us, 2 L w / F = 0.262144 ns:
+    115.072e-6 / 0.262144e-9 = 438,964.84 -> 438,965 (a 3 L w term would give 292,644)."""
+    from kvsize.serving import break_even_context
+
+    n = break_even_context(
+        bytes_per_token_per_gpu=131_072,
+        link_bytes_per_s=10**9,
+        active_parameters=8 * 10**9,
+        num_layers=32,
+        attention_width=4096,
+        flops_per_s=1e15,
+    )
+    assert n == 438_965
+
+
+# --- survivors of the fit.py sample (--per-module 8 --seed 2, issue 24) ---------------------------------------
+
+LLAMA_8B_PER_TOKEN = 32 * 8 * (128 + 128) * 2  # 131,072 B: the formula engine holds exactly ctx tokens per request
+
+
+def test_max_context_none_when_the_longest_searched_context_fits_exactly() -> None:
+    """fit.max_context: None ("no limit within the search") when batch x bytes(MAX_SEARCH_CONTEXT) <= budget,
+    the bound included. Formula engine, Llama-3.1-8B: 2**40 tokens x 131,072 B = 2**57 B. A budget of exactly 2**57
+    holds it; one byte less holds floor((2**57 - 1) / 131,072) = 2**40 - 1 tokens."""
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.fit import MAX_SEARCH_CONTEXT, max_context
+
+    assert MAX_SEARCH_CONTEXT == 2**40
+    spec, formula = _registry_spec("meta-llama/Llama-3.1-8B"), get_engine("formula")
+    assert max_context(formula, spec, KvDtype.BF16, batch=1, budget=2**57) is None
+    assert max_context(formula, spec, KvDtype.BF16, batch=1, budget=2**57 - 1) == 2**40 - 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "estimates"),
+    [
+        # 0.6 x 2**40 = 659,706,976,665: the first interpolated probe lands on it and leaves a bracket of 0.4 x
+        # 2**40, under half the 2**40 it had, so no bisection step follows: the next probe, answer + 1, closes
+        # it. 3 estimates: 2**40, the answer, the answer + 1.
+        (659_706_976_665, 3),
+        # 0.4 x 2**40 = 439,804,651,110: the probe lands on it but leaves 0.6 x 2**40, more than half: a bisection
+        # step follows ((answer + 2**40) // 2, too long), then answer + 1. 4 estimates.
+        (439_804_651_110, 4),
+    ],
+)
+def test_max_context_bisects_only_after_a_probe_that_fails_to_halve(
+    monkeypatch: pytest.MonkeyPatch, answer: int, estimates: int
+) -> None:
+    """fit.max_context's documented policy: probes by interpolation (bytes linear in ctx: the first probe is
+    low + (target - low_bytes) x width // (high_bytes - low_bytes) = the answer), a bisection step only after a
+    probe that fails to halve the bracket (2 x (high - low) > width). Formula engine, Llama-3.1-8B, batch 1,
+    budget = answer x 131,072 B."""
+    from kvsize import fit
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+
+    calls = 0
+    real = fit.request_bytes
+
+    def counting(*args: Any, **kwargs: Any) -> int:
+        nonlocal calls
+        calls += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "request_bytes", counting)
+    spec = _registry_spec("meta-llama/Llama-3.1-8B")
+    budget = answer * LLAMA_8B_PER_TOKEN
+    assert fit.max_context(get_engine("formula"), spec, KvDtype.BF16, batch=1, budget=budget) == answer
+    assert calls == estimates
+
+
+def test_sglang_pool_is_empty_when_the_weights_do_not_load() -> None:
+    """fit.plan_fit: a KV budget below zero (the weights do not load) leaves no pool: 0 tokens, 0 concurrency
+    (pool_figures with the budget floored at 0). SGLang's fallback for a stage with no KV cell (pure SSM:
+    --max-total-tokens or the context length, 4,096 here, pool_configurator.py) is for a server that started.
+    Mamba-Codestral-7B (pure Mamba2) with max_position_embeddings 4,096; 8 GiB card, 16 GiB of weights."""
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.sglang import SglangEngine
+    from kvsize.fit import plan_fit
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("mistralai/Mamba-Codestral-7B-v0.1")
+    assert entry is not None
+    spec = parse_config({**dict(load_registry_config(entry)), "max_position_embeddings": 4096}, source="mamba2")
+    gpu = plan_fit(
+        SglangEngine("0.5.23"),
+        spec,
+        ctx=1024,
+        batch=1,
+        kv_dtype=KvDtype.BF16,
+        gpu_name="test card",
+        memory_bytes=8 * GIB,
+        weights_bytes=16 * GIB,
+        weights_source="given",
+        weights_estimated=False,
+    )
+    assert gpu.kv_budget_bytes < 0 and not gpu.fits
+    assert (gpu.kv_pool_tokens, gpu.concurrency, gpu.max_concurrency) == (0, 0.0, 0)
+
+
+# --- survivors of the all-module run at --per-module 8 --seed 2 (issue 24) ------------------------------------
+
+
+def test_vllm_cpu_defaults_scale_with_the_world_size() -> None:
+    """vllm/engine/arg_utils.py get_batch_defaults@0.33.0, CPU platform: tokens {LLM_CLASS: 4096, API: 2048} and
+    sequences {LLM_CLASS: 256, API: 128}, each x world_size. World size 2: LLM class (8192, 512), API (4096, 256)."""
+    from kvsize.engines.vllm_scheduler import batch_defaults
+
+    cpu = Device(total_memory_bytes=64 * GIB, platform="cpu")
+    assert batch_defaults("0.33.0", cpu, UsageContext.LLM_CLASS, 2) == (8192, 512)
+    assert batch_defaults("0.33.0", cpu, UsageContext.API_SERVER, 2) == (4096, 256)
+
+
+def test_vllm_default_seqs_capped_by_the_tokens_from_0_10_1() -> None:
+    """arg_utils.py _set_default_args_v1: 0.10.1 sets `max_num_seqs = min(default_max_num_seqs[usage],
+    max_num_batched_tokens)`, 0.10.0 the default alone. H100 80 GiB, API server: 8192 tokens / 1024 sequences;
+    with --max-num-batched-tokens 512, 0.10.0 keeps 1024 sequences and 0.10.1 takes min(1024, 512) = 512."""
+    h100 = Device(total_memory_bytes=80 * GIB, name="NVIDIA H100 80GB HBM3")
+    old = scheduler_settings("0.10.0", h100, max_model_len=4096, max_num_batched_tokens=512)
+    new = scheduler_settings("0.10.1", h100, max_model_len=4096, max_num_batched_tokens=512)
+    assert (old.max_num_seqs, new.max_num_seqs) == (1024, 512)
+
+
+def test_unreadable_engine_version_is_cut_at_40_characters() -> None:
+    """releases._parse: the message quotes at most 40 characters of what was typed."""
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
+    with pytest.raises(UsageError) as raised:
+        VLLM_RELEASES.resolve("y" * 100)
+    assert f"'{'y' * 40}'" in str(raised.value)
+
+
+def test_gpu_counts_up_to_65536() -> None:
+    """units.MAX_GPUS = 1 << 16 = 65,536: the largest --tp / --pp / GPU count accepted."""
+    from kvsize.units import MAX_GPUS, parse_count
+
+    assert parse_count("65536", "tensor-parallel size", maximum=MAX_GPUS) == 65_536
+    with pytest.raises(UsageError, match="from 1 to 65,536"):
+        parse_count("65537", "tensor-parallel size", maximum=MAX_GPUS)
+
+
+def test_a_size_without_a_unit_is_bytes() -> None:
+    """units.parse_size: '1000000' (no unit) is 1,000,000 B; '1000000B' the same; 'K' is 1,024."""
+    from kvsize.units import parse_size
+
+    assert parse_size("1000000") == parse_size("1000000B") == 1_000_000
+    assert parse_size("3K") == 3 * 1024
+
+
+def test_long_texts_are_cut_at_60_characters() -> None:
+    """units._shown: a text over 60 characters is shown as its first 60 and '...'; 60 exactly in full."""
+    assert _shown("z" * 61) == f"'{'z' * 60}...'"
+    assert _shown("z" * 60) == f"'{'z' * 60}'"
+
+
+def test_bandwidth_below_one_byte_per_second_is_refused() -> None:
+    """units.parse_bandwidth: int(GB/s x 10**9) must be at least 1 B/s; 5e-10 GB/s is 0.5 B/s -> 0: refused."""
+    with pytest.raises(UsageError):
+        parse_bandwidth(5e-10)
+
+
+def test_sglang_0_4_7_fraction_over_180_000_mib_only() -> None:
+    """sglang server_args.py ServerArgs.__post_init__@0.4.7: `if gpu_mem > 180 * 1000 and is_cuda(): 0.79`, `elif
+    gpu_mem > 96 * 1024: min(f + 48 x 1024 x (1 - f) / gpu_mem, (gpu_mem - 18 x 1024) / gpu_mem)` with f = 0.88
+    (over 81,920 MiB). At 180,000 MiB exactly: min(0.88 + 49,152 x 0.12 / 180,000, 161,568 / 180,000) =
+    min(0.912768, 0.8976) = 0.8976; at 180,001: 0.79."""
+    from kvsize.engines.sglang import SglangEngine, default_mem_fraction_static
+
+    rules = SglangEngine("0.4.7").rules
+    assert default_mem_fraction_static(180_000, rules=rules) == pytest.approx(0.8976, abs=1e-12)
+    assert default_mem_fraction_static(180_001, rules=rules) == 0.79
+
+
+def test_sglang_reserve_grows_one_gib_per_eight_ranks() -> None:
+    """sglang server_args.py _handle_gpu_memory_settings@0.5.10 (memory_hook.py@0.5.23): reserved = 512 +
+    1.5 x max(chunk, 2048) + tp x pp / 8 x 1024 + 2 x max_bs MiB. tp 8, chunk 2048, max_bs 8, no prefill graph:
+    512 + 3,072 + 1,024 + 16 = 4,624 MiB. On 49,995 MiB (under 60 GiB: no 10 GiB floor): round(45,371 / 49,995, 3)
+    = round(0.907511, 3) = 0.908 (4,625 MiB would give 0.907491 -> 0.907)."""
+    from kvsize.engines.sglang import default_mem_fraction_static
+
+    fraction = default_mem_fraction_static(
+        49_995, tp=8, chunked_prefill_size=2048, cuda_graph_max_bs=8, prefill_graph=False
+    )
+    assert fraction == 0.908
+
+
+def test_sglang_hybrid_swa_pools_are_page_aligned() -> None:
+    """HybridSWAPoolConfigurator (model_runner_kv_cache_mixin.py@0.5.10): both pools aligned down to the page,
+    `align_page_size(x) = x // page_size x page_size`. gpt-oss-20b with --page-size 64 on 1 GiB (cell 44,236.8 as in
+    test_sglang_hybrid_swa_pool_bytes_are_both_pools): full int(24,272.7) = 24,272 -> 379 pages = 24,256; swa
+    int(24,256 x 0.8) = 19,404 -> 303 pages = 19,392. Bytes: (24,256 + 64) x 24,576 + (19,392 + 64) x 24,576 =
+    43,776 x 24,576 = 1,075,838,976."""
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.sglang import SglangEngine
+
+    engine = SglangEngine("0.5.23", block_size=64)
+    pool = engine.pool(_registry_spec("openai/gpt-oss-20b"), available_bytes=GIB, kv_dtype=KvDtype.BF16)
+    assert (pool.max_total_num_tokens, pool.swa_max_total_num_tokens) == (24_256, 19_392)
+    assert pool.pool_bytes == 1_075_838_976
+
+
+def test_given_kv_memory_has_no_other_term() -> None:
+    """budget.kv_budget with --kv-memory (vLLM --kv-cache-memory-bytes, v1/worker/gpu_worker.py
+    determine_available_memory skips the profiling): the KV memory is the bytes given, with no activation,
+    non-torch or CUDA-graph term."""
+    from kvsize.budget import BudgetSettings, kv_budget
+
+    got = kv_budget(
+        "vllm",
+        "0.33.0",
+        _tiny_llama(),
+        memory_bytes=80 * GIB,
+        weights_bytes=16 * GIB,
+        settings=BudgetSettings(kv_memory_bytes=10 * GIB),
+    )
+    assert (got.activation_bytes, got.non_torch_bytes, got.cuda_graph_bytes) == (0, 0, 0)
+    assert got.kv_budget_bytes == 10 * GIB
+
+
+def test_vllm_groups_padded_only_below_one_and_a_half() -> None:
+    """vllm/v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size@0.33.0: group size = the fewest
+    layers of a type, or the most `if max_num_layers < min_num_layers * 1.5`. A gpt-oss shape with 3 sliding + 2
+    full layers (8 kv heads x (128 + 128) x 2 B = 4,096 B per token): 3 < 3 is false, so groups of 2: full 1 group,
+    sliding cdiv(3, 2) = 2 groups (one padded), 3 groups. A block spans 2 layers x 16 tokens x 4,096 = 131,072 B;
+    ctx 1,000 (inside the 4,096 window): full cdiv(1,000, 16) = 63 blocks, each sliding group cdiv(1,000, 16) + 1 =
+    64: 63 + 2 x 64 = 191 blocks per request."""
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.vllm import VllmEngine
+
+    config = {
+        "model_type": "gpt_oss",
+        "architectures": ["GptOssForCausalLM"],
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "vocab_size": 1000,
+        "num_hidden_layers": 5,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16",
+        "sliding_window": 4096,
+        "layer_types": ["sliding_attention", "full_attention"] * 2 + ["sliding_attention"],
+    }
+    spec = parse_config(config, source="gpt-oss-3-2")
+    lay = VllmEngine("0.33.0").layout(spec, spec.layers, 1000, KvDtype.BF16, 1)
+    assert (lay.block_size, lay.bytes_per_block, lay.blocks_per_request, lay.groups) == (16, 131_072, 191, 3)
+
+
+def test_vllm_library_refuses_a_block_size_below_one() -> None:
+    # Found by the mutation round: the library took block_size=-16 and sized 992 tokens for ctx 1000 (the CLI
+    # already refused it); the SGLang and TensorRT-LLM engines refuse a block size below 1 the same way.
+    import pytest
+
+    from kvsize.engines import get_engine
+    from kvsize.errors import UsageError
+
+    for size in (-16, 0):
+        with pytest.raises(UsageError, match="must be positive"):
+            get_engine("vllm", block_size=size)

@@ -164,6 +164,8 @@ class VllmEngine(Engine):
         num_speculative_tokens: int | None = None,
     ) -> None:
         super().__init__(version)
+        if block_size is not None and block_size < 1:  # as the SGLang and TensorRT-LLM engines refuse it
+            raise UsageError(f"--block-size must be positive, got {block_size}")
         self.fixed_block_size = block_size
         self.batched_tokens_option = max_num_batched_tokens
         self.max_num_seqs_option = max_num_seqs
