@@ -147,7 +147,7 @@ def _registry_spec(hub_id: str) -> ArchSpec:
     return parse_config(dict(load_registry_config(entry)), source=hub_id)
 
 
-def _tiny_llama() -> ArchSpec:
+def _tiny_llama(layers: int = 2, **extra: Any) -> ArchSpec:
     from kvsize.config import parse_config
 
     config = {
@@ -156,11 +156,12 @@ def _tiny_llama() -> ArchSpec:
         "hidden_size": 1024,
         "intermediate_size": 4096,
         "vocab_size": 1000,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 8,
         "num_key_value_heads": 8,
         "max_position_embeddings": 4096,
         "torch_dtype": "bfloat16",
+        **extra,
     }
     return parse_config(config, source="tiny-llama")
 
@@ -269,25 +270,11 @@ def test_vllm_layer_that_reads_anothers_kv_allocates_nothing() -> None:
     KVCacheSpec ("doesn't allocate KV cache for the layer"). A 6-layer Llama shape with num_kv_shared_layers 2:
     layers 4 and 5 read layer 3's cache. Own layers: 8 kv heads x (128 + 128) x 2 B = 4,096 B per token; ctx
     1,000 = cdiv(1,000, 16) = 63 blocks = 1,008 slots. Two requests: 4 layers x 4,096 x 1,008 x 2 = 33,030,144 B."""
-    from kvsize.config import parse_config
     from kvsize.dtypes import KvDtype
     from kvsize.engines.vllm import VllmEngine
     from kvsize.spec import AttentionKind
 
-    config = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
-        "hidden_size": 1024,
-        "intermediate_size": 4096,
-        "vocab_size": 1000,
-        "num_hidden_layers": 6,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16",
-        "num_kv_shared_layers": 2,
-    }
-    spec = parse_config(config, source="kv-shared-llama")
+    spec = _tiny_llama(6, num_kv_shared_layers=2)
     shared, own = spec.layers[5].attention, spec.layers[3].attention
     assert shared is not None and shared.kind is AttentionKind.SHARED and own is not None
     engine = VllmEngine("0.33.0")
