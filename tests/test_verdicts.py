@@ -33,7 +33,6 @@ from tests.test_terminal import assert_uncut, in_terminal
 from tests.tiny_configs import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = Path("/work/shared/configs")
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 
 
@@ -105,20 +104,23 @@ def test_no_maximum_in_the_config() -> None:
     assert context_limit(get_engine("vllm"), spec, 1 << 20) is None
 
 
-@pytest.mark.skipif(not CONFIGS.is_dir(), reason="needs /work/shared/configs")
 @pytest.mark.parametrize(
     ("config", "maximum"),
     [
         # max_position_embeddings 131,072 with llama3 RoPE (factor 8, already applied): 131,072.
-        ("meta-llama--Llama-3.1-8B.json", 131072),
+        ("meta-llama/Llama-3.1-8B", 131072),
         # gpt2: n_positions 1,024, absolute positions.
-        ("openai-community--gpt2.json", 1024),
+        ("openai-community/gpt2", 1024),
         # 163,840 with yarn x40 and original_max_position_embeddings 4,096: unscaled by all three.
-        ("deepseek-ai--DeepSeek-V3.json", 163840),
+        ("deepseek-ai/DeepSeek-V3", 163840),
     ],
 )
 def test_real_configs(config: str, maximum: int) -> None:
-    spec = parse_config(json.loads((CONFIGS / config).read_text()), source=config)
+    # The hub configs as the offline registry holds them (kvsize/models/registry.jsonl, each with its source):
+    # inside the repository, so every clone runs this.
+    from kvsize.resolve import load_model_config
+
+    spec = parse_config(load_model_config(config).raw, source=config)
     for name in ("vllm", "sglang", "trtllm", "llamacpp", "hf"):
         assert engine_max_context(get_engine(name), spec) == maximum, name
     assert context_limit(get_engine("vllm"), spec, maximum) is None  # at the maximum: fine
