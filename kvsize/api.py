@@ -26,7 +26,7 @@ from kvsize.record import Record
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
 from kvsize.sizing import KvEstimate
-from kvsize.spec import ArchSpec
+from kvsize.spec import ArchSpec, AttentionKind
 from kvsize.units import MAX_BYTES, MAX_LINK_GB_S, parse_count, parse_size, parse_tokens
 from kvsize.weights import WeightsSize
 
@@ -50,6 +50,8 @@ class LayerGroupSummary(Record, frozen=True, kw_only=True):
     """Elements one token costs in one layer of the group (K and V, all KV heads; MLA: the latent)."""
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
+    index_head_dim: int | None = None
+    """DeepSeek sparse attention: the indexer's key per token (also counted in elements_per_token)."""
     encoder_tokens: int | None = None
     shares_kv_with: int | None = None
     state_elements: int = 0
@@ -109,9 +111,13 @@ def summarize(spec: ArchSpec) -> ArchitectureSummary:
                 head_dim=a.head_dim if a else None,
                 head_dim_v=a.head_dim_v if a else None,
                 window=a.window if a else None,
-                elements_per_token=a.elements_per_token if a else 0,
+                # A DSA layer's indexer keeps one key of index_head_dim per token beside the latent.
+                elements_per_token=(a.elements_per_token + (a.index_head_dim or 0) * (a.kind is AttentionKind.MLA))
+                if a
+                else 0,
                 kv_lora_rank=a.kv_lora_rank if a else None,
                 qk_rope_head_dim=a.qk_rope_head_dim if a else None,
+                index_head_dim=a.index_head_dim if a and a.kind is AttentionKind.MLA else None,
                 encoder_tokens=a.encoder_tokens if a else None,
                 shares_kv_with=a.shares_kv_with if a else None,
                 state_elements=s.conv_elements + s.ssm_elements if s else 0,

@@ -198,6 +198,8 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
     for g in result.architecture.layers:
         if g.kv_lora_rank is not None:
             dims = f"latent {g.kv_lora_rank}+{g.qk_rope_head_dim}"
+            if g.index_head_dim:  # DeepSeek sparse attention's indexer key
+                dims += f", idx {g.index_head_dim}"
         elif g.head_dim and g.head_dim_v == 0:  # one row serves as K and V (DeepSeek-V4's window and entries)
             dims = f"{g.head_dim} (K=V)"
         elif g.head_dim:

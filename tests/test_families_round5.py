@@ -204,3 +204,12 @@ def test_glm5_auto_is_fp8_on_sm100_from_vllm_032() -> None:
     assert get_engine("vllm", "0.32.0", b200).auto_kv_dtype(spec, KvDtype.BF16) is KvDtype.FP8_E4M3
     assert get_engine("vllm", "0.31.0", b200).auto_kv_dtype(spec, KvDtype.BF16) is KvDtype.BF16
     assert get_engine("vllm", "0.33.0", h100).auto_kv_dtype(spec, KvDtype.BF16) is KvDtype.BF16
+
+
+def test_dsa_layers_show_the_indexer_key() -> None:
+    # The architecture summary counts the indexer key as the bytes do: 512 + 64 + 128 = 704 elements per token per
+    # layer for GLM-5 (DeepSeek-V3 without an indexer stays at 576).
+    (group,) = kvsize.estimate(GLM5, ctx=4096, engine="formula").architecture.layers
+    assert (group.elements_per_token, group.index_head_dim) == (704, 128)
+    (plain,) = kvsize.estimate("deepseek-ai/DeepSeek-V3", ctx=4096, engine="formula").architecture.layers
+    assert (plain.elements_per_token, plain.index_head_dim) == (576, None)
