@@ -178,6 +178,54 @@ def write_calibration(target: Path, calibration: Any) -> None:
     write_output(target, text, "--save-calibration")  # refused: exit 3
 
 
+def measured_deployment(
+    spec: Any,
+    loaded: Any,
+    *,
+    gpu: str | None,
+    tp: str,
+    pp: str,
+    ctx: str | None,
+    gpu_util: str | None,
+    kv_dtype: str,
+    weights_mem: str | None,
+    weights_dtype: str | None,
+    calibration: str | None,
+) -> Any:
+    """The deployment a log or a running server is checked against (kvsize log, kvsize probe): the card from
+    --gpu, the weights from --weights-mem or kvsize's own figure, the layout and settings the user states."""
+    from kvsize.calibration import Deployment, read_calibration
+    from kvsize.engines.context import Device
+    from kvsize.units import parse_count, parse_fraction, parse_size
+
+    profile = None
+    if gpu is not None:
+        from kvsize.profiles import resolve_gpu
+
+        profile = resolve_gpu(gpu)
+    weights = None
+    if weights_mem is not None:
+        weights = parse_size(weights_mem)
+    elif loaded is not None and spec is not None:
+        from kvsize.weights import find_weights
+
+        weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype).bytes
+    return Deployment(
+        spec=spec,
+        memory_bytes=profile.memory_bytes if profile is not None else None,
+        device=Device.from_profile(profile) if profile is not None else None,
+        weights_bytes=weights,
+        tp=parse_count(tp, "tensor-parallel size") if tp else None,
+        pp=parse_count(pp, "pipeline-parallel size") if pp else None,
+        max_model_len=parse_count(ctx, "max_model_len") if ctx else None,
+        gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
+        kv_dtype=kv_dtype or None,
+        calibration=read_calibration(calibration) if calibration is not None else None,
+        gpu_id=profile.id if profile is not None else None,
+        model_id=loaded.model if loaded is not None else None,
+    )
+
+
 def _resolve_model(log: Any, config: str | None, notes: list[str]) -> Any:
     """(spec, loaded config) of the log's model, or (None, None) when kvsize cannot find it (llama.cpp logs name
     a GGUF file, not a config: only --config)."""
@@ -213,12 +261,10 @@ def log_command(
     Exit 0: every figure within --tolerance; 1: some are not, or the start-up failed; 2: not an engine log, or
     nothing to predict."""
     with user_errors(debug):
-        from kvsize.calibration import Deployment, calibration_from_log, check_log, read_calibration
+        from kvsize.calibration import calibration_from_log, check_log
         from kvsize.engine_log import parse_log
-        from kvsize.engines.context import Device
         from kvsize.errors import UsageError
         from kvsize.resolve import printable
-        from kvsize.units import parse_count, parse_fraction, parse_size
 
         if not math.isfinite(tolerance) or tolerance < 0:  # inf would pass an infinite error, nan fail every figure
             raise UsageError(f"--tolerance must be a number >= 0, got {tolerance}")
@@ -255,32 +301,18 @@ def log_command(
                 "(pass --engine-version to name the one that ran)"
             )
         spec, loaded = _resolve_model(log, config, notes)
-        profile = None
-        if gpu is not None:
-            from kvsize.profiles import resolve_gpu
-
-            profile = resolve_gpu(gpu)
-        cal = read_calibration(calibration) if calibration is not None else None
-        weights = None
-        if weights_mem is not None:
-            weights = parse_size(weights_mem)
-        elif loaded is not None and spec is not None:
-            from kvsize.weights import find_weights
-
-            weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype).bytes
-        dep = Deployment(
-            spec=spec,
-            memory_bytes=profile.memory_bytes if profile is not None else None,
-            device=Device.from_profile(profile) if profile is not None else None,
-            weights_bytes=weights,
-            tp=parse_count(tp, "tensor-parallel size") if tp else None,
-            pp=parse_count(pp, "pipeline-parallel size") if pp else None,
-            max_model_len=parse_count(ctx, "max_model_len") if ctx else None,
-            gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
-            kv_dtype=kv_dtype or None,
-            calibration=cal,
-            gpu_id=profile.id if profile is not None else None,
-            model_id=loaded.model if loaded is not None else None,
+        dep = measured_deployment(
+            spec,
+            loaded,
+            gpu=gpu,
+            tp=tp,
+            pp=pp,
+            ctx=ctx,
+            gpu_util=gpu_util,
+            kv_dtype=kv_dtype,
+            weights_mem=weights_mem,
+            weights_dtype=weights_dtype,
+            calibration=calibration,
         )
         result = check_log(log, dep)
         result.notes[:0] = notes
@@ -300,7 +332,7 @@ def log_command(
             if log.failure is not None:
                 result.notes.append(f"--save-calibration: nothing written, the start-up failed ({name})")
             else:
-                measured = calibration_from_log(log, gpu=profile.id if profile is not None else None, source=name)
+                measured = calibration_from_log(log, gpu=dep.gpu_id, source=name)
                 if measured is None:
                     raise UsageError(f"{name} prints no overheads to calibrate from", hint="Use a vLLM start-up log.")
                 write_calibration(cal_target, measured)

@@ -14,6 +14,7 @@ from kvsize.cli.log import (
     MaxModelLenOpt,
     WholeWeightsOpt,
     json_document,
+    measured_deployment,
     render_log_check,
     write_calibration,
 )
@@ -44,7 +45,8 @@ SaveCalibrationOpt = Annotated[
     str | None,
     typer.Option(
         "--save-calibration",
-        help="Write what the server measured (SGLang: the weights per rank) to a file for --calibration.",
+        help="Write what the server measured to a file for --calibration (vLLM: the activation, non-torch and "
+        "CUDA-graph memory as one sum, needs --gpu and --tp; SGLang: the weights per rank).",
         show_default=False,
         metavar="FILE",
     ),
@@ -142,8 +144,7 @@ def probe_command(
     Exit 0: every figure within --tolerance; 1: some are not; 2: not an engine kvsize can read, or nothing to
     predict; 3: the server cannot be reached."""
     with user_errors(debug):
-        from kvsize.calibration import Deployment, calibration_target, read_calibration, require_match
-        from kvsize.engines.context import Device
+        from kvsize.calibration import calibration_target, require_match
         from kvsize.errors import UsageError
         from kvsize.probe import (
             cache_config_info,
@@ -153,7 +154,6 @@ def probe_command(
             vllm_calibration,
             vllm_server,
         )
-        from kvsize.units import parse_count, parse_fraction, parse_size
 
         if not math.isfinite(tolerance) or tolerance < 0:
             raise UsageError(f"--tolerance must be a number >= 0, got {tolerance}")
@@ -204,33 +204,20 @@ def probe_command(
             if engine_version:
                 sglang = {**sglang, "version": engine_version.strip()}
         spec, loaded = _resolve(model_ref, config, notes)
-        profile = None
-        if gpu is not None:
-            from kvsize.profiles import resolve_gpu
-
-            profile = resolve_gpu(gpu)
-        weights = None
-        if weights_mem is not None:
-            weights = parse_size(weights_mem)
-        elif loaded is not None and spec is not None:
-            from kvsize.weights import find_weights
-
-            weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype).bytes
-        cal = read_calibration(calibration) if calibration is not None else None
-        dep = Deployment(
-            spec=spec,
-            memory_bytes=profile.memory_bytes if profile is not None else None,
-            device=Device.from_profile(profile) if profile is not None else None,
-            weights_bytes=weights,
-            tp=parse_count(tp, "tensor-parallel size") if tp else None,
-            pp=parse_count(pp, "pipeline-parallel size") if pp else None,
-            max_model_len=parse_count(ctx, "max_model_len") if ctx else None,
-            gpu_util=parse_fraction(gpu_util, "--gpu-util") if gpu_util is not None else None,
-            kv_dtype=kv_dtype or None,
-            calibration=cal,
-            gpu_id=profile.id if profile is not None else None,
-            model_id=loaded.model if loaded is not None else None,
+        dep = measured_deployment(
+            spec,
+            loaded,
+            gpu=gpu,
+            tp=tp,
+            pp=pp,
+            ctx=ctx,
+            gpu_util=gpu_util,
+            kv_dtype=kv_dtype,
+            weights_mem=weights_mem,
+            weights_dtype=weights_dtype,
+            calibration=calibration,
         )
+        cal = dep.calibration
         if cal is not None:
             target = calibration_target(
                 dep.model_id or model_ref or "(a model the server does not name)",
@@ -239,7 +226,7 @@ def probe_command(
                 engine_version=release if isinstance(release, str) else None,
                 tp=dep.tp or 1,
                 pp=dep.pp or 1,
-                weights_bytes=weights,
+                weights_bytes=dep.weights_bytes,
             )
             require_match(cal, target, source="--calibration")
         result = check_vllm_server(server, dep) if samples else check_sglang_server(sglang, dep)
@@ -251,11 +238,11 @@ def probe_command(
             )
         if cal_target is not None:
             if sglang is not None:
-                if profile is None or dep.model_id is None:
+                if dep.gpu_id is None or dep.model_id is None:
                     raise UsageError(
                         "a calibration must name the card and model it measured", hint="Pass --gpu (and --config)."
                     )
-                measured = sglang_calibration(sglang, model=dep.model_id, gpu=profile.id, source=base, tp=dep.tp)
+                measured = sglang_calibration(sglang, model=dep.model_id, gpu=dep.gpu_id, source=base, tp=dep.tp)
                 if measured is None:
                     raise UsageError(
                         f"{base} serves no overhead a calibration holds (no memory_usage.weight in /server_info)",
