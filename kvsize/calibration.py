@@ -256,13 +256,10 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     memory = card_memory(log, dep)
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(
-            gpu_util=sc.gpu_util,
-            max_batched_tokens=sc.max_num_batched_tokens,
-            max_num_seqs=sc.max_num_seqs,
-            activation_bytes=cal.parts()[0] if cal else None,
-            non_torch_bytes=cal.parts()[1] if cal else None,
-            cuda_graph_bytes=cal.parts()[2] if cal else None,
+            gpu_util=sc.gpu_util, max_batched_tokens=sc.max_num_batched_tokens, max_num_seqs=sc.max_num_seqs
         )
+        if cal is not None:  # the measured overheads where the settings leave them to the model
+            settings = cal.budget_settings(settings)
         budget = kv_budget(
             "vllm",
             version,
@@ -467,15 +464,14 @@ class Calibration(msgspec.Struct, frozen=True):
     (`kvsize probe --save-calibration`: the card's share minus the weights minus the served blocks' memory). A
     server does not tell the three apart, so they are applied as one (shown as the activation peak)."""
 
-    def parts(self) -> tuple[int | None, int | None, int | None]:
-        """(activation, non-torch, CUDA graphs) as the budget takes them: a combined overhead is the first."""
-        if self.overhead_bytes is not None:
-            return self.overhead_bytes, 0, 0
-        return self.activation_bytes, self.non_torch_bytes, self.cuda_graph_bytes
-
     def budget_settings(self, base: BudgetSettings) -> BudgetSettings:
-        """`base` with the measured overheads filled in where `base` leaves them to the model."""
-        activation, non_torch, graphs = self.parts()
+        """`base` with the measured overheads filled in where `base` leaves them to the model; a combined overhead
+        (a server's) stands as the activation peak, with no non-torch or CUDA-graph part beside it."""
+        activation, non_torch, graphs = (
+            (self.overhead_bytes, 0, 0)
+            if self.overhead_bytes is not None
+            else (self.activation_bytes, self.non_torch_bytes, self.cuda_graph_bytes)
+        )
         return BudgetSettings(
             gpu_util=base.gpu_util,
             max_batched_tokens=base.max_batched_tokens,

@@ -192,12 +192,9 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
         if weights is None:
             out.notes.append("GPU blocks not predicted: kvsize does not know the weights (pass --weights-mem)")
         else:
-            settings = BudgetSettings(
-                gpu_util=dep.gpu_util or _label_float(lab, "gpu_memory_utilization"),
-                activation_bytes=cal.parts()[0] if cal else None,
-                non_torch_bytes=cal.parts()[1] if cal else None,
-                cuda_graph_bytes=cal.parts()[2] if cal else None,
-            )
+            settings = BudgetSettings(gpu_util=dep.gpu_util or _label_float(lab, "gpu_memory_utilization"))
+            if cal is not None:  # the measured overheads where the settings leave them to the model
+                settings = cal.budget_settings(settings)
             budget = kv_budget(
                 "vllm",
                 release,
