@@ -96,6 +96,46 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_advice_truth.py",
         "tests/test_mutants_killed.py",
     ],
+    # config.py: the parser's own tests, the never-silent corpus, the family files worked from transformers, and
+    # the registry's hand-derived shapes (tests/expected_kv.py through test_registry_models.py).
+    "kvsize/config.py": [
+        "tests/test_config.py",
+        "tests/test_never_silent.py",
+        "tests/test_registry_models.py",
+        "tests/test_families_2026.py",
+        "tests/test_families_round4.py",
+        "tests/test_families_round5.py",
+        "tests/test_deepseek_v4.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/capacity_file.py": [
+        "tests/test_capacity.py",
+        "tests/test_check_memo.py",
+        "tests/test_reliability_gates.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/weights.py": [
+        "tests/test_weights.py",
+        "tests/test_quantized_weights.py",
+        "tests/test_reliability_sources.py",
+        "tests/test_engine_logs.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/params.py": [
+        "tests/test_params.py",
+        "tests/test_reliability_sources.py",
+        "tests/test_speed_moe.py",
+        "tests/test_mutants_killed.py",
+    ],
+    # engines/formula.py: reached through the engine registry (`--engine formula`), never imported by name.
+    "kvsize/engines/formula.py": [
+        "tests/test_sizing.py",
+        "tests/test_families_round5.py",
+        "tests/test_deepseek_v4.py",
+        "tests/test_serving.py",
+        "tests/test_registry_models.py",
+        "tests/test_mutants_killed.py",
+    ],
     # engines/vllm.py: the files that import it, and those that size through the default engine by hand.
     "kvsize/engines/vllm.py": [
         "tests/test_engine_vllm.py",

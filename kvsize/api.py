@@ -26,7 +26,7 @@ from kvsize.record import Record
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.serving import NO_SERVING, PrefixShare, Request, ServingSettings
 from kvsize.sizing import KvEstimate
-from kvsize.spec import ArchSpec, AttentionKind
+from kvsize.spec import ArchSpec
 from kvsize.units import MAX_BYTES, MAX_LINK_GB_S, parse_count, parse_size, parse_tokens
 from kvsize.weights import WeightsSize
 
@@ -52,6 +52,8 @@ class LayerGroupSummary(Record, frozen=True, kw_only=True):
     qk_rope_head_dim: int | None = None
     index_head_dim: int | None = None
     """DeepSeek sparse attention: the indexer's key per token (also counted in elements_per_token)."""
+    index_shared: bool = False
+    """DSA: the layers reuse an earlier layer's top-k and keep no indexer key (GLM-5.2 indexer_types 'shared')."""
     encoder_tokens: int | None = None
     shares_kv_with: int | None = None
     state_elements: int = 0
@@ -112,12 +114,11 @@ def summarize(spec: ArchSpec) -> ArchitectureSummary:
                 head_dim_v=a.head_dim_v if a else None,
                 window=a.window if a else None,
                 # A DSA layer's indexer keeps one key of index_head_dim per token beside the latent.
-                elements_per_token=(a.elements_per_token + (a.index_head_dim or 0) * (a.kind is AttentionKind.MLA))
-                if a
-                else 0,
+                elements_per_token=a.elements_per_token + a.own_indexer_dim if a else 0,
                 kv_lora_rank=a.kv_lora_rank if a else None,
                 qk_rope_head_dim=a.qk_rope_head_dim if a else None,
-                index_head_dim=a.index_head_dim if a and a.kind is AttentionKind.MLA else None,
+                index_head_dim=a.own_indexer_dim or None if a else None,
+                index_shared=a.index_shared if a else False,
                 encoder_tokens=a.encoder_tokens if a else None,
                 shares_kv_with=a.shares_kv_with if a else None,
                 state_elements=s.conv_elements + s.ssm_elements if s else 0,

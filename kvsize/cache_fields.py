@@ -62,11 +62,24 @@ KNOWN_LAYER_TYPES = frozenset(
         "mlp",
         "moe",
         "conv",
+        "indexed_attention",
+        "deepseek_sparse_attention",
     }
 )
 # Families whose "linear_attention" layers kvsize sizes: Gated DeltaNet (Qwen3-Next / Qwen3.5 `linear_*`
 # fields) and MiniMax lightning attention. Another family's linear layers (Kimi's KDA) keep another state.
 _GDN_FIELDS = ("linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim")
+
+
+# transformers 5.24 configuration_utils.py _LEGACY_LAYER_TYPE_REMAP writes Mamba layers as "linear_attention"
+# ("mamba" -> "linear_attention", "attention" -> "full_attention") in every config it saves (Granite 4, Bamba, ...):
+# kvsize reads them as Mamba where the config has a Mamba state and no Gated DeltaNet widths.
+MAMBA_STATE_FIELDS = ("mamba_d_state", "ssm_state_size", "state_size", "d_state")
+
+
+def mamba_named_linear(c: Config) -> bool:
+    """Whether this config's "linear_attention" layers are Mamba layers under transformers' 5.x name."""
+    return any(_has(c, k) for k in MAMBA_STATE_FIELDS) and not any(_has(c, k) for k in _GDN_FIELDS)
 
 
 def _has(c: Config, key: str) -> bool:
@@ -78,9 +91,21 @@ def _has(c: Config, key: str) -> bool:
 # Model types kvsize knows (kvsize.config KNOWN_MODEL_TYPES) that have MLA layers or recurrent-state layers. A
 # known type outside them keeps standard attention whatever extra fields its config carries (transformers'
 # LlamaConfig ignores a kv_lora_rank); a type kvsize does not know is read by the fields it carries.
-MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_linear"})
+MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_linear"})
 STATE_MODEL_TYPES = frozenset(
-    {"mamba", "mamba2", "falcon_mamba", "jamba", "nemotron_h", "zamba2", "qwen3_next", "falcon_h1", "minimax"}
+    {
+        "mamba",
+        "mamba2",
+        "falcon_mamba",
+        "jamba",
+        "nemotron_h",
+        "zamba2",
+        "qwen3_next",
+        "falcon_h1",
+        "minimax",
+        "bamba",
+        "granitemoehybrid",
+    }
 )
 # Families whose own fields kvsize.config reads (_kimi_layer_kinds / _kda_state, _lfm2_layer_kinds /
 # _short_conv_state): another model type carrying them is refused.
@@ -120,12 +145,14 @@ def _layer_types_known(c: Config) -> bool:
             return all(isinstance(n, str) and n in DEEPSEEK_V4_LAYER_TYPES for n in names)
         if any(not isinstance(n, str) or n not in KNOWN_LAYER_TYPES for n in names):
             return False
+        if {"indexed_attention", "deepseek_sparse_attention"} & set(names) and not (_mla(c) and _has(c, "index_topk")):
+            return False  # transformers' DSA layers (DynamicIndexedLayer): MLA with an indexer, nothing else
         if "conv" in names and c.get("model_type") not in LFM2_TYPES:
             return False  # LFM2's short convolutions; another family's "conv" layers keep another state
         if "linear_attention" in names:
             lightning = str(c.get("model_type", "")).startswith("minimax")
             kda = c.get("model_type") in KIMI_LINEAR_TYPES
-            if not lightning and not kda and not all(_has(c, k) for k in _GDN_FIELDS):
+            if not lightning and not kda and not all(_has(c, k) for k in _GDN_FIELDS) and not mamba_named_linear(c):
                 return False
     return True
 
@@ -148,9 +175,26 @@ def _same_window(c: Config) -> bool:
     return c.get("sliding_window") in (None, c.get("sliding_window_size"))
 
 
+# Model types whose DSA layers may share an earlier layer's top-k (kvsize.config _shared_indexer_layers):
+# transformers 5.24 GlmMoeDsaConfig.__post_init__ (indexer_types, or index_topk_pattern / index_topk_freq /
+# index_skip_topk_offset). transformers' DeepseekV32Config reads none of them, where vLLM's deepseek_v2.py would.
+DSA_SHARING_TYPES = frozenset({"glm_moe_dsa"})
+
+
+def _dsa_sharing(c: Config) -> bool:
+    return _mla(c) and str(c.get("model_type")) in DSA_SHARING_TYPES
+
+
 def _full_indexers(c: Config) -> bool:
     types = c.get("indexer_types")
-    return _mla(c) and isinstance(types, list) and all(t == "full" for t in types)
+    if not (_mla(c) and isinstance(types, list)):
+        return False
+    return all(t == "full" for t in types) or (_dsa_sharing(c) and all(t in ("full", "shared") for t in types))
+
+
+def _no_index_sharing(c: Config) -> bool:
+    """An index_topk schedule that shares nothing: every layer runs its indexer, for any engine."""
+    return c.get("index_topk_freq") in (None, 1) and c.get("index_topk_pattern") is None
 
 
 def _has_state(c: Config) -> bool:
@@ -158,7 +202,13 @@ def _has_state(c: Config) -> bool:
 
 
 # Fields that tell kvsize.config _layer_kinds which layers are recurrent in a config of a type it does not know.
-_RECURRENT_LAYOUT_FIELDS = ("hybrid_override_pattern", "attn_layer_period", "full_attention_interval", "attn_type_list")
+_RECURRENT_LAYOUT_FIELDS = (
+    "hybrid_override_pattern",
+    "attn_layer_period",
+    "attn_layer_indices",
+    "full_attention_interval",
+    "attn_type_list",
+)
 _HEAD_FIELDS = ("num_attention_heads", "n_head", "n_heads")
 
 
@@ -273,8 +323,12 @@ READ: dict[str, Reading] = {
         "chunked",
         "no_rope_layers",
         "no_rope_layer_interval",
-        when=lambda c: _has(c, "attention_chunk_size") or str(c.get("model_type")).startswith("llama4"),
-        condition="only beside Llama 4's attention_chunk_size",
+        when=lambda c: (
+            _has(c, "attention_chunk_size")
+            or str(c.get("model_type")).startswith("llama4")
+            or c.get("model_type") == "smollm3"
+        ),
+        condition="only beside Llama 4's attention_chunk_size, or on SmolLM3 (its NoPE layers slide)",
     ),
     **_family("cross", "cross_attention_layers"),
     **_family("kv_sharing", "num_kv_shared_layers"),
@@ -317,13 +371,22 @@ READ: dict[str, Reading] = {
         "mla",
         "indexer_types",
         when=_full_indexers,
-        condition="only with MLA and every layer's indexer 'full' (shared indexers store no keys)",
+        condition="only with MLA and every layer's indexer 'full', or 'full' and 'shared' on GLM-5 (glm_moe_dsa)",
+    ),
+    **_family(
+        "mla",
+        "index_topk_freq",
+        "index_topk_pattern",
+        "index_skip_topk_offset",
+        when=lambda c: _mla(c) and (_dsa_sharing(c) or _no_index_sharing(c)),
+        condition="only on GLM-5 (glm_moe_dsa), or as a schedule that shares no indexer (freq 1, no pattern)",
     ),
     # layer patterns of hybrids
     **_family(
         "hybrid",
         "hybrid_override_pattern",
         "attn_layer_period",
+        "attn_layer_indices",
         "full_attention_interval",
         "attn_type_list",
         "block_configs",
@@ -526,6 +589,13 @@ IRRELEVANT: dict[str, str] = {
     "rope_interleave": "RoPE layout",
     "rope_interleaved": "RoPE layout",
     "indexer_rope_interleave": "the DSA indexer's RoPE layout",
+    # MiniMax-Text-01 / M1 (modeling_minimax.py MiniMaxDecoderLayer.forward): residual * alpha + output * beta
+    "full_attn_alpha_factor": "MiniMax: a residual scale after softmax attention; no cache shape",
+    "full_attn_beta_factor": "MiniMax: a scale on the softmax-attention output; no cache shape",
+    "linear_attn_alpha_factor": "MiniMax: a residual scale after lightning attention; no cache shape",
+    "linear_attn_beta_factor": "MiniMax: a scale on the lightning-attention output; no cache shape",
+    "use_index_cache": "vLLM 0.21-0.23 IndexCache switch: skips the indexer's top-k on shared layers, whose indexer "
+    "and cache are built all the same (deepseek_v2.py DeepseekV2MLAAttention)",
     "no_rope_layers_interval": "RoPE layout",
     "rope_local_base_freq": "RoPE frequency of local layers",
     "mrope_section": "RoPE layout",

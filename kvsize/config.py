@@ -15,7 +15,14 @@ from typing import Any
 
 import msgspec
 
-from kvsize.cache_fields import Finding, ignored_note, refusal, unknown_cache_fields
+from kvsize.cache_fields import (
+    DSA_SHARING_TYPES,
+    Finding,
+    ignored_note,
+    mamba_named_linear,
+    refusal,
+    unknown_cache_fields,
+)
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
 from kvsize.record import InvalidRecord
@@ -196,6 +203,7 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "deepseek_v2",
     "deepseek_v3",
     "deepseek_v32",
+    "glm_moe_dsa",
     "deepseek_v4",
     "exaone4",
     "gpt_oss",
@@ -211,6 +219,9 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "jamba",
     "falcon",
     "falcon_h1",
+    "smollm3",
+    "bamba",
+    "granitemoehybrid",
     "mpt",
     "dbrx",
     "chatglm",
@@ -239,7 +250,6 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "minicpm",
     "ernie4_5",
     "hunyuan_v1_dense",
-    "smollm3",
     "minimax",
     "minimax_text_01",
     "minimax_m1",
@@ -472,6 +482,7 @@ def _parse_known(
 
     layers = _layers(layer_kinds, attention, state, fields, notes, encoder_tokens)
     _apply_kv_sharing(layers, fields, notes)
+    _apply_shared_indexers(layers, fields, notes)
 
     if model_type not in KNOWN_MODEL_TYPES:
         used = ", ".join(dict.fromkeys(fields.used))
@@ -693,6 +704,10 @@ _LAYER_TYPE_KIND = {
     "hybrid": "mamba+full",
     "mlp": "none",
     "moe": "none",
+    # transformers 5.24 DeepseekV32Config / GlmMoeDsaConfig write it for every DSA layer (DynamicIndexedLayer):
+    # MLA with an indexer, read from kv_lora_rank and index_head_dim like a config that lists no layer types
+    "indexed_attention": "full",
+    "deepseek_sparse_attention": "full",  # the name before transformers 5.x remapped it to indexed_attention
 }
 _PATTERN_CHAR_KIND = {"*": "full", "M": "mamba", "-": "none", "E": "none"}
 
@@ -736,6 +751,9 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
                 # transformers MiniMaxConfig: "linear_attention" layers are lightning attention (no conv,
                 # one head_dim x head_dim state per head; modeling_minimax.py MiniMaxLightningAttention).
                 kinds = ["lightning" if k == "linear" else k for k in kinds]
+            elif f.raw("model_type") != "kimi_linear" and mamba_named_linear(f.data):
+                # transformers 5.x saves Mamba layers as "linear_attention" (_LEGACY_LAYER_TYPE_REMAP)
+                kinds = ["mamba" if k == "linear" else k for k in kinds]
             if "sliding" in kinds and not f.has("sliding_window"):
                 raise f.error("sliding_window", "is missing but layer_types lists sliding layers")
             return kinds
@@ -743,6 +761,13 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         # Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer; no field says so
         # (transformers FalconH1Config: layers_block_type = ["hybrid"] * num_hidden_layers).
         return ["mamba+full"] * n
+    indices = f.int_list("attn_layer_indices")
+    if indices is None and f.raw("model_type") == "bamba":
+        indices = []  # BambaConfig.layers_block_type: no list, no attention layer
+    if indices is not None:  # Bamba: attention at these layers, Mamba-2 elsewhere (BambaConfig.layers_block_type)
+        if any(not 0 <= i < n for i in indices):
+            raise f.error("attn_layer_indices", f"names a layer outside 0..{n - 1}")
+        return ["full" if i in indices else "mamba" for i in range(n)]
     period = f.integer("attn_layer_period")
     if period is not None:  # Jamba: one attention layer every `period`, at `offset`
         offset = f.integer("attn_layer_offset", minimum=0) or 0
@@ -997,7 +1022,24 @@ def _nas_layer_kinds(f: _Fields, n: int) -> list[str]:
     return kinds
 
 
+def _smollm3_layer_kinds(f: _Fields, n: int) -> list[str]:
+    """SmolLM3 with no layer_types (SmolLM3Config.__post_init__, transformers 5.24): the NoPE layers
+    (no_rope_layers[i] == 0; default every no_rope_layer_interval-th) slide when use_sliding_window and a window
+    are set; max_window_layers is not read. Every other layer, RoPE or not, caches the whole context."""
+    rope = f.int_list("no_rope_layers")
+    if rope is None:
+        interval = f.integer("no_rope_layer_interval") or 4  # SmolLM3Config default
+        rope = [int((i + 1) % interval != 0) for i in range(n)]
+    if len(rope) != n:
+        raise f.error("no_rope_layers", f"lists {len(rope)} layers but the model has {n}")
+    window = f.integer("sliding_window", minimum=0, maximum=MAX_POSITIONS)
+    slides = bool(f.flag("use_sliding_window")) and bool(window)
+    return ["sliding" if slides and not rope[i] else "full" for i in range(n)]
+
+
 def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
+    if f.raw("model_type") == "smollm3":
+        return _smollm3_layer_kinds(f, n)
     kinds = ["full"] * n
     chunk = f.integer("attention_chunk_size")
     if chunk is not None:  # Llama 4: RoPE layers attend within chunks, NoPE layers globally
@@ -1381,6 +1423,57 @@ def _apply_kv_sharing(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> 
             ),
         )
     notes.append(f"last {shared} layers reuse earlier layers' KV (num_kv_shared_layers)")
+
+
+def _apply_shared_indexers(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> None:
+    """GLM-5.2: DSA layers that reuse the previous full layer's top-k run no indexer of their own, so they keep
+    no indexer key (transformers 5.24 GlmMoeDsaAttention: `indexer` None where indexer_types says "shared";
+    vLLM 0.24+ deepseek_v2.py DeepseekV2MLAAttention builds no Indexer where `_skip_topk`).
+
+    transformers reads `indexer_types`, else derives it (GlmMoeDsaConfig.__post_init__) from
+    `index_topk_pattern` ("F"/"S" per layer) or from `index_topk_freq` and `index_skip_topk_offset`: layer i is
+    full where max(i - offset + 1, 0) % freq == 0. vLLM always derives it, so a list that disagrees with the
+    schedule is refused (the engines would key different layers)."""
+    if str(f.raw("model_type")) not in DSA_SHARING_TYPES:
+        return
+    dsa = [i for i, layer in enumerate(layers) if (a := layer.attention) is not None and a.index_head_dim]
+    if not dsa or any(layers[i].attention.kind is not AttentionKind.MLA for i in dsa):  # type: ignore[union-attr]
+        return
+    n = len(layers)
+    pattern = f.raw("index_topk_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str) or len(pattern) != n or set(pattern) - {"F", "S"}:
+            raise f.error("index_topk_pattern", f"must be a string of {n} characters F (full) or S (shared)")
+        f.used.append("index_topk_pattern")
+        scheduled = [c == "S" for c in pattern]
+    else:
+        freq = f.integer("index_topk_freq") or 1
+        offset = f.integer("index_skip_topk_offset", minimum=0, maximum=MAX_LAYERS)
+        offset = 2 if offset is None else offset
+        scheduled = [max(i - offset + 1, 0) % freq != 0 for i in range(n)]
+    listed = f.str_list("indexer_types", n)
+    if listed is not None:
+        if set(listed) - {"full", "shared"}:
+            raise f.error("indexer_types", "must list 'full' or 'shared' for each layer")
+        if [t == "shared" for t in listed] != scheduled:
+            raise f.error(
+                "indexer_types",
+                "disagrees with index_topk_freq / index_skip_topk_offset / index_topk_pattern: transformers "
+                "reads the list and vLLM the schedule, so they would key different layers; make them agree",
+            )
+    shared = [i for i in dsa if scheduled[i]]
+    if not shared:
+        return
+    if 0 in shared:
+        raise f.error("indexer_types", "makes layer 0 shared: there is no earlier layer's top-k to reuse")
+    for i in shared:
+        attn = layers[i].attention
+        assert attn is not None
+        layers[i] = msgspec.structs.replace(layers[i], attention=msgspec.structs.replace(attn, index_shared=True))
+    notes.append(
+        f"{len(shared)} of {len(dsa)} DSA layers reuse an earlier layer's top-k and keep no indexer key "
+        "(indexer_types 'shared'; engines that key every layer say so)"
+    )
 
 
 def config_fingerprint(spec: ArchSpec) -> Sequence[str]:

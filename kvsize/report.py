@@ -200,6 +200,8 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
             dims = f"latent {g.kv_lora_rank}+{g.qk_rope_head_dim}"
             if g.index_head_dim:  # DeepSeek sparse attention's indexer key
                 dims += f", idx {g.index_head_dim}"
+            elif g.index_shared:  # GLM-5.2: the top-k of an earlier layer, no key of its own
+                dims += ", idx shared"
         elif g.head_dim and g.head_dim_v == 0:  # one row serves as K and V (DeepSeek-V4's window and entries)
             dims = f"{g.head_dim} (K=V)"
         elif g.head_dim:

@@ -63,6 +63,10 @@ class AttentionSpec(Record, frozen=True, kw_only=True):
     """MLA with a sparse-attention indexer (DeepSeek-V3.2 `index_head_dim`): the indexer keeps one key of
     this width per token beside the latent. COMPRESSED (DeepSeek-V4 CSA): one indexer key of this width per
     compressed entry."""
+    index_shared: bool = False
+    """MLA with DSA only: the layer reuses an earlier layer's top-k selection (GLM-5.2 `indexer_types`
+    "shared") and runs no indexer of its own, so transformers 5.24 and vLLM 0.24+ cache no indexer key there
+    (`index_head_dim` still names the model's indexer width; engines that key every layer read it)."""
     compress_ratio: int | None = None
     """COMPRESSED only: source tokens pooled into one compressed entry of head_dim elements (CSA 4, HCA 128);
     the layer also keeps its last `window` raw tokens (K = V: head_dim_v 0)."""
@@ -80,8 +84,18 @@ class AttentionSpec(Record, frozen=True, kw_only=True):
             raise InvalidRecord(f"{self.kind.value} attention needs a window")
         if self.kind is AttentionKind.CROSS and self.encoder_tokens is None:
             raise InvalidRecord("cross attention needs encoder_tokens")
+        if self.index_shared and (self.kind is not AttentionKind.MLA or self.index_head_dim is None):
+            raise InvalidRecord("only an MLA layer with an indexer can share its indexer's selection")
         if self.kind is not AttentionKind.SHARED and self.num_kv_heads * (self.head_dim + self.head_dim_v) == 0:
             raise InvalidRecord(f"{self.kind.value} attention stores no elements")
+
+    @property
+    def own_indexer_dim(self) -> int:
+        """The DSA indexer key an MLA layer keeps per token where a layer sharing a top-k keeps none (transformers,
+        vLLM 0.24+); 0 without an indexer."""
+        if self.kind is not AttentionKind.MLA or self.index_shared:
+            return 0
+        return self.index_head_dim or 0
 
     @property
     def elements_per_token(self) -> int:
@@ -270,6 +284,11 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     def has_state(self) -> bool:
         """Whether any layer keeps a recurrent state."""
         return any(layer.state is not None for layer, _ in self._groups)
+
+    @property
+    def shared_indexer_layers(self) -> int:
+        """DSA layers that reuse an earlier layer's top-k and run no indexer of their own (GLM-5.2)."""
+        return sum(n for layer, n in self._groups if layer.attention is not None and layer.attention.index_shared)
 
 
 def group_identical(layers: Sequence[LayerSpec]) -> tuple[tuple[LayerSpec, int], ...]:

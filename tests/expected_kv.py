@@ -292,6 +292,18 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=8192,
     ),
+    # HuggingFaceTB/SmolLM3-3B: 36 layers x 4 KV heads x head_dim 2048/16=128, layer_types all full_attention
+    #   (no_rope_layers marks NoPE layers; they still cache every token) -> 36*2*4*128 = 36864
+    "HuggingFaceTB/SmolLM3-3B": Expected(
+        kinds={"full": 36},
+        attention="GQA",
+        elements_per_token=36_864,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=65536,
+    ),
     # TinyLlama/TinyLlama-1.1B-Chat-v1.0: 22 layers x 4 KV heads x head_dim 2048/32=64
     #   -> 22*2*4*64 = 11264
     "TinyLlama/TinyLlama-1.1B-Chat-v1.0": Expected(

@@ -1,7 +1,7 @@
 """DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5 / 5.1; issue 19): every MLA layer also caches its indexer's
 key of index_head_dim per token. The formula and hf engines count it (transformers 5.24 cache_utils.py
 DynamicIndexedLayer); vLLM and SGLang already did (fp8 keys + one fp32 scale per 128). GLM-5.2's shared indexers
-(indexer_types "shared") stay refused by the guard.
+(indexer_types "shared") keep no key in transformers and in vLLM 0.24+, one on every layer in SGLang and older vLLM.
 
 Every expected value is worked by hand from the configs in tests/data/registry_refused.jsonl and the sources named
 beside it; the oracle test builds tiny models with transformers on the CPU and compares the cache they hold.
@@ -76,9 +76,102 @@ def test_hf_refuses_the_per_head_rule_for_dsa() -> None:
         kvsize.estimate(V32, ctx=4096, engine="hf", engine_version="4.57.6", kv_dtype="bf16")
 
 
-def test_glm5_2_shared_indexers_stay_refused() -> None:
-    with pytest.raises(Exception, match="indexer_types"):
-        parse_config(CONFIGS["zai-org/GLM-5.2"])
+# --- GLM-5.2: indexers shared between layers ---------------------------------------------------------------------
+
+# zai-org/GLM-5.2: 78 layers, the GLM-5 widths, index_topk_freq 4, index_skip_topk_offset 3, indexer_types listing
+# 21 "full" and 57 "shared". transformers 5.24 GlmMoeDsaConfig.__post_init__ derives the same list: layer i is full
+# where max(i - 3 + 1, 0) % 4 == 0, i.e. layers 0, 1, 2 and 6, 10, ..., 74 (18 more): 21.
+# A shared layer (GlmMoeDsaAttention: indexer None) keeps the latent alone; vLLM 0.24+ deepseek_v2.py builds no
+# Indexer there (`not _skip_topk`); vLLM 0.16-0.23 and SGLang (NSATokenToKVPool: index_k buffers for every layer)
+# keep a key on all 78.
+#   formula / hf (bf16): 78 x 576 x 2 + 21 x 128 x 2 = 89,856 + 5,376 = 95,232 B per token
+#   vLLM 0.24+ (bf16): 78 x 1,152 + 21 x 132 = 89,856 + 2,772 = 92,628
+#   vLLM 0.23 / SGLang (bf16): 78 x (1,152 + 132) = 100,152 (GLM-5's figure)
+#   vLLM 0.33 on a B200 (auto -> fp8_e4m3): 78 x 576 + 21 x (128 + 4) = 44,928 + 2,772 = 47,700
+GLM52 = CONFIGS["zai-org/GLM-5.2"]
+
+
+def test_glm5_2_full_layers_follow_the_schedule() -> None:
+    spec = parse_config(GLM52)
+    full = [layer.index for layer in spec.layers if layer.attention and not layer.attention.index_shared]
+    assert full == [0, 1, 2, *range(6, 78, 4)] and len(full) == 21
+    assert spec.shared_indexer_layers == 57
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "expected"),
+    [
+        ("formula", None, 95_232),
+        ("hf", None, 95_232),
+        ("vllm", "0.33.0", 92_628),
+        ("vllm", "0.24.0", 92_628),
+        ("vllm", "0.23.0", 100_152),
+        ("vllm", "0.16.0", 100_152),
+        ("sglang", None, 100_152),
+    ],
+)
+def test_glm5_2_bytes_per_token(engine: str, version: str | None, expected: int) -> None:
+    result = kvsize.estimate(GLM52, ctx=4096, engine=engine, engine_version=version, kv_dtype="bf16")
+    assert result.scenarios[0].kv_bytes_per_token == expected
+    keyed_everywhere = expected == 100_152
+    assert any("share a top-k" in note for note in result.notes) is keyed_everywhere
+
+
+def test_glm5_2_on_a_b200_keys_only_its_full_layers() -> None:
+    on_b200 = kvsize.estimate(GLM52, ctx=4096, engine="vllm", kv_dtype="auto", gpu="b200")
+    assert on_b200.scenarios[0].kv_bytes_per_token == 47_700
+
+
+def test_glm5_2_without_its_list_derives_it_from_the_schedule() -> None:
+    bare = {k: v for k, v in GLM52.items() if k != "indexer_types"}
+    assert parse_config(bare).layers == parse_config(GLM52).layers
+    # A pattern string overrides the schedule (GlmMoeDsaConfig: "F" full, "S" shared): 3 full layers of 78.
+    patterned = {**bare, "index_topk_pattern": "FSF" + "S" * 74 + "F"}
+    assert parse_config(patterned).shared_indexer_layers == 75
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"index_skip_topk_offset": None},  # the default offset 2 keys layers 0, 1, 5, 9, ...: not the list
+        {"index_topk_freq": 2},
+        {"indexer_types": ["full"] * 78},
+    ],
+    ids=["offset removed", "freq changed", "list all full"],
+)
+def test_glm5_2_list_and_schedule_must_agree(change: dict[str, Any]) -> None:
+    # vLLM derives the shared layers from the schedule and ignores the list; transformers reads the list.
+    with pytest.raises(kvsize.errors.ConfigError, match="disagrees"):
+        parse_config({**GLM52, **change})
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"indexer_types": ["full"] + ["maybe"] * 77}, "indexer_types"),
+        ({"index_topk_pattern": "FS"}, "index_topk_pattern"),
+        ({"indexer_types": None, "index_skip_topk_offset": 0}, "indexer_types"),  # layer 0 shared: nothing to reuse
+    ],
+)
+def test_glm5_2_bad_schedules_are_refused(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(kvsize.errors.ConfigError, match=field):
+        parse_config({**GLM52, **change})
+
+
+def test_shared_indexers_on_another_dsa_type_are_refused() -> None:
+    # transformers' DeepseekV32Config reads no indexer schedule (vLLM would): the guard names the fields.
+    v32 = {**V32, "index_topk_freq": 4, "indexer_types": GLM52["indexer_types"][:61]}
+    with pytest.raises(kvsize.errors.ConfigError, match="index_topk_freq"):
+        parse_config(v32)
+
+
+def test_indexed_attention_layer_types_read_as_dsa() -> None:
+    # transformers 5.24 writes layer_types ["indexed_attention"] * n into every saved DSA config.
+    saved = {**GLM5, "layer_types": ["indexed_attention"] * 78}
+    assert parse_config(saved).layers == parse_config(GLM5).layers
+    # the same layer type without MLA is not understood
+    with pytest.raises(kvsize.errors.ConfigError, match="layer_types"):
+        parse_config({**CONFIGS["zai-org/GLM-5"], "kv_lora_rank": None, "layer_types": ["indexed_attention"] * 78})
 
 
 # --- oracle: the cache transformers 5.24 holds -----------------------------------------------------------------
@@ -113,6 +206,10 @@ ORACLE = {
     "tiny deepseek_v32": {**TINY_DSA, "model_type": "deepseek_v32"},
     "tiny glm_moe_dsa": {**TINY_DSA, "model_type": "glm_moe_dsa", "head_dim": 8},
 }
+# 5 layers, index_topk_freq 2 (default offset 2): full where max(i - 1, 0) % 2 == 0: layers 0, 1, 3; 2 and 4 shared.
+#   full: 2 x 12 x (16 + 8 + 24) x 2 B = 2,304 B; shared: 2 x 12 x (16 + 8) x 2 B = 1,152 B (no indexer_keys)
+SHARED = {**TINY_DSA, "model_type": "glm_moe_dsa", "head_dim": 8, "num_hidden_layers": 5, "index_topk_freq": 2}
+SHARED_HELD = [2304, 2304, 1152, 2304, 1152]
 
 
 def _held(cache: Any) -> list[int]:
@@ -138,6 +235,22 @@ def test_transformers_cache_matches_hf_engine(name: str) -> None:
     predicted = engine.layer_bytes(parse_config(raw), ctx=T, batch=B, kv_dtype=KvDtype.BF16)
     # by hand: 2 x 12 x (16 + 8 + 24) x 2 B = 2,304 B per layer
     assert _held(cache) == predicted == [2304, 2304], name
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("listed", [False, True], ids=["schedule", "indexer_types"])
+def test_transformers_keeps_no_indexer_key_on_shared_layers(listed: bool) -> None:
+    raw = {**SHARED, **({"indexer_types": ["full", "full", "shared", "full", "shared"]} if listed else {})}
+    config = CONFIG_MAPPING["glm_moe_dsa"].from_dict(copy.deepcopy(raw))
+    assert config.indexer_types == ["full", "full", "shared", "full", "shared"]
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((B, T), dtype=torch.long), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    assert _held(cache) == engine.layer_bytes(parse_config(raw), ctx=T, batch=B, kv_dtype=KvDtype.BF16) == SHARED_HELD
 
 
 def test_vllm_glm5_auto_is_fp8_on_sm10x_only() -> None:
@@ -213,3 +326,96 @@ def test_dsa_layers_show_the_indexer_key() -> None:
     assert (group.elements_per_token, group.index_head_dim) == (704, 128)
     (plain,) = kvsize.estimate("deepseek-ai/DeepSeek-V3", ctx=4096, engine="formula").architecture.layers
     assert (plain.elements_per_token, plain.index_head_dim) == (576, None)
+
+
+# --- Granite 4 / Bamba: Mamba-2 under transformers 5's layer-type names -------------------------------------------
+
+# Granite 4.0-H's shape cut to 8 layers, attention at 3 and 7 (hidden 512, 8 heads of 64, 2 KV heads; Mamba-2 with
+# 16 heads x 64, d_state 128, 1 group, conv 4). formula (bf16):
+#   attention: 2 layers x 2 KV heads x (64 + 64) x 2 B = 1,024 B per token
+#   Mamba-2: conv channels 16 x 64 + 2 x 1 x 128 = 1,280, kernel - 1 = 3 kept: 3,840; SSM 16 x 64 x 128 = 131,072
+#            (3,840 + 131,072) x 2 B = 269,824 B per layer, x 6 layers = 1,618,944 B per request
+GRANITE_4_SHAPE: dict[str, Any] = {
+    "num_hidden_layers": 8,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "mamba_n_heads": 16,
+    "mamba_d_head": 64,
+    "mamba_d_state": 128,
+    "mamba_n_groups": 1,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"model_type": "granitemoehybrid", "layer_types": ["attention" if i in (3, 7) else "mamba" for i in range(8)]},
+        # transformers 5.x configuration_utils.py _LEGACY_LAYER_TYPE_REMAP: the names every saved config now carries
+        {
+            "model_type": "granitemoehybrid",
+            "layer_types": ["full_attention" if i in (3, 7) else "linear_attention" for i in range(8)],
+        },
+        {"model_type": "bamba", "attn_layer_indices": [3, 7]},  # BambaConfig.layers_block_type
+    ],
+    ids=["granite hub names", "granite transformers-5 names", "bamba"],
+)
+def test_mamba2_hybrids_size_their_two_layer_kinds(raw: dict[str, Any]) -> None:
+    config = {**GRANITE_4_SHAPE, **raw}
+    assert [layer.kind for layer in parse_config(config).layers] == ["mamba2"] * 3 + ["full"] + ["mamba2"] * 3 + ["full"]
+    scenario = kvsize.estimate(config, ctx=1000, engine="formula", kv_dtype="bf16").scenarios[0]
+    assert (scenario.kv_bytes_per_token, scenario.state_bytes_per_request) == (1_024, 1_618_944)
+
+
+def test_bamba_without_attention_indices_is_all_mamba() -> None:
+    # BambaConfig.layers_block_type: "full_attention" only for i in attn_layer_indices; none listed, none attend
+    spec = parse_config({**GRANITE_4_SHAPE, "model_type": "bamba"})
+    assert {layer.kind for layer in spec.layers} == {"mamba2"}
+
+
+def test_linear_attention_with_gated_deltanet_widths_stays_gated_deltanet() -> None:
+    # the near twin: Qwen3-Next's "linear_attention" layers are Gated DeltaNet (linear_* widths), not Mamba
+    qwen_next = dict(CONFIG_MAPPING["qwen3_next"](num_hidden_layers=4).to_dict())
+    kinds = {layer.kind for layer in parse_config(qwen_next).layers}
+    assert "mamba2" not in kinds and "full" in kinds and len(kinds) == 2
+
+
+# --- SmolLM3: NoPE layers slide when sliding is on -----------------------------------------------------------------
+
+SMOLLM3 = {
+    "model_type": "smollm3",
+    "num_hidden_layers": 8,
+    "hidden_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "no_rope_layer_interval": 4,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "sliding"),
+    [
+        ({}, []),  # the hub's setting: use_sliding_window false, every layer full
+        ({"use_sliding_window": True, "sliding_window": 100}, [3, 7]),  # NoPE layers (i + 1) % 4 == 0 slide
+        ({"use_sliding_window": True, "sliding_window": 100, "no_rope_layers": [1, 0, 1, 1, 1, 1, 0, 1]}, [1, 6]),
+        # max_window_layers is Qwen2's rule, which SmolLM3Config does not read
+        ({"use_sliding_window": True, "sliding_window": 100, "max_window_layers": 2}, [3, 7]),
+    ],
+    ids=["off", "default interval", "listed", "max_window_layers ignored"],
+)
+def test_smollm3_nope_layers_slide(change: dict[str, Any], sliding: list[int]) -> None:
+    spec = parse_config({**SMOLLM3, **change})
+    assert [layer.index for layer in spec.layers if layer.kind == "sliding"] == sliding
+    # formula at 1,000 tokens: 2 KV heads x (128 + 128) x 2 B = 1,024 B per token per layer; a sliding layer holds
+    # 100 tokens: 8 x 1,000 x 1,024 - len(sliding) x 900 x 1,024
+    result = kvsize.estimate({**SMOLLM3, **change}, ctx=1000, engine="formula", kv_dtype="bf16").scenarios[0]
+    assert result.bytes_per_request == 8_192_000 - len(sliding) * 921_600
+
+
+def test_minimax_residual_scales_are_not_cache_fields() -> None:
+    # MiniMaxDecoderLayer.forward: residual * attn_alpha_factor + output * attn_beta_factor; no cache shape
+    raw = CONFIG_MAPPING["minimax"](num_hidden_layers=4, num_local_experts=2).to_dict()
+    assert {"full_attn_alpha_factor", "linear_attn_beta_factor"} <= set(raw)
+    assert [layer.kind for layer in parse_config(raw).layers] == ["full", "lightning"] * 2

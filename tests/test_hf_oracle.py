@@ -165,6 +165,13 @@ def held_bytes(cache: Any) -> list[int]:
                 continue
             total += t.numel() * t.element_size()
         out.append(total)
+    # MiniMaxCache keeps each lightning layer's K^T V state apart, in `linear_cache` (modeling_minimax.py), and
+    # has no cache layer for a trailing lightning layer.
+    for i, state in enumerate(getattr(cache, "linear_cache", [])):
+        if i == len(out):
+            out.append(0)
+        if isinstance(state, torch.Tensor):
+            out[i] += state.numel() * state.element_size()
     return out
 
 
@@ -271,6 +278,19 @@ def test_unbuildable_models_are_refused_with_the_reason(hub_id: str, model_type:
 
 # --- families the registry does not carry: transformers' default configs ---------------------------------
 
+# Granite 4.0-H's shape cut to 8 layers (attention at 3 and 7); BambaConfig takes the same Mamba-2 fields.
+GRANITE_4: dict[str, Any] = {
+    "num_hidden_layers": 8,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "mamba_n_heads": 16,
+    "mamba_d_head": 64,
+    "mamba_d_state": 128,
+    "intermediate_size": 256,
+}
+GRANITE_LAYERS = ["attention" if i in (3, 7) else "mamba" for i in range(8)]
+
 BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     # name: (model_type, config-class kwargs, raw-dict patch; keys starting "kvsize:" are for kvsize's parser only)
     "mamba (Mamba-1 state)": ("mamba", {}, {}),
@@ -287,9 +307,26 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "cohere2 (sliding 3 in 4)": ("cohere2", {}, {}),
     "lfm2 (conv layers)": ("lfm2", {}, {}),
     "qwen3_5_text (gated deltanet)": ("qwen3_5_text", {}, {}),
-    # Falcon-H1 configs carry no layer list (transformers maps layer_types to an all-"hybrid" property): kvsize's
-    # parser does not know that yet, so the list is written out here (see docs/verification.md).
-    "falcon_h1 (attention and mamba2 in every layer)": ("falcon_h1", {}, {"kvsize:layers_block_type": ["hybrid"] * 32}),
+    # Falcon-H1 configs carry no layer list: every layer runs attention and a Mamba-2 mixer side by side
+    # (transformers FalconH1Config.layers_block_type = ["hybrid"] * num_hidden_layers), which kvsize's parser knows.
+    "falcon_h1 (attention and mamba2 in every layer)": ("falcon_h1", {}, {}),
+    # Granite 4.0-H: the hub's layer_types spell "mamba" / "attention"; transformers 5.x saves them as
+    # "linear_attention" / "full_attention" (configuration_utils.py _LEGACY_LAYER_TYPE_REMAP). Both are Mamba-2.
+    "granitemoehybrid (hub spelling)": ("granitemoehybrid", GRANITE_4, {"layer_types": GRANITE_LAYERS}),
+    "granitemoehybrid (transformers 5 spelling)": (
+        "granitemoehybrid",
+        {
+            **GRANITE_4,
+            "layer_types": ["full_attention" if t == "attention" else "linear_attention" for t in GRANITE_LAYERS],
+        },
+        {},
+    ),
+    # Bamba: attention at attn_layer_indices, Mamba-2 elsewhere (BambaConfig.layers_block_type)
+    "bamba (attn_layer_indices)": ("bamba", {**GRANITE_4, "attn_layer_indices": [3, 7]}, {}),
+    # MiniMax-Text-01: lightning attention (one K^T V state per head) and softmax attention alternating
+    "minimax (lightning and softmax layers)": ("minimax", {"num_hidden_layers": 4, "num_local_experts": 2}, {}),
+    # SmolLM3 with no layer_types: its NoPE layers (every 4th) slide once use_sliding_window is set
+    "smollm3 (NoPE layers slide)": ("smollm3", {"use_sliding_window": True, "sliding_window": WINDOW}, {}),
 }
 
 

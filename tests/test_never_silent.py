@@ -72,9 +72,7 @@ EXPECTED_REFUSALS = {
     # Gemma 4 and Gemma 3n too: tests/test_families_round4.py; DeepSeek-V4: tests/test_deepseek_v4.py)
     # MiniMax-M3: an index cache on sparse layers
     "refused:MiniMaxAI/MiniMax-M3": {"sparse_attention_config"},
-    # GLM-5.2: indexers shared between layers (indexer_types 'shared')
-    "refused:zai-org/GLM-5.2": {"indexer_types", "index_topk_freq"},
-    "refused:zai-org/GLM-5.2-FP8": {"indexer_types", "index_topk_freq"},
+    # (GLM-5.2's shared indexers are sized: tests/test_families_round5.py)
 }
 
 

@@ -37,8 +37,9 @@ class FormulaEngine(Engine):
 
     def attention_bytes_per_token(self, attn: AttentionSpec, dtype: KvDtype, tp: int = 1) -> int:
         """DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): an MLA layer also keeps its indexer's key of
-        index_head_dim per token (transformers cache_utils.py DynamicIndexedLayer), in the cache dtype here."""
-        extra = self.row_bytes(attn.index_head_dim or 0, dtype) if attn.kind is AttentionKind.MLA else 0
+        index_head_dim per token (transformers cache_utils.py DynamicIndexedLayer), in the cache dtype here; a
+        layer that shares an earlier layer's top-k (GLM-5.2) runs no indexer and keeps none."""
+        extra = self.row_bytes(attn.own_indexer_dim, dtype)
         return super().attention_bytes_per_token(attn, dtype, tp) + extra
 
     def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:

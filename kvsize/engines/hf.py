@@ -380,8 +380,9 @@ class HfEngine(Engine):
         heads = 1 if attn.kind is AttentionKind.MLA else self.cached_kv_heads(spec, attn)
         if attn.kind is AttentionKind.MLA and attn.index_head_dim:
             # DynamicIndexedLayer / StaticIndexedLayer (layer type indexed_attention): the latent plus the DSA
-            # indexer's key [B, S, index_head_dim] in the activation dtype (DeepseekV32Indexer.forward).
-            return self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.index_head_dim, dtype)
+            # indexer's key [B, S, index_head_dim] in the activation dtype (DeepseekV32Indexer.forward); none on
+            # a GLM-5.2 layer that shares a top-k (GlmMoeDsaAttention: indexer None, indexer_keys never set).
+            return self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.own_indexer_dim, dtype)
         if spec.model_type == "deepseek_v4" and attn.kind is AttentionKind.SLIDING:
             return 2 * heads * self.row_bytes(attn.head_dim, dtype)  # K = V, but two tensors
         return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype))

@@ -776,6 +776,11 @@ class SglangEngine(Engine):
                 + (": " + ", ".join(sorted(self.rules.swa_archs)[:4]) + " ..." if self.rules.swa_archs else "")
                 + ")"
             )
+        if spec.shared_indexer_layers:
+            notes.append(
+                f"{self.release_label} keeps an indexer key on every DSA layer, the {spec.shared_indexer_layers} that "
+                "share a top-k too (NSATokenToKVPool: one index_k buffer per layer)"
+            )
         if self._mambaish(spec):
             ratio = self.mamba_ratio(spec)
             buffer = " (extra_buffer strategy: 3 + 2 tracking slots)" if ratio == 5 else ""

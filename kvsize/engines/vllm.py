@@ -441,9 +441,10 @@ class VllmEngine(Engine):
             latent = cdiv(nope, 2) + cdiv(nope, 16) + rope
         else:
             latent = self.row_bytes(attn.head_dim, dtype)
-        if attn.index_head_dim:
+        if attn.index_head_dim and not (attn.index_shared and self.rules.dsa_shared_layers_unindexed):
             # Indexer.__init__: DeepseekV32IndexerCache(head_dim = index_head_dim + index_head_dim // 128 * 4,
-            # dtype uint8): fp8 keys with one fp32 scale per 128 (132 B at index_head_dim 128).
+            # dtype uint8): fp8 keys with one fp32 scale per 128 (132 B at index_head_dim 128). Before 0.24 a
+            # GLM-5.2 layer that shares a top-k builds its Indexer (and this cache) all the same.
             latent += attn.index_head_dim + attn.index_head_dim // 128 * 4
         return latent
 
@@ -979,6 +980,11 @@ class VllmEngine(Engine):
                 f"vLLM {self.version} pads each Mamba state to one attention page; prefix caching "
                 + ("on" if self.prefix_caching(spec) else "off")
                 + f" (mamba_cache_mode {mode})"
+            )
+        if spec.shared_indexer_layers and not self.rules.dsa_shared_layers_unindexed:
+            notes.append(
+                f"vLLM {self.version} builds the DSA indexer (and its key cache) on the {spec.shared_indexer_layers} "
+                "layers that share a top-k as well (deepseek_v2.py; none there from 0.24.0)"
             )
         if self.all_full(spec):
             notes.append(

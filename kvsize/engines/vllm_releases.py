@@ -90,6 +90,10 @@ class VllmRules:
     glm_dsa_fp8_on_sm100: bool
     """models/config.py GlmMoeDsaForCausalLM.verify_and_update_config: --kv-cache-dtype auto becomes fp8_e4m3 on
     the sm_10x family (is_device_capability_family(100); from 0.32.0, absent in 0.31.0)."""
+    dsa_shared_layers_unindexed: bool
+    """models/deepseek_v2.py DeepseekV2MLAAttention.__init__: a DSA layer whose top-k is shared (index_topk_freq /
+    index_skip_topk_offset / index_topk_pattern, GLM-5.2) builds no Indexer, so no DeepseekV32IndexerCache (from
+    0.24.0; 0.21.0-0.23.0 only skip its top-k under use_index_cache, and build the Indexer on every layer)."""
     nemotron_ssm_default: KvDtype | None
     """NemotronHForCausalLMConfig: the SSM state dtype when the config names no mamba_ssm_cache_dtype
     (None: no such hook, the model dtype)."""
@@ -221,6 +225,7 @@ R_0_8_5 = VllmRules(
     sparse_fa4=False,
     serves_glm_moe_dsa=False,
     glm_dsa_fp8_on_sm100=False,
+    dsa_shared_layers_unindexed=False,
     nemotron_ssm_default=None,
     qwen35_ssm_dtype=False,
     nvfp4_sliding_packed=False,
@@ -351,9 +356,13 @@ R_0_21_0 = replace(R_0_20_1, nvfp4_sliding_packed=True)
 # 0.22.0: "all" + speculative blocks, "all" again under speculation (MambaModelConfig, MambaSpec). 0.23.0 moves
 # max_concurrent_batches into VllmConfig (pp + 1 on the V2 runner), which sizes nothing until 0.26.0.
 R_0_22_0 = replace(R_0_21_0, all_mode_speculative_blocks=True, all_mode_under_speculation=True)
-# 0.24.0: a non-divisible attention page is padded on num-blocks-first backends; BambaForCausalLM removed.
+# 0.24.0: a non-divisible attention page is padded on num-blocks-first backends; BambaForCausalLM removed; DSA
+# layers that share a top-k build no indexer (deepseek_v2.py).
 R_0_24_0 = replace(
-    R_0_22_0, page_unify="pad_block_stride", mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS - {"bamba"}
+    R_0_22_0,
+    page_unify="pad_block_stride",
+    mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS - {"bamba"},
+    dsa_shared_layers_unindexed=True,
 )
 # 0.25.0: Platform._align_heterogeneous_kv_block_size (skip layers); int4_per_token_head; V2 runner for listed
 # architectures or any non-MoE model (never hybrid).
