@@ -105,6 +105,7 @@ STATE_MODEL_TYPES = frozenset(
         "minimax",
         "bamba",
         "granitemoehybrid",
+        "recurrent_gemma",
     }
 )
 # Families whose own fields kvsize.config reads (_kimi_layer_kinds / _kda_state, _lfm2_layer_kinds /
@@ -116,6 +117,7 @@ GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text", "gemma4_unified", "gemma4_uni
 MIMO_V2_TYPES = frozenset({"mimo_v2_flash"})
 # kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention.
 DEEPSEEK_V4_TYPES = frozenset({"deepseek_v4"})
+STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 DEEPSEEK_V4_LAYER_TYPES = frozenset(
     {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"}
 )
@@ -470,6 +472,16 @@ def _lfm2(c: Config) -> bool:
 
 READ.update(
     {
+        # RecurrentGemma: block_types, the local window and the RG-LRU state (kvsize.config _recurrent_gemma_*)
+        **_family(
+            "rg_lru",
+            "block_types",
+            "attention_window_size",
+            "conv1d_width",
+            "lru_width",
+            when=lambda c: c.get("model_type") == "recurrent_gemma",
+            condition="only for model_type recurrent_gemma",
+        ),
         # Kimi Linear: KDA and MLA layers from linear_attn_config (its children in READ_NESTED)
         **_family(
             "kda",
@@ -490,9 +502,16 @@ READ.update(
             "global_head_dim",
             "num_global_key_value_heads",
             "attention_k_eq_v",
-            "per_layer_config",
             when=_gemma4,
             condition=f"only for Gemma 4 model types ({', '.join(sorted(GEMMA4_TYPES))})",
+        ),
+        # transformers' per-layer overrides: Gemma 4's KV heads and head sizes, Step-3.5's query heads (their keys
+        # are checked one by one: READ_NESTED)
+        **_family(
+            "per_layer",
+            "per_layer_config",
+            when=lambda c: _gemma4(c) or str(c.get("model_type")) in STEP3P5_TYPES,
+            condition=f"only for Gemma 4 and Step-3.5 model types ({', '.join(sorted(GEMMA4_TYPES | STEP3P5_TYPES))})",
         ),
         # MiMo-V2-Flash: sliding layers with their own KV heads and head sizes (kvsize.config _per_layer_shapes)
         **_family(
@@ -510,6 +529,18 @@ READ.update(
             when=lambda c: _mimo(c) and c.get("swa_num_attention_heads") == c.get("num_attention_heads"),
             condition="only for mimo_v2_flash with as many query heads as num_attention_heads (transformers' "
             "MiMoV2FlashAttention gives every layer num_attention_heads)",
+        ),
+        # Step-3.5 / 3.7: sliding layers with their own query-head count. Both transformers 5.24 (Step3p7Attention:
+        # config.num_key_value_heads and head_dim on every layer) and vLLM 0.33 (step3p5.py Step3p5DecoderLayer:
+        # num_kv_heads=config.num_attention_groups, head_dim=config.head_dim) cache the same KV on every layer;
+        # the legacy attention_other_setting and transformers' per_layer_config give only query heads there.
+        **_family(
+            "step3p5",
+            "num_sliding_attention_heads",
+            "attention_other_setting",
+            when=lambda c: str(c.get("model_type")) in STEP3P5_TYPES,
+            condition=f"only for Step-3.5 model types ({', '.join(sorted(STEP3P5_TYPES))}), whose sliding layers "
+            "change only their query heads",
         ),
         # LFM2 / LFM2.5: short-convolution layers over hidden_size channels
         **_family("lfm2", "conv_L_cache", "full_attn_idxs", when=_lfm2, condition="only for LFM2 model types"),
@@ -532,6 +563,9 @@ READ_NESTED: dict[str, frozenset[str]] = {
     "block_configs[].attention": frozenset({"n_heads_in_group", "no_op", "replace_with_linear"}),
     # Gemma 4 per-layer overrides: every other key (skip, sliding_window, ...) is refused, cache-sounding or not
     "per_layer_config[]": frozenset({"head_dim", "num_key_value_heads"}),
+    # Step-3.5 / 3.7 per-layer overrides (Step3p5TextConfig.__post_init__): query heads only
+    "step3p5 per_layer_config[]": frozenset({"num_attention_heads"}),
+    "attention_other_setting": frozenset({"attention_type", "num_attention_heads"}),
 }
 
 # --- cache-sounding fields that size nothing ------------------------------------------------------------------
@@ -752,8 +786,21 @@ def _nested(data: Config, where: str) -> list[Finding]:
     if isinstance(linear, Mapping) and data.get("model_type") in KIMI_LINEAR_TYPES:
         found += _unread_children(linear, READ_NESTED["linear_attn_config"], f"{where}linear_attn_config.")
     overrides = data.get("per_layer_config")
-    if isinstance(overrides, Mapping) and data.get("model_type") in GEMMA4_TYPES:
-        read = READ_NESTED["per_layer_config[]"]
+    step = str(data.get("model_type")) in STEP3P5_TYPES
+    other = data.get("attention_other_setting")
+    if step and isinstance(other, Mapping):
+        # vLLM step3p5.py reads only its num_attention_heads (and attention_type); transformers the same. Its KV
+        # groups and head_dim are read by neither: the standard fields decide, so a different value is refused.
+        same = {"num_attention_groups": data.get("num_attention_groups", data.get("num_key_value_heads"))}
+        same |= {"num_key_value_heads": same["num_attention_groups"], "head_dim": data.get("head_dim")}
+        same |= {"true_head_dim": data.get("head_dim")}
+        found += [
+            Finding(f"{where}attention_other_setting.{key}", "differs from the standard field that every engine reads")
+            for key, value in other.items()
+            if key in same and value is not None and value != same[key]
+        ]
+    if isinstance(overrides, Mapping) and (data.get("model_type") in GEMMA4_TYPES or step):
+        read = READ_NESTED["step3p5 per_layer_config[]" if step else "per_layer_config[]"]
         for index, over in overrides.items():
             if isinstance(over, Mapping):
                 found += [

@@ -220,6 +220,9 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "falcon",
     "falcon_h1",
     "smollm3",
+    "recurrent_gemma",
+    "step3p5",
+    "step3p7",
     "bamba",
     "granitemoehybrid",
     "mpt",
@@ -463,7 +466,9 @@ def _parse_known(
     else:
         num_layers = fields.need_int(*_LAYER_KEYS, maximum=MAX_LAYERS)
     layer_kinds = _layer_kinds(fields, num_layers, notes)
-    needs_attention = any(kind not in ("mamba", "none", "linear", "kda", "short_conv") for kind in layer_kinds)
+    needs_attention = any(
+        kind not in ("mamba", "none", "linear", "kda", "short_conv", "rg_lru") for kind in layer_kinds
+    )
     attention = _attention_params(fields, notes) if needs_attention else None
     if attention is not None:
         attention.per_layer = _per_layer_shapes(fields, layer_kinds, attention, notes)
@@ -474,6 +479,8 @@ def _parse_known(
     )
     if "kda" in layer_kinds:
         state = _kda_state(fields, _model_dtype(raw, data))
+    if "rg_lru" in layer_kinds:
+        state = _rg_lru_state(fields, _model_dtype(raw, data))
     if "short_conv" in layer_kinds:
         state = _short_conv_state(fields, _model_dtype(raw, data))
     if "lightning" in layer_kinds:
@@ -724,6 +731,8 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         return [_PATTERN_CHAR_KIND[c] for c in pattern]
     if f.raw("model_type") == "kimi_linear":
         return _kimi_layer_kinds(f, n)
+    if f.raw("model_type") == "recurrent_gemma":
+        return _recurrent_gemma_layer_kinds(f, n)
     if f.raw("model_type") in LFM2_MODEL_TYPES:
         return _lfm2_layer_kinds(f, n)
     if f.raw("model_type") in GEMMA4_MODEL_TYPES or f.raw("model_type") in GEMMA3N_MODEL_TYPES:
@@ -1022,6 +1031,34 @@ def _nas_layer_kinds(f: _Fields, n: int) -> list[str]:
     return kinds
 
 
+def _recurrent_gemma_layer_kinds(f: _Fields, n: int) -> list[str]:
+    """RecurrentGemma: `block_types` repeated over the layers, "recurrent" (an RG-LRU block) or "attention" (local
+    attention within attention_window_size) (RecurrentGemmaConfig.layers_block_type, transformers 5.24; default
+    ("recurrent", "recurrent", "attention"))."""
+    blocks = f.raw("block_types")
+    if blocks is None:
+        blocks = ["recurrent", "recurrent", "attention"]
+    elif not isinstance(blocks, list) or not blocks or any(b not in ("recurrent", "attention") for b in blocks):
+        raise f.error("block_types", "must be a non-empty list of 'recurrent' and 'attention'")
+    else:
+        f.used.append("block_types")
+    return ["rg_lru" if blocks[i % len(blocks)] == "recurrent" else "sliding" for i in range(n)]
+
+
+def _rg_lru_state(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
+    """A RecurrentGemma recurrent block keeps its conv1d's last conv1d_width - 1 inputs over hidden_size channels
+    and one recurrent vector of lru_width (modeling_recurrent_gemma.py RecurrentGemmaRecurrentBlock._setup_cache:
+    conv1d_state (batch, hidden_size, conv1d_width - 1), rg_lru.recurrent_states (batch, lru_width) in float32)."""
+    hidden = f.need_int("hidden_size")
+    return StateSpec(
+        kind=StateKind.RG_LRU,
+        conv_channels=hidden,
+        conv_kernel=f.integer("conv1d_width") or 4,  # RecurrentGemmaConfig default
+        ssm_shape=(f.integer("lru_width") or hidden,),  # RecurrentGemmaConfig: lru_width None -> hidden_size
+        dtype=(model_dtype or KvDtype.BF16).value,
+    )
+
+
 def _smollm3_layer_kinds(f: _Fields, n: int) -> list[str]:
     """SmolLM3 with no layer_types (SmolLM3Config.__post_init__, transformers 5.24): the NoPE layers
     (no_rope_layers[i] == 0; default every no_rope_layer_interval-th) slide when use_sliding_window and a window
@@ -1315,7 +1352,7 @@ def _layer(
         return LayerSpec(index=index)
     if kind == "mamba":
         return LayerSpec(index=index, state=state)
-    if kind in ("linear", "lightning", "kda", "short_conv"):
+    if kind in ("linear", "lightning", "kda", "short_conv", "rg_lru"):
         return LayerSpec(index=index, state=state)
     assert attn is not None
     with_state = kind.startswith("mamba+")
@@ -1355,6 +1392,9 @@ def _layer(
         # MiMoV2FlashConfig.__post_init__ (transformers 5.24): sliding_window = sliding_window_size + 1, the
         # sliding_window_size previous tokens the reference SGLang code attends to plus the query.
         window = f.need_int("sliding_window_size", maximum=MAX_POSITIONS - 1) + 1
+    elif kind == "sliding" and f.raw("model_type") == "recurrent_gemma":
+        # RecurrentGemmaConfig.attribute_map: sliding_window -> attention_window_size (default 2048)
+        window = f.integer("attention_window_size", maximum=MAX_POSITIONS) or 2048
     elif kind == "sliding":
         window = f.need_int("sliding_window", maximum=MAX_POSITIONS)
     elif kind == "chunked":

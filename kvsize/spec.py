@@ -33,6 +33,7 @@ class StateKind(str, Enum):
     LIGHTNING = "lightning"  # MiniMax-Text-01 / M1 lightning (linear) attention: one K^T V matrix per head
     KDA = "kda"  # Kimi delta attention (Kimi Linear): a conv over q, k, v and one head_dim^2 matrix per head
     SHORT_CONV = "short_conv"  # LFM2 gated short convolution: a conv state only, no recurrent matrix
+    RG_LRU = "rg_lru"  # RecurrentGemma (Griffin) recurrent block: a conv1d state and one lru_width vector
 
 
 class AttentionSpec(Record, frozen=True, kw_only=True):

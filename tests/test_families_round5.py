@@ -364,7 +364,9 @@ GRANITE_4_SHAPE: dict[str, Any] = {
 )
 def test_mamba2_hybrids_size_their_two_layer_kinds(raw: dict[str, Any]) -> None:
     config = {**GRANITE_4_SHAPE, **raw}
-    assert [layer.kind for layer in parse_config(config).layers] == ["mamba2"] * 3 + ["full"] + ["mamba2"] * 3 + ["full"]
+    assert [layer.kind for layer in parse_config(config).layers] == ["mamba2"] * 3 + ["full"] + ["mamba2"] * 3 + [
+        "full"
+    ]
     scenario = kvsize.estimate(config, ctx=1000, engine="formula", kv_dtype="bf16").scenarios[0]
     assert (scenario.kv_bytes_per_token, scenario.state_bytes_per_request) == (1_024, 1_618_944)
 
@@ -419,3 +421,164 @@ def test_minimax_residual_scales_are_not_cache_fields() -> None:
     raw = CONFIG_MAPPING["minimax"](num_hidden_layers=4, num_local_experts=2).to_dict()
     assert {"full_attn_alpha_factor", "linear_attn_beta_factor"} <= set(raw)
     assert [layer.kind for layer in parse_config(raw).layers] == ["full", "lightning"] * 2
+
+
+# --- RecurrentGemma: RG-LRU blocks and local attention -------------------------------------------------------------
+
+# transformers 5.24 RecurrentGemmaConfig defaults: 26 layers, block_types (recurrent, recurrent, attention) repeated
+# -> 18 recurrent and 8 attention layers (2, 5, ..., 23); 10 KV heads x 256, attention_window_size 2048;
+# hidden_size = lru_width = 2560, conv1d_width 4.
+#   attention: 8 x 10 x (256 + 256) x 2 B = 81,920 B per token, at most 2,048 tokens (hf: W - 1 = 2,047)
+#   recurrent (formula, bf16): 2,560 x 3 conv inputs + 2,560 LRU = 10,240 elements x 2 B = 20,480 B x 18 = 368,640
+#   recurrent (hf): conv 2,560 x 3 x 2 B = 15,360 + recurrent_states 2,560 x 4 B (float32) = 25,600 x 18 = 460,800
+#   at 4,096 tokens: formula 81,920 x 2,048 + 368,640 = 168,140,800; hf 81,920 x 2,047 + 460,800 = 168,151,040
+RECURRENT_GEMMA = CONFIG_MAPPING["recurrent_gemma"]().to_dict()
+
+
+@pytest.mark.parametrize(
+    ("engine", "state", "total"), [("formula", 368_640, 168_140_800), ("hf", 460_800, 168_151_040)]
+)
+def test_recurrent_gemma_bytes(engine: str, state: int, total: int) -> None:
+    spec = parse_config(RECURRENT_GEMMA)
+    assert [i for i, layer in enumerate(spec.layers) if layer.kind == "sliding"] == list(range(2, 26, 3))
+    scenario = kvsize.estimate(RECURRENT_GEMMA, ctx=4096, engine=engine, kv_dtype="bf16").scenarios[0]
+    assert (scenario.kv_bytes_per_token, scenario.state_bytes_per_request) == (81_920, state)
+    assert scenario.bytes_per_request == total
+
+
+def test_recurrent_gemma_block_types_cycle() -> None:
+    spec = parse_config({**RECURRENT_GEMMA, "num_hidden_layers": 5, "block_types": ["attention", "recurrent"]})
+    assert [layer.kind for layer in spec.layers] == ["sliding", "rg_lru", "sliding", "rg_lru", "sliding"]
+    with pytest.raises(kvsize.errors.ConfigError, match="block_types"):
+        parse_config({**RECURRENT_GEMMA, "block_types": ["recurrent", "mlp"]})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp"])
+def test_recurrent_gemma_serving_engines_refuse(engine: str) -> None:
+    with pytest.raises(UnsupportedArchitecture, match="rg_lru"):
+        kvsize.estimate(RECURRENT_GEMMA, ctx=4096, engine=engine, kv_dtype="bf16")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_transformers_recurrent_gemma_state_matches_hf_engine() -> None:
+    # RecurrentGemmaModel.forward builds its DynamicCache but does not return it: pass one in, and read the
+    # recurrent blocks' conv1d_state / rg_lru.recurrent_states off the modules (they live there, not in the cache).
+    from transformers import DynamicCache
+
+    raw = CONFIG_MAPPING["recurrent_gemma"](num_hidden_layers=5, attention_window_size=16, num_key_value_heads=1)
+    raw = raw.to_dict()
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            CONFIG_MAPPING["recurrent_gemma"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
+        ).eval()
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True, cache=cache)
+    held = _held(cache)
+    for i, layer in enumerate(model.model.layers):
+        block = layer.temporal_block
+        for t in (
+            getattr(block, "conv1d_state", None),
+            getattr(getattr(block, "rg_lru", None), "recurrent_states", None),
+        ):
+            if isinstance(t, torch.Tensor):
+                held[i] += t.numel() * t.element_size()
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    # by hand: recurrent 2 x (2,560 x 3 x 2 B + 2,560 x 4 B) = 51,200; attention 2 x 15 x 1 x 512 x 2 B = 30,720
+    assert held == predicted == [51_200, 51_200, 30_720, 51_200, 51_200]
+
+
+# --- Step-3.5 / 3.7: sliding layers with their own query heads ----------------------------------------------------
+
+# Step-3.7-Flash's layout (ai-dynamo/aiconfigurator aic-core/.../stepfun-ai--Step-3.7-Flash_config.json @e10f03af,
+# an abridged hub config): 45 layers, full every 4th from 0 (12), sliding (512) elsewhere (33); 8 KV heads x 128.
+# Both transformers 5.24 (Step3p7Attention) and vLLM 0.33 (step3p5.py: num_kv_heads=config.num_attention_groups)
+# give every layer those KV heads; the sliding layers' own head count (num_sliding_attention_heads, the legacy
+# attention_other_setting, per_layer_config) is query heads only.
+#   formula (bf16) at 4,096 tokens: 8 x (128 + 128) x 2 B = 4,096 B per token per layer;
+#   12 x 4,096 x 4,096 + 33 x 512 x 4,096 = 201,326,592 + 69,206,016 = 270,532,608 B per request
+STEP37 = {
+    "architectures": ["Step3p7FlashForCausalLM"],
+    "model_type": "step3p7",
+    "num_hidden_layers": 45,
+    "hidden_size": 4096,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "sliding_window": 512,
+    "layer_types": ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(45)],
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"num_sliding_attention_heads": 96},
+        # the hub's legacy spelling (vLLM step3p5.py: "Remote code configs")
+        {
+            "attention_other_setting": {
+                "attention_type": "sliding_attention",
+                "num_attention_heads": 96,
+                "num_attention_groups": 8,
+                "head_dim": 128,
+                "true_head_dim": 128,
+            }
+        },
+        {"per_layer_config": {str(i): {"num_attention_heads": 96} for i in range(45) if i % 4}},
+    ],
+    ids=["abridged", "num_sliding_attention_heads", "attention_other_setting", "per_layer_config"],
+)
+def test_step3p7_sizes_the_same_kv_on_every_layer(extra: dict[str, Any]) -> None:
+    result = kvsize.estimate({**STEP37, **extra}, ctx=4096, engine="formula", kv_dtype="bf16")
+    assert result.scenarios[0].bytes_per_request == 270_532_608
+    assert not any("unknown model_type" in note for note in result.notes)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"attention_other_setting": {"attention_type": "sliding_attention", "num_attention_groups": 4}},
+        {"per_layer_config": {"1": {"num_key_value_heads": 4}}},
+        {"num_sliding_key_value_heads": 4},
+    ],
+    ids=["other KV groups", "per-layer KV heads", "unknown field"],
+)
+def test_step3p7_kv_changes_no_engine_reads_are_refused(extra: dict[str, Any]) -> None:
+    with pytest.raises(kvsize.errors.ConfigError, match="attention_other_setting|per_layer_config|num_sliding"):
+        parse_config({**STEP37, **extra})
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_transformers_step3p5_cache_matches_hf_engine() -> None:
+    # 6 layers (full at 0 and 4), sliding window 16, 2 KV heads x 64, sliding layers with 4 query heads of 8;
+    # dense MLPs (the MoE router cannot run on the meta device). At 40 tokens, 2 requests:
+    #   full: 2 x 40 x 2 x (64 + 64) x 2 B = 40,960; sliding (W - 1 = 15): 2 x 15 x 2 x 128 x 2 B = 15,360
+    text = CONFIG_MAPPING["step3p5"](
+        num_hidden_layers=6,
+        hidden_size=512,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=64,
+        layer_types=["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(6)],
+        sliding_window=16,
+        num_sliding_attention_heads=4,
+        intermediate_size=256,
+        mlp_layer_types=["dense"] * 6,
+    ).to_dict()
+    raw = CONFIG_MAPPING["step3p7"](text_config=text).to_dict()
+    assert raw["text_config"]["per_layer_config"] == {str(i): {"num_attention_heads": 4} for i in (1, 2, 3, 5)}
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(
+            CONFIG_MAPPING["step3p7"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
+        ).eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    assert _held(cache) == predicted == [40_960, 15_360, 15_360, 15_360, 40_960, 15_360]

@@ -309,3 +309,19 @@ def test_layer_types_with_a_value_kvsize_does_not_know_are_refused(seed: str, ki
     text.pop("layers_block_type", None)
     with pytest.raises(UnmodelledFields, match="layer_types"):
         parse_config(config, source=seed)
+
+
+def test_no_field_is_read_by_two_families() -> None:
+    """READ is built by dict unpacking, where a second `_family` naming a field silently replaces the first's
+    reading (Step-3.5's per_layer_config once hid Gemma 4's): every field is named by one `_family` call only."""
+    import ast
+
+    import kvsize.cache_fields as module
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    named: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_family":
+            named += [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    assert len(named) > 100
+    assert sorted(k for k in set(named) if named.count(k) > 1) == []

@@ -412,6 +412,11 @@ class HfEngine(Engine):
         models/minimax/modeling_minimax.py, checked with `kvsize verify` on CPU)."""
         if state.kind is StateKind.LIGHTNING:
             return self.row_bytes(prod(state.ssm_shape), dtype)
+        if state.kind is StateKind.RG_LRU:
+            # RecurrentGemmaRecurrentBlock: conv1d_state keeps conv1d_width - 1 inputs in the activation dtype,
+            # rg_lru.recurrent_states (batch, lru_width) in float32 (modeling_recurrent_gemma.py, 5.24).
+            conv = self.row_bytes(state.conv_elements, dtype)
+            return conv + self.row_bytes(state.ssm_elements, RECURRENT_STATE_DTYPE)
         # KDA: one conv state over q, k and v together (models/kimi_linear/modeling_kimi_linear.py
         # KimiLinearDeltaAttention.forward, conv_dim = 3 x heads x head_dim) and the fp32 delta-rule matrix;
         # LFM2: the conv state alone (models/lfm2/modeling_lfm2.py Lfm2ShortConv: get_conv_state only).
