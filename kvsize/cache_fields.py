@@ -410,12 +410,26 @@ READ: dict[str, Reading] = {
         "linear_num_value_heads",
         "linear_key_head_dim",
         "linear_value_head_dim",
-        "linear_conv_kernel_dim",
         when=_recurrent_layout,
         condition=f"only for model types with recurrent layers ({', '.join(sorted(STATE_MODEL_TYPES))}), or "
         "model types it does not know that have no attention heads or say which layers are recurrent "
         "(layer_types, hybrid_override_pattern, attn_layer_period, full_attention_interval)",
     ),  # fmt: skip
+    # Gated DeltaNet's conv width, and Kimi Linear's KDA conv under transformers 5.24's flat names
+    # (KimiLinearConfig: linear_head_dim, linear_num_heads, linear_conv_kernel_dim; kvsize.config _kda_state)
+    **_family(
+        "state",
+        "linear_conv_kernel_dim",
+        when=lambda c: _recurrent_layout(c) or c.get("model_type") in KIMI_LINEAR_TYPES,
+        condition="only for model types with recurrent layers, or on Kimi Linear",
+    ),
+    **_family(
+        "kda",
+        "linear_head_dim",
+        "linear_num_heads",
+        when=lambda c: c.get("model_type") in KIMI_LINEAR_TYPES,
+        condition="only for model_type kimi_linear",
+    ),
     **_family(
         "state",
         "conv_kernel",

@@ -986,6 +986,10 @@ def _kimi_layer_kinds(f: _Fields, n: int) -> list[str]:
         if set(names) - {"full_attention", "linear_attention"}:
             raise f.error("layer_types", "must list only full_attention and linear_attention for kimi_linear")
         return ["full" if t == "full_attention" else "kda" for t in names]
+    if not f.has("linear_attn_config"):
+        # transformers 5.24 KimiLinearConfig.__post_init__ without the hub's sub-dict: full attention at layers
+        # i > 0 with i % 4 == 0, KDA elsewhere
+        return ["full" if i and i % 4 == 0 else "kda" for i in range(n)]
     sub = _linear_attn_config(f)
     kda, full = sub.int_list("kda_layers"), sub.int_list("full_attn_layers")
     if kda is None or full is None:
@@ -1211,13 +1215,19 @@ def _kda_state(f: _Fields, model_dtype: KvDtype | None) -> StateSpec:
     """Kimi delta attention: a short conv over q, k and v (3 x num_heads x head_dim channels) and one
     head_dim x head_dim delta-rule matrix per head (vLLM mamba_utils.py MambaStateShapeCalculator.kda_state_shape;
     transformers KimiLinearDeltaAttention: conv_dim = 3 x qkv_dim, recurrent state (heads, head_dim, head_dim))."""
-    sub = _linear_attn_config(f)
-    heads = sub.need_int("num_heads")
-    head_dim = sub.need_int("head_dim")
+    if f.has("linear_attn_config"):  # the hub's spelling; it wins over the flat fields (KimiLinearConfig)
+        sub = _linear_attn_config(f)
+        heads = sub.need_int("num_heads")
+        head_dim = sub.need_int("head_dim")
+        kernel = sub.need_int("short_conv_kernel_size")
+    else:  # transformers 5.24's flat fields, with KimiLinearConfig's defaults
+        heads = f.integer("linear_num_heads") or 32
+        head_dim = f.integer("linear_head_dim") or 128
+        kernel = f.integer("linear_conv_kernel_dim") or 4
     return StateSpec(
         kind=StateKind.KDA,
         conv_channels=3 * heads * head_dim,
-        conv_kernel=sub.need_int("short_conv_kernel_size"),
+        conv_kernel=kernel,
         ssm_shape=(heads, head_dim, head_dim),
         dtype=(model_dtype or KvDtype.BF16).value,
     )

@@ -582,3 +582,55 @@ def test_transformers_step3p5_cache_matches_hf_engine() -> None:
     assert isinstance(engine, HfEngine)
     predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
     assert _held(cache) == predicted == [40_960, 15_360, 15_360, 15_360, 40_960, 15_360]
+
+
+# --- Kimi Linear under transformers 5.24's flat field names --------------------------------------------------------
+
+
+# KimiLinearConfig (5.24) saves linear_num_heads / linear_head_dim / linear_conv_kernel_dim and layer_types (full at
+# i > 0 with i % 4 == 0, KDA elsewhere) where the hub nests linear_attn_config. 6 layers: full at 4 (MLA, latent
+# 512 + 64), KDA at 0-3 and 5 with 4 heads x 32, conv 4. At 40 tokens, 2 requests, bf16:
+#   KDA: conv 3 x 4 x 32 = 384 channels x 4 (transformers keeps the whole kernel) x 2 B = 3,072
+#        + delta-rule state 4 x 32 x 32 x 4 B (float32) = 16,384 -> 19,456 per request, x 2 = 38,912
+#   MLA: 2 x 40 x (512 + 64) x 2 B = 92,160
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("with_layer_types", [True, False], ids=["layer_types", "default layout"])
+def test_kimi_linear_flat_fields_match_transformers(with_layer_types: bool) -> None:
+    raw = CONFIG_MAPPING["kimi_linear"](
+        num_hidden_layers=6,
+        hidden_size=256,
+        num_attention_heads=4,
+        intermediate_size=128,
+        first_k_dense_replace=6,
+        linear_num_heads=4,
+        linear_head_dim=32,
+    ).to_dict()
+    if not with_layer_types:
+        raw.pop("layer_types")
+    assert "linear_attn_config" not in raw
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            CONFIG_MAPPING["kimi_linear"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
+        ).eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    assert _held_deep(cache) == predicted == [38_912] * 4 + [92_160, 38_912]
+
+
+def _held_deep(cache: Any) -> list[int]:
+    """As _held, through the lists and dicts a linear-attention cache layer keeps its conv and recurrent states in."""
+
+    def walk(value: Any) -> int:
+        if isinstance(value, torch.Tensor):
+            return value.numel() * value.element_size() if value.dim() else 0
+        if isinstance(value, dict):
+            return sum(walk(v) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return sum(walk(v) for v in value)
+        return 0
+
+    return [walk(vars(layer)) for layer in cache.layers]
