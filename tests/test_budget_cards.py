@@ -65,12 +65,20 @@ def test_logged_totals_of_the_other_cards() -> None:
 
 
 def test_cards_without_a_published_total_fall_back_and_say_so() -> None:
-    # A100 80GB: no log naming the card prints its total; the budget takes 85,899,345,920 - 494,927,872.
-    a100 = resolve_gpu("a100-80gb")
-    assert a100.cuda_total_bytes is None and a100.cuda_total_source and "NOT FOUND" in a100.cuda_total_source
-    visible, source = cuda_visible(a100.memory_bytes, Device.from_profile(a100))
-    assert visible == 85_899_345_920 - 494_927_872 == 85_404_418_048
+    # H100 PCIe: no published figure names the card with its total; the budget takes 85,520,809,984 - 494,927,872.
+    pcie = resolve_gpu("h100-pcie")
+    assert pcie.cuda_total_bytes is None and pcie.memory_bytes == 85_520_809_984
+    visible, source = cuda_visible(pcie.memory_bytes, Device.from_profile(pcie))
+    assert visible == 85_520_809_984 - 494_927_872 == 85_025_882_112
     assert "CUDA_CONTEXT_BYTES" in source
+
+
+def test_a_published_cuda_total_replaces_the_fallback() -> None:
+    # A100-SXM4-80GB: CUDA deviceQuery's 85,100,068,864 B (81158 MBytes, driver 12.5), 304,349,184 B below the
+    # fallback 85,899,345,920 - 494,927,872 = 85,404,418,048; the source names the driver spread.
+    a100 = resolve_gpu("a100-80gb")
+    visible, source = cuda_visible(a100.memory_bytes, Device.from_profile(a100))
+    assert visible == 85_100_068_864 and "deviceQuery" in source and "driver 12.2" in source
 
 
 def test_gpu_mem_drops_the_profiles_cuda_total() -> None:

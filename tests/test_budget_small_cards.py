@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
+from kvsize.budget import BudgetSettings, kv_budget
 from kvsize.config import parse_config
 from kvsize.engine_log import EngineLog, parse_log
 from kvsize.engines import get_engine
@@ -114,12 +114,11 @@ def test_h100_pr4760_default_fraction() -> None:
 
 
 def test_l4_budget_from_card() -> None:
-    # visible = 24,152,899,584 (l4.yaml) - 494,927,872 (CUDA_CONTEXT_BYTES) = 23,657,971,712;
-    # requested = ceil(23,657,971,712 x 0.85) = 20,109,275,956; weights = 65,527,752,704 / 4 = 16,381,938,176
-    # (registry bf16 safetensors; the log loaded dtype=torch.bfloat16); KV = 3,727,337,780 B = 3.47 GiB.
-    # The log's 2.84 GiB is lower: SGLang starts from 21.63 GiB free after NCCL init (kvsize: 22.03) and loading
+    # visible = 23,612,293,120 (l4.yaml cuda_total_bytes: CUDA deviceQuery's total on an L4, 21.99 GiB);
+    # requested = ceil(23,612,293,120 x 0.85) = 20,070,449,152; weights = 65,527,752,704 / 4 = 16,381,938,176
+    # (registry bf16 safetensors; the log loaded dtype=torch.bfloat16); KV = 3,688,510,976 B = 3.44 GiB.
+    # The log's 2.84 GiB is lower: SGLang starts from 21.63 GiB free after NCCL init (kvsize: 21.99) and loading
     # took 15.54 GiB (kvsize: 15.26); neither is known from the card.
-    assert CUDA_CONTEXT_BYTES == 494_927_872
     spec = _spec("Qwen/Qwen2.5-32B")
     profile = resolve_gpu("l4")
     budget = kv_budget(
@@ -132,8 +131,9 @@ def test_l4_budget_from_card() -> None:
         device=Device.from_profile(profile),
     )
     assert budget.utilization == 0.85
-    assert budget.requested_bytes == math.ceil(23_657_971_712 * 0.85) == 20_109_275_956
-    assert budget.kv_budget_bytes == 3_727_337_780
+    assert profile.cuda_total_bytes == 23_612_293_120
+    assert budget.requested_bytes == math.ceil(23_612_293_120 * 0.85) == 20_070_449_152
+    assert budget.kv_budget_bytes == 20_070_449_152 - 16_381_938_176 == 3_688_510_976
 
 
 def test_jetson_flagged_and_excluded() -> None:
