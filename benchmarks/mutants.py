@@ -167,7 +167,26 @@ _NO_BLOCK_FALLBACK = (
     "hf and llama.cpp share nothing (shares_prefixes False: the call is not even made). vLLM, SGLang and "
     "TensorRT-LLM never return None or 0 (their defaults replace a 0 block size)."
 )
+_ANNOTATED_PAIR = (
+    "`kind, meta = get_args(info.type)[:2]`: every DeploymentSettings field is Annotated[type, Meta] (checked: "
+    "get_args gives exactly 2 items for each), so [:3] slices the same two; a field with a second metadata would "
+    "fail the unpacking at import, under every test."
+)
+_FIRST_KEY_LINE = (
+    "`_line_of` looks for the key only once no key equals `part` (`found` is None): then the `!=` twin takes the "
+    "mapping's first key, whose line is the mapping node's own start line (a block or flow mapping starts at its "
+    "first key), which is what the original returns as `line` when no key matches. An empty mapping gives None "
+    "both ways."
+)
+_HIT_WITHIN_CTX = (
+    "formula prefix_shared_tokens is called only by serving.py prefix_share, with hit = min(prefix_len, ctx, "
+    "prompt_len): hit <= ctx already, so min(hit, ctx) is hit."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/capacity_file.py:82:42:2 -> 3": _ANNOTATED_PAIR,
+    "kvsize/capacity_file.py:230:56:== -> !=": _FIRST_KEY_LINE,
+    "kvsize/engines/formula.py:94:26:min(...) -> arg 0": _HIT_WITHIN_CTX,
+    "kvsize/engines/formula.py:95:15:min(...) -> arg 0": _HIT_WITHIN_CTX,
     "kvsize/engines/sglang.py:629:19:0 -> -1": _SGLANG_SHARED_ROW,
     "kvsize/engines/sglang.py:629:19:0 -> 1": _SGLANG_SHARED_ROW,
     "kvsize/serving.py:86:53:1 -> 2": _NO_BLOCK_FALLBACK,

@@ -424,7 +424,6 @@ def check_deployment(
     # A ctx the engine refuses for the model (kvsize/fit.py context_limit) fails with the engine's rule; the
     # memory is judged on its own.
     limit = fit.context_limit if fit.context_limit is not None and fit.context_limit.refuses else None
-    memory_fits = fit.kv_budget_bytes >= 0 and s.kv_cache_bytes_per_gpu <= fit.kv_budget_bytes
     failures = []
     if limit is not None:
         switch = f"; {limit.override} overrides it" if limit.override else ""
@@ -436,7 +435,7 @@ def check_deployment(
         fit.max_concurrency * replicas,
         fit.max_context,
         fit.kv_pool_tokens,
-        fits=fit.fits or (limit is not None and memory_fits),
+        fits=fit.memory_fits,  # a refusing limit is its own failure above
         replicas=replicas,
         max_context_by_memory=fit.max_context_by_memory,
     )

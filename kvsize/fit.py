@@ -289,7 +289,9 @@ class GpuFit(Record, frozen=True, kw_only=True):
     kv_budget_bytes: int
     """KV memory per GPU (negative when the weights alone do not fit)."""
     fits: bool
-    """Whether `batch` requests of `ctx` tokens fit in the KV budget."""
+    """Whether `batch` requests of `ctx` tokens fit in the KV budget and the engine accepts `ctx`."""
+    memory_fits: bool
+    """Whether `batch` requests of `ctx` tokens fit in the KV budget, whatever the engine's context limit."""
     max_concurrency: int
     """Requests of `ctx` tokens the engine runs at once: what the budget holds (block rounding included), never
     more than the engine's running-request cap."""
@@ -784,6 +786,7 @@ def plan_fit(
     )
     running = min(batch, cap) if cap is not None else batch  # the rest of the batch waits (speed only)
     limit = context_limit(engine, spec, ctx)  # past the engine's maximum: refused, or only a warning
+    memory_fits = budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -794,9 +797,8 @@ def plan_fit(
         reserve_rule=budget.rule,
         budget=budget,
         kv_budget_bytes=budget.kv_budget_bytes,
-        fits=budget.kv_budget_bytes >= 0
-        and batch * per_request <= budget.kv_budget_bytes
-        and not (limit is not None and limit.refuses),
+        fits=memory_fits and not (limit is not None and limit.refuses),
+        memory_fits=memory_fits,
         context_limit=limit,
         max_concurrency=min(held, cap) if cap is not None else held,
         concurrency_cap=cap,

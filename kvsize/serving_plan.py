@@ -149,7 +149,9 @@ def serving_figures(
     usable = max(fit.kv_budget_bytes, 0)
     update: dict[str, object] = {}
     if shared_gpu:
-        update["fits"] = fit.kv_budget_bytes >= 0 and est.kv_cache_bytes_per_gpu <= fit.kv_budget_bytes
+        memory_fits = fit.kv_budget_bytes >= 0 and est.kv_cache_bytes_per_gpu <= fit.kv_budget_bytes
+        refused = fit.context_limit is not None and fit.context_limit.refuses
+        update.update(memory_fits=memory_fits, fits=memory_fits and not refused)
         held = shared_concurrency(usable, per_gpu_request, shared_gpu)
         cap = getattr(fit, "concurrency_cap", None)  # the engine's running-request cap, where fit models one
         update["max_concurrency"] = min(held, cap) if isinstance(cap, int) else held

@@ -577,3 +577,172 @@ def test_vllm_library_refuses_a_block_size_below_one() -> None:
     for size in (-16, 0):
         with pytest.raises(UsageError, match="must be positive"):
             get_engine("vllm", block_size=size)
+
+
+# --- round 3 (--seed 3: config, capacity_file, weights, params, engines/formula, engine_log) ---------------------
+
+
+def test_llama4_chunked_layers_from_the_interval_alone() -> None:
+    # transformers Llama4TextConfig: no_rope_layers = [int((i + 1) % no_rope_layer_interval != 0) ...]; RoPE layers
+    # (1) attend in chunks, NoPE layers (0) globally. 8 layers, interval 4: layers 3 and 7 are NoPE -> full
+    # (an (i + 0) twin would make 0 and 4 full instead).
+    from kvsize.config import parse_config
+
+    raw = {
+        "model_type": "llama4_text",
+        "num_hidden_layers": 8,
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "attention_chunk_size": 64,
+        "no_rope_layer_interval": 4,
+    }
+    assert [layer.kind for layer in parse_config(raw).layers] == ["chunked"] * 3 + ["full"] + ["chunked"] * 3 + ["full"]
+
+
+def test_capacity_summary_counts_one_request_in_the_singular() -> None:
+    from kvsize.capacity_file import Requirement, _summary
+
+    assert _summary(Requirement(ctx=8192), 1) == "ok: 1 request of 8,192 tokens fit"
+    assert _summary(Requirement(ctx=8192), 2) == "ok: 2 requests of 8,192 tokens fit"
+
+
+@pytest.mark.parametrize("block", [[0, 128], [True, 128], [128, 1 << 40], [128.0, 128]])
+def test_fp8_weight_block_size_must_be_two_positive_whole_numbers(block: list[Any]) -> None:
+    # weights.py _fp8_format: each of block_n, block_k an int (not a bool), 0 < b <= MAX_QUANT_BLOCK
+    from kvsize.errors import ConfigError
+    from kvsize.weights import quant_scheme
+
+    with pytest.raises(ConfigError, match="weight_block_size"):
+        quant_scheme({"quantization_config": {"quant_method": "fp8", "weight_block_size": block}})
+
+
+def test_mixtral_experts_are_excluded_under_their_checkpoint_names(tmp_path: Any) -> None:
+    # Mixtral keeps its experts in block_sparse_moe.experts.N.w1/w2/w3 (weights.py _moe_names); excluding them by
+    # that name keeps them at bf16. Mixtral-8x7B (registry): 46,702,792,704 parameters; attention 32 x 41,943,040
+    # = 1,342,177,280 at fp8 per-tensor (1 B + 4 B scale x 4 linears x 32 layers = 512), the rest at 2 B:
+    # 1,342,177,280 + 512 + (46,702,792,704 - 1,342,177,280) x 2 = 92,063,408,640 B.
+    import json
+
+    from kvsize.resolve import load_model_config
+    from kvsize.weights import weights_from_config
+
+    quant = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {
+            "g": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}
+        },
+        "ignore": ["lm_head", "re:.*block_sparse_moe.experts.*"],
+    }
+    raw = {**load_model_config("mistralai/Mixtral-8x7B-v0.1").raw, "quantization_config": quant}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    priced = weights_from_config(load_model_config(str(tmp_path)), model_dtype="bf16")
+    assert priced.bytes == 92_063_408_640
+
+
+def test_a_one_wide_shared_expert_still_has_its_gate() -> None:
+    # params.py _moe_block: Qwen2-MoE's shared expert (3 x hidden x width) and its shared_expert_gate
+    # Linear(hidden, 1) whenever the width is > 0. From width 1 to 2 each MoE layer grows by 3 x 64 = 192 only
+    # (the gate is there in both): 8 layers x 192 = 1,536.
+    from kvsize.params import estimate_parameters
+
+    base = {
+        "model_type": "qwen2_moe",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+        "num_hidden_layers": 8,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+    }
+    one = estimate_parameters({**base, "shared_expert_intermediate_size": 1}).total
+    two = estimate_parameters({**base, "shared_expert_intermediate_size": 2}).total
+    assert two - one == 8 * 3 * 64
+
+
+def test_qwen3_next_full_layers_default_to_every_fourth() -> None:
+    # transformers Qwen3NextConfig: full_attention_interval default 4 -> layer_types full where (i + 1) % 4 == 0;
+    # params.py _layer_kinds counts the same layers (an interval of 5 would move them).
+    from kvsize.params import _Cfg, _layer_kinds
+
+    raw = {"model_type": "qwen3_next", "num_hidden_layers": 8}
+    kinds = _layer_kinds(_Cfg(raw), 8, "qwen3_next")
+    assert [i for i, k in enumerate(kinds) if k == "full_attention"] == [3, 7]
+
+
+def test_formula_notes_only_deepseek_v4s_compressed_layers() -> None:
+    import json
+    from pathlib import Path
+
+    import kvsize
+
+    v4 = json.loads(
+        (Path(__file__).parent / "data" / "never_silent" / "nvidia--DeepSeek-V4-Flash-NVFP4.json").read_text()
+    )
+    noted = kvsize.estimate(v4, ctx=4096, engine="formula", kv_dtype="bf16").notes
+    assert any(n.startswith("formula: DeepSeek-V4 compressed layers") for n in noted)
+    llama = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=4096, engine="formula", kv_dtype="bf16").notes
+    assert not any("DeepSeek-V4" in n for n in llama)
+
+
+@pytest.mark.parametrize(("ctx", "expected"), [(3000, 1000), (4096, 1000), (4596, 500), (6000, 0)])
+def test_formula_shares_the_prefix_tokens_still_in_the_window(ctx: int, expected: int) -> None:
+    # formula prefix_shared_tokens: a sliding layer keeps the last `window` tokens, so of a 1,000-token prefix it
+    # shares max(0, min(hit, ctx) - max(0, ctx - window)): Gemma 2 2B's window 4096 -> all 1,000 while ctx <= 4096
+    # (a floor of 1 would drop one), 1,000 - 500 = 500 at 4,596, none at 6,000. Full layers share all 1,000.
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.registry import load_registry_config, registry_entries
+    from kvsize.serving import prefix_share
+
+    spec = parse_config(load_registry_config(registry_entries()["google/gemma-2-2b"]))
+    share = prefix_share(
+        get_engine("formula", None), spec, prefix_len=1000, prompt_len=ctx, ctx=ctx, kv_dtype=KvDtype.BF16
+    )
+    assert share.shared_tokens_by_kind == {"full": 1000, "sliding": expected}
+
+
+def test_a_shared_prefix_keeps_the_engines_context_refusal() -> None:
+    # vLLM refuses a max_model_len above the model's 131,072 (fit.py context_limit, refuses=True). 200,000 tokens of
+    # Llama-3.1-8B take 200,000 x 131,072 B = 24.4 GiB, inside an H100's budget: the memory fits, the scenario does
+    # not. With a shared prefix the fit is recomputed (serving_plan.py): the refusal must stay.
+    import kvsize
+
+    for prefix in (None, 1000):
+        fit = (
+            kvsize.estimate(
+                "meta-llama/Llama-3.1-8B", ctx=200_000, gpu="h100", prefix_len=prefix, prompt_len=4000, output_len=100
+            )
+            .scenarios[0]
+            .gpu
+        )
+        assert fit is not None and fit.memory_fits and not fit.fits, prefix
+
+
+def test_vllm_log_keeps_the_utilization_its_arguments_name() -> None:
+    # engine_log.py: "non-default args" are what the user passed; a later gpu_memory_utilization= in the engine's
+    # config line does not replace them (0.8 stays 0.8, not the 0.9 printed after it).
+    from kvsize.engine_log import parse_log
+
+    log = parse_log(
+        "INFO vLLM API server version 0.11.0\n"
+        "INFO non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'gpu_memory_utilization': 0.8}\n"
+        "INFO Initializing a V1 LLM engine (v0.11.0) with config: model='m', gpu_memory_utilization=0.9\n"
+    )
+    assert log is not None and log.settings["gpu_memory_utilization"] == 0.8
+
+
+def test_sglang_mla_log_line_reads_tokens_and_latent_size() -> None:
+    # SGLang MLA models log one latent pool (model_runner.py): "KV Cache is allocated. #tokens: N, KV size: F GB".
+    from kvsize.engine_log import parse_log
+
+    log = parse_log(
+        "server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V2-Lite', mem_fraction_static=0.85, tp_size=1)\n"
+        "KV Cache is allocated. #tokens: 123456, KV size: 8.05 GB\n"
+    )
+    assert log is not None and log.engine == "sglang"
+    assert log.figures == {"pool_tokens": 123456.0, "kv_size_gb": 8.05}
