@@ -64,6 +64,7 @@ KNOWN_LAYER_TYPES = frozenset(
         "conv",
         "indexed_attention",
         "deepseek_sparse_attention",
+        "minimax_m3_sparse",
     }
 )
 # Families whose "linear_attention" layers kvsize sizes: Gated DeltaNet (Qwen3-Next / Qwen3.5 `linear_*`
@@ -118,6 +119,14 @@ MIMO_V2_TYPES = frozenset({"mimo_v2_flash"})
 # kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention.
 DEEPSEEK_V4_TYPES = frozenset({"deepseek_v4"})
 STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
+# MiniMax-M3: the hub's flat "minimax_m3" and transformers 5.24's MiniMaxM3VL text config
+MINIMAX_M3_TYPES = frozenset({"minimax_m3", "minimax_m3_vl_text"})
+
+
+def _minimax_m3(c: Config) -> bool:
+    return str(c.get("model_type")) in MINIMAX_M3_TYPES
+
+
 DEEPSEEK_V4_LAYER_TYPES = frozenset(
     {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"}
 )
@@ -149,6 +158,8 @@ def _layer_types_known(c: Config) -> bool:
             return False
         if {"indexed_attention", "deepseek_sparse_attention"} & set(names) and not (_mla(c) and _has(c, "index_topk")):
             return False  # transformers' DSA layers (DynamicIndexedLayer): MLA with an indexer, nothing else
+        if "minimax_m3_sparse" in names and not _minimax_m3(c):
+            return False
         if "conv" in names and c.get("model_type") not in LFM2_TYPES:
             return False  # LFM2's short convolutions; another family's "conv" layers keep another state
         if "linear_attention" in names:
@@ -354,11 +365,27 @@ READ: dict[str, Reading] = {
         "mla",
         "qk_rope_head_dim",
         "index_topk",
-        "index_head_dim",
-        "index_n_heads",
         when=lambda c: _mla(c) or _deepseek_v4(c),
         condition="only beside an MLA kv_lora_rank, or on DeepSeek-V4",
     ),  # fmt: skip
+    # the indexer's key width (and its query heads, which cache nothing): DSA, DeepSeek-V4, MiniMax-M3
+    **_family(
+        "mla",
+        "index_head_dim",
+        "index_n_heads",
+        when=lambda c: _mla(c) or _deepseek_v4(c) or _minimax_m3(c),
+        condition="only beside an MLA kv_lora_rank, or on DeepSeek-V4 or MiniMax-M3",
+    ),  # fmt: skip
+    # MiniMax-M3 sparse attention (kvsize.config _minimax_m3_sparse_layers): block selection settings size nothing
+    **_family(
+        "minimax_m3",
+        "sparse_attention_config",
+        "index_block_size",
+        "index_topk_blocks",
+        "index_local_blocks",
+        when=_minimax_m3,
+        condition=f"only for MiniMax-M3 model types ({', '.join(sorted(MINIMAX_M3_TYPES))})",
+    ),
     # DeepSeek-V4 compressed attention (kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention)
     **_family(
         "deepseek_v4",
@@ -580,6 +607,22 @@ READ_NESTED: dict[str, frozenset[str]] = {
     # Step-3.5 / 3.7 per-layer overrides (Step3p5TextConfig.__post_init__): query heads only
     "step3p5 per_layer_config[]": frozenset({"num_attention_heads"}),
     "attention_other_setting": frozenset({"attention_type", "num_attention_heads"}),
+    # MiniMax-M3 (MiniMaxM3VLTextConfig.__post_init__ reads the first five; block selection sizes nothing;
+    # kvsize.config checks use_sparse_attention and sparse_disable_index_value)
+    "sparse_attention_config": frozenset(
+        {
+            "sparse_attention_freq",
+            "sparse_index_dim",
+            "sparse_num_index_heads",
+            "sparse_block_size",
+            "sparse_topk_blocks",
+            "sparse_local_block",
+            "sparse_init_block",
+            "sparse_score_type",
+            "sparse_disable_index_value",
+            "use_sparse_attention",
+        }
+    ),
 }
 
 # --- cache-sounding fields that size nothing ------------------------------------------------------------------
@@ -822,6 +865,9 @@ def _nested(data: Config, where: str) -> list[Finding]:
                     for key, value in over.items()
                     if isinstance(key, str) and key not in read and value is not None and irrelevant_reason(key) is None
                 ]
+    sparse = data.get("sparse_attention_config")
+    if isinstance(sparse, Mapping) and _minimax_m3(data):
+        found += _unread_children(sparse, READ_NESTED["sparse_attention_config"], f"{where}sparse_attention_config.")
     blocks = data.get("block_configs")
     if isinstance(blocks, list):
         for i, block in enumerate(blocks):

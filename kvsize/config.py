@@ -223,6 +223,8 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "recurrent_gemma",
     "step3p5",
     "step3p7",
+    "minimax_m3",
+    "minimax_m3_vl_text",
     "bamba",
     "granitemoehybrid",
     "mpt",
@@ -490,6 +492,7 @@ def _parse_known(
     layers = _layers(layer_kinds, attention, state, fields, notes, encoder_tokens)
     _apply_kv_sharing(layers, fields, notes)
     _apply_shared_indexers(layers, fields, notes)
+    _apply_minimax_m3_indexer(layers, fields, notes)
 
     if model_type not in KNOWN_MODEL_TYPES:
         used = ", ".join(dict.fromkeys(fields.used))
@@ -715,6 +718,7 @@ _LAYER_TYPE_KIND = {
     # MLA with an indexer, read from kv_lora_rank and index_head_dim like a config that lists no layer types
     "indexed_attention": "full",
     "deepseek_sparse_attention": "full",  # the name before transformers 5.x remapped it to indexed_attention
+    "minimax_m3_sparse": "full",  # MiniMax-M3: full attention plus an indexer key (_apply_minimax_m3_indexer)
 }
 _PATTERN_CHAR_KIND = {"*": "full", "M": "mamba", "-": "none", "E": "none"}
 
@@ -1473,6 +1477,53 @@ def _apply_kv_sharing(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> 
             ),
         )
     notes.append(f"last {shared} layers reuse earlier layers' KV (num_kv_shared_layers)")
+
+
+MINIMAX_M3_MODEL_TYPES = ("minimax_m3", "minimax_m3_vl_text")
+
+
+def _apply_minimax_m3_indexer(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> None:
+    """MiniMax-M3's sparse layers keep, beside their K and V, one lightning-indexer key of index_head_dim per token
+    (transformers 5.24 MiniMaxM3VLSparseCacheLayer.update_index: idx_keys [B, 1, S, index_head_dim], in the
+    activation dtype). Which layers: layer_types "minimax_m3_sparse", else the hub's
+    sparse_attention_config.sparse_attention_freq (1 = sparse; MiniMaxM3VLTextConfig.__post_init__); the key width
+    is sparse_attention_config.sparse_index_dim, else index_head_dim (default 128)."""
+    if str(f.raw("model_type")) not in MINIMAX_M3_MODEL_TYPES:
+        return
+    n = len(layers)
+    cfg = f.raw("sparse_attention_config")
+    sub = _Fields(cfg if isinstance(cfg, Mapping) else {}, source=f.source, where=f"{f.where}sparse_attention_config.")
+    if cfg is not None and not isinstance(cfg, Mapping):
+        raise f.error("sparse_attention_config", "must be an object")
+    if sub.flag("use_sparse_attention") is False:
+        raise sub.error(
+            "use_sparse_attention", "is false, which transformers ignores (it still builds the sparse layers)"
+        )
+    names = f.str_list("layer_types", n)
+    if names is not None:
+        sparse = [t == "minimax_m3_sparse" for t in names]
+    else:
+        freq = sub.int_list("sparse_attention_freq")
+        if freq is None:
+            return  # MiniMaxM3VLTextConfig: every layer full_attention
+        if len(freq) != n or set(freq) - {0, 1}:
+            raise sub.error("sparse_attention_freq", f"must list 0 or 1 for each of the {n} layers")
+        sparse = [bool(x) for x in freq]
+    disabled = sub.int_list("sparse_disable_index_value")
+    if disabled is not None and (len(disabled) != n or any(s and not d for s, d in zip(sparse, disabled, strict=True))):
+        # vLLM 0.33 minimax_m3/nvidia/model.py: M3 sets it on every sparse layer (no index value projection);
+        # an index value cache on a layer is a layout no engine kvsize reads keeps
+        raise sub.error("sparse_disable_index_value", "must be 1 on every sparse layer (no index value cache)")
+    width = sub.integer("sparse_index_dim") or f.integer("index_head_dim") or 128
+    count = 0
+    for i, is_sparse in enumerate(sparse):
+        attn = layers[i].attention
+        if is_sparse and attn is not None and attn.kind is AttentionKind.FULL:
+            keyed = msgspec.structs.replace(attn, index_head_dim=width)
+            layers[i] = msgspec.structs.replace(layers[i], attention=keyed)
+            count += 1
+    if count:
+        notes.append(f"{count} sparse layers keep an indexer key of {width} per token beside K and V (MiniMax-M3)")
 
 
 def _apply_shared_indexers(layers: list[LayerSpec], f: _Fields, notes: list[str]) -> None:

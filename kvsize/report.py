@@ -205,7 +205,7 @@ def _layers_tables(result: Estimate, width: int) -> list[RenderableType]:
         elif g.head_dim and g.head_dim_v == 0:  # one row serves as K and V (DeepSeek-V4's window and entries)
             dims = f"{g.head_dim} (K=V)"
         elif g.head_dim:
-            dims = f"{g.head_dim}/{g.head_dim_v}"
+            dims = f"{g.head_dim}/{g.head_dim_v}" + (f", idx {g.index_head_dim}" if g.index_head_dim else "")
         else:
             dims = "-"
         window = str(g.window) if g.window else (f"{g.encoder_tokens:,} enc" if g.encoder_tokens else "-")

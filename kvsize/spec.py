@@ -62,8 +62,8 @@ class AttentionSpec(Record, frozen=True, kw_only=True):
     """Index of the layer whose cache a SHARED layer reads."""
     index_head_dim: int | None = None
     """MLA with a sparse-attention indexer (DeepSeek-V3.2 `index_head_dim`): the indexer keeps one key of
-    this width per token beside the latent. COMPRESSED (DeepSeek-V4 CSA): one indexer key of this width per
-    compressed entry."""
+    this width per token beside the latent (FULL: MiniMax-M3's, beside K and V). COMPRESSED (DeepSeek-V4
+    CSA): one indexer key of this width per compressed entry."""
     index_shared: bool = False
     """MLA with DSA only: the layer reuses an earlier layer's top-k selection (GLM-5.2 `indexer_types`
     "shared") and runs no indexer of its own, so transformers 5.24 and vLLM 0.24+ cache no indexer key there
@@ -92,9 +92,10 @@ class AttentionSpec(Record, frozen=True, kw_only=True):
 
     @property
     def own_indexer_dim(self) -> int:
-        """The DSA indexer key an MLA layer keeps per token where a layer sharing a top-k keeps none (transformers,
-        vLLM 0.24+); 0 without an indexer."""
-        if self.kind is not AttentionKind.MLA or self.index_shared:
+        """The indexer key a layer keeps per token: DSA's on an MLA layer (none where it shares a top-k:
+        transformers, vLLM 0.24+) or MiniMax-M3's on a full-attention layer; 0 without an indexer (a COMPRESSED
+        layer keys its entries, not its tokens)."""
+        if self.kind not in (AttentionKind.MLA, AttentionKind.FULL) or self.index_shared:
             return 0
         return self.index_head_dim or 0
 

@@ -401,11 +401,13 @@ SMOLLM3 = {
     [
         ({}, []),  # the hub's setting: use_sliding_window false, every layer full
         ({"use_sliding_window": True, "sliding_window": 100}, [3, 7]),  # NoPE layers (i + 1) % 4 == 0 slide
+        # no interval given: SmolLM3Config's default no_rope_layer_interval 4
+        ({"use_sliding_window": True, "sliding_window": 100, "no_rope_layer_interval": None}, [3, 7]),
         ({"use_sliding_window": True, "sliding_window": 100, "no_rope_layers": [1, 0, 1, 1, 1, 1, 0, 1]}, [1, 6]),
         # max_window_layers is Qwen2's rule, which SmolLM3Config does not read
         ({"use_sliding_window": True, "sliding_window": 100, "max_window_layers": 2}, [3, 7]),
     ],
-    ids=["off", "default interval", "listed", "max_window_layers ignored"],
+    ids=["off", "interval 4", "no interval", "listed", "max_window_layers ignored"],
 )
 def test_smollm3_nope_layers_slide(change: dict[str, Any], sliding: list[int]) -> None:
     spec = parse_config({**SMOLLM3, **change})
@@ -634,3 +636,78 @@ def _held_deep(cache: Any) -> list[int]:
         return 0
 
     return [walk(vars(layer)) for layer in cache.layers]
+
+
+# --- MiniMax-M3: full attention plus a lightning-indexer key on sparse layers --------------------------------------
+
+# MiniMaxAI/MiniMax-M3 (tests/data/registry_refused.jsonl, the hub's flat "minimax_m3" config): 60 layers of 4 KV
+# heads x 128; sparse_attention_config.sparse_attention_freq marks layers 3-59 sparse (57), each also keeping one
+# indexer key of sparse_index_dim 128 per token (transformers 5.24 MiniMaxM3VLSparseCacheLayer.update_index).
+#   formula (bf16): 3 x 4 x 256 x 2 B + 57 x (4 x 256 + 128) x 2 B = 6,144 + 131,328 = 137,472 B per token
+M3 = CONFIGS["MiniMaxAI/MiniMax-M3"]
+
+
+def test_minimax_m3_bytes_per_token() -> None:
+    spec = parse_config(M3)
+    assert [layer.index for layer in spec.layers if layer.attention and layer.attention.index_head_dim] == list(
+        range(3, 60)
+    )
+    assert _bytes_per_token(M3, "formula") == 137_472
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp"])
+def test_minimax_m3_serving_engines_refuse(engine: str) -> None:
+    # vLLM 0.25+ keeps the indexer keys in an fp8 side cache of its own (models/minimax_m3), not read here
+    with pytest.raises(UnsupportedArchitecture, match="MiniMax-M3"):
+        kvsize.estimate(M3, ctx=4096, engine=engine, kv_dtype="bf16")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"use_sparse_attention": False}, "use_sparse_attention"),
+        ({"sparse_disable_index_value": [0] * 60}, "sparse_disable_index_value"),
+        ({"sparse_attention_freq": [1] * 59}, "sparse_attention_freq"),
+        ({"sparse_index_value_dim": 64}, "sparse_index_value_dim"),  # a cache-sounding key no reading explains
+    ],
+)
+def test_minimax_m3_sparse_settings_kvsize_cannot_stand_behind(change: dict[str, Any], field: str) -> None:
+    bad = {**M3, "sparse_attention_config": {**M3["sparse_attention_config"], **change}}
+    with pytest.raises(kvsize.errors.ConfigError, match=field):
+        parse_config(bad)
+
+
+def test_minimax_m3_index_fields_on_another_type_are_refused() -> None:
+    with pytest.raises(kvsize.errors.ConfigError, match="sparse_attention_config"):
+        parse_config({**M3, "model_type": "minimax_m4"})
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_transformers_minimax_m3_cache_matches_hf_engine() -> None:
+    # 4 layers (sparse at 1 and 2), 2 KV heads x 64, index_head_dim 32, dense MLPs (no MoE router on meta).
+    # At 40 tokens, 2 requests: full 2 x 40 x 2 x 128 x 2 B = 40,960; sparse + 2 x 40 x 32 x 2 B = 46,080.
+    text = CONFIG_MAPPING["minimax_m3_vl_text"](
+        num_hidden_layers=4,
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        index_head_dim=32,
+        index_n_heads=2,
+        layer_types=["full_attention", "minimax_m3_sparse", "minimax_m3_sparse", "full_attention"],
+        mlp_layer_types=["dense"] * 4,
+        intermediate_size=128,
+        dense_intermediate_size=128,
+    ).to_dict()
+    raw = CONFIG_MAPPING["minimax_m3_vl"](text_config=text).to_dict()
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(
+            CONFIG_MAPPING["minimax_m3_vl"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
+        ).eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    assert _held(cache) == predicted == [40_960, 46_080, 46_080, 40_960]

@@ -36,6 +36,10 @@ UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read th
     # DeepSeek-V4 (AttentionKind.COMPRESSED): vLLM 0.27.1+ has its own compressor and indexer caches, which kvsize
     # has not modelled; the other engines' releases read have no deepseek_v4 model.
     "deepseek_v4": ("DeepSeek-V4", "compressed sparse attention: a window plus compressed entries and indexer keys"),
+    # MiniMax-M3: vLLM 0.25+ keeps its indexer keys in an fp8 side cache of its own (models/minimax_m3), not read
+    **dict.fromkeys(
+        ("minimax_m3", "minimax_m3_vl_text"), ("MiniMax-M3", "full attention with a lightning-indexer key cache")
+    ),
 }
 
 # Layer kinds whose cache grows with the context (the others are fixed per request or empty); a COMPRESSED layer's

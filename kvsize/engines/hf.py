@@ -385,7 +385,9 @@ class HfEngine(Engine):
             return self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.own_indexer_dim, dtype)
         if spec.model_type == "deepseek_v4" and attn.kind is AttentionKind.SLIDING:
             return 2 * heads * self.row_bytes(attn.head_dim, dtype)  # K = V, but two tensors
-        return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype))
+        # MiniMax-M3's sparse layers also keep idx_keys [B, 1, S, index_head_dim] (MiniMaxM3VLSparseCacheLayer)
+        indexer = self.row_bytes(attn.own_indexer_dim, dtype)
+        return heads * (self.row_bytes(attn.head_dim, dtype) + self.row_bytes(attn.head_dim_v, dtype)) + indexer
 
     def cache_len(self, ctx: int) -> int:
         """Token slots of a full StaticLayer (max_cache_len; generate() sets it to the generation length)."""
