@@ -746,3 +746,26 @@ def test_sglang_mla_log_line_reads_tokens_and_latent_size() -> None:
     )
     assert log is not None and log.engine == "sglang"
     assert log.figures == {"pool_tokens": 123456.0, "kv_size_gb": 8.05}
+
+
+def test_mamba2_head_dim_defaults_to_64() -> None:
+    # transformers Mamba2Config: head_dim default 64 (validate_architecture: hidden_size x expand must equal
+    # num_heads x head_dim). 512 x 2 = 1,024 = 16 heads x 64; SSM state (16, 64, state_size 128); conv channels
+    # 1,024 + 2 x 1 group x 128 = 1,280. formula (bf16): (1,280 x 3 + 16 x 64 x 128) x 2 B = 269,824 per layer.
+    import kvsize
+    from kvsize.config import parse_config
+
+    raw = {
+        "model_type": "mamba2",
+        "hidden_size": 512,
+        "num_hidden_layers": 2,
+        "state_size": 128,
+        "expand": 2,
+        "n_groups": 1,
+        "conv_kernel": 4,
+        "num_heads": 16,
+    }
+    state = parse_config(raw).layers[0].state
+    assert state is not None and state.ssm_shape == (16, 64, 128) and state.conv_channels == 1280
+    scenario = kvsize.estimate(raw, ctx=100, engine="formula", kv_dtype="bf16").scenarios[0]
+    assert scenario.state_bytes_per_request == 2 * 269_824
