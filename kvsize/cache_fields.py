@@ -487,8 +487,17 @@ READ: dict[str, Reading] = {
     **_family(
         "state",
         "num_heads",
-        when=lambda c: _has_state(c) or c.get("is_encoder_decoder") is True,
-        condition="only as Mamba-2 heads or an encoder-decoder's heads",
+        when=lambda c: _has_state(c) or c.get("is_encoder_decoder") is True or c.get("model_type") == "gpt_neo",
+        condition="only as Mamba-2 heads, an encoder-decoder's heads or GPT-Neo's attention heads",
+    ),
+    # GPT-Neo's global and local (windowed) layers (kvsize.config _gpt_neo_layer_kinds)
+    **_family(
+        "gpt_neo",
+        "attention_types",
+        "attention_layers",
+        "window_size",
+        when=lambda c: c.get("model_type") == "gpt_neo",
+        condition="only for model_type gpt_neo",
     ),
     # MPT / DBRX keep their KV heads inside attn_config (its fields are checked one by one)
     **_family("attention", "attn_config"),

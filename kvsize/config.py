@@ -737,6 +737,8 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         return _kimi_layer_kinds(f, n)
     if f.raw("model_type") == "recurrent_gemma":
         return _recurrent_gemma_layer_kinds(f, n)
+    if f.raw("model_type") == "gpt_neo":
+        return _gpt_neo_layer_kinds(f, n)
     if f.raw("model_type") in LFM2_MODEL_TYPES:
         return _lfm2_layer_kinds(f, n)
     if f.raw("model_type") in GEMMA4_MODEL_TYPES or f.raw("model_type") in GEMMA3N_MODEL_TYPES:
@@ -1039,6 +1041,31 @@ def _nas_layer_kinds(f: _Fields, n: int) -> list[str]:
     return kinds
 
 
+def _gpt_neo_layer_kinds(f: _Fields, n: int) -> list[str]:
+    """GPT-Neo: `attention_types` [[["global", "local"], 12]] expands to one entry per layer
+    (GPTNeoConfig.expand_attention_types_params, transformers 5.24; default [[["global", "local"], 12]]); "local"
+    layers attend within window_size (256). `attention_layers`, when saved, is that expansion."""
+    layers = f.raw("attention_layers")
+    if layers is None:
+        types = f.raw("attention_types")
+        if types is None:
+            types = [[["global", "local"], 12]]
+        layers = []
+        for item in types if isinstance(types, list) else [None]:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list) and _count(item[1])):
+                raise f.error("attention_types", 'must list [["global", "local"], repeats] pairs')
+            layers += list(item[0]) * item[1]
+    else:
+        f.used.append("attention_layers")
+    if not isinstance(layers, list) or len(layers) != n or set(layers) - {"global", "local"}:
+        raise f.error("attention_types", f"must expand to 'global' or 'local' for each of the {n} layers")
+    return ["full" if t == "global" else "sliding" for t in layers]
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_LAYERS
+
+
 def _recurrent_gemma_layer_kinds(f: _Fields, n: int) -> list[str]:
     """RecurrentGemma: `block_types` repeated over the layers, "recurrent" (an RG-LRU block) or "attention" (local
     attention within attention_window_size) (RecurrentGemmaConfig.layers_block_type, transformers 5.24; default
@@ -1155,7 +1182,8 @@ def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
         kv_from_attn_config: int | None = sub.integer("kv_n_heads")
     else:
         kv_from_attn_config = None
-    num_heads = f.need_int(*_HEAD_KEYS)
+    # GPTNeoConfig.attribute_map: num_attention_heads -> num_heads
+    num_heads = f.need_int(*_HEAD_KEYS, *(("num_heads",) if f.raw("model_type") == "gpt_neo" else ()))
     kv_lora_rank = f.integer("kv_lora_rank")
     if kv_lora_rank is not None:
         # MLA caches one latent per token: kv_lora_rank + qk_rope_head_dim elements, shared by all heads
@@ -1406,6 +1434,8 @@ def _layer(
         # MiMoV2FlashConfig.__post_init__ (transformers 5.24): sliding_window = sliding_window_size + 1, the
         # sliding_window_size previous tokens the reference SGLang code attends to plus the query.
         window = f.need_int("sliding_window_size", maximum=MAX_POSITIONS - 1) + 1
+    elif kind == "sliding" and f.raw("model_type") == "gpt_neo":
+        window = f.integer("window_size", maximum=MAX_POSITIONS) or 256  # GPTNeoConfig default
     elif kind == "sliding" and f.raw("model_type") == "recurrent_gemma":
         # RecurrentGemmaConfig.attribute_map: sliding_window -> attention_window_size (default 2048)
         window = f.integer("attention_window_size", maximum=MAX_POSITIONS) or 2048

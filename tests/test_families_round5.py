@@ -711,3 +711,45 @@ def test_transformers_minimax_m3_cache_matches_hf_engine() -> None:
     assert isinstance(engine, HfEngine)
     predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
     assert _held(cache) == predicted == [40_960, 46_080, 46_080, 40_960]
+
+
+# --- GPT-Neo: global and local layers ------------------------------------------------------------------------------
+
+# EleutherAI/gpt-neo-1.3B's layout (transformers GPTNeoConfig defaults): 24 layers, attention_types
+# [[["global", "local"], 12]], window_size 256, 16 heads of 2048 / 16 = 128 (MHA).
+#   per token per layer: 16 x (128 + 128) x 2 B = 8,192 B (bf16)
+#   formula at 4,096 tokens: 12 x 4,096 x 8,192 + 12 x 256 x 8,192 = 402,653,184 + 25,165,824 = 427,819,008
+#   hf (modeling_gpt_neo.py masks the local layers; DynamicCache keeps every token): 24 x 4,096 x 8,192 = 805,306,368
+GPT_NEO = {
+    "model_type": "gpt_neo",
+    "num_layers": 24,
+    "hidden_size": 2048,
+    "num_heads": 16,
+    "attention_types": [[["global", "local"], 12]],
+    "window_size": 256,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "float32",
+}
+
+
+@pytest.mark.parametrize(("engine", "expected"), [("formula", 427_819_008), ("hf", 805_306_368)])
+def test_gpt_neo_local_layers(engine: str, expected: int) -> None:
+    spec = parse_config(GPT_NEO)
+    assert [layer.kind for layer in spec.layers] == ["full", "sliding"] * 12
+    result = kvsize.estimate(GPT_NEO, ctx=4096, engine=engine, kv_dtype="bf16").scenarios[0]
+    assert result.bytes_per_request == expected
+
+
+def test_gpt_neo_saved_attention_layers_and_bad_types() -> None:
+    saved = {**GPT_NEO, "attention_layers": ["global", "local"] * 12}
+    assert parse_config(saved).layers == parse_config(GPT_NEO).layers
+    with pytest.raises(kvsize.errors.ConfigError, match="attention_types"):
+        parse_config({**GPT_NEO, "attention_types": [[["global", "sparse"], 12]]})
+    with pytest.raises(kvsize.errors.ConfigError, match="attention_types"):
+        parse_config({**GPT_NEO, "attention_types": [[["global", "local"], 11]]})  # 22 of 24 layers
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp"])
+def test_gpt_neo_serving_engines_refuse(engine: str) -> None:
+    with pytest.raises(UnsupportedArchitecture, match="GPT-Neo"):
+        kvsize.estimate(GPT_NEO, ctx=4096, engine=engine, kv_dtype="bf16")

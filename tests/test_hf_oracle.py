@@ -323,6 +323,12 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     # Bamba: attention at attn_layer_indices, Mamba-2 elsewhere (BambaConfig.layers_block_type)
     "bamba (attn_layer_indices)": ("bamba", {**GRANITE_4, "attn_layer_indices": [3, 7]}, {}),
+    # GPT-Neo: local layers only mask; transformers keeps every token on them (a full DynamicLayer each)
+    "gpt_neo (global and local layers)": (
+        "gpt_neo",
+        {"num_layers": 4, "attention_types": [[["global", "local"], 2]], "window_size": WINDOW, "hidden_size": 256},
+        {},
+    ),
     # MiniMax-Text-01: lightning attention (one K^T V state per head) and softmax attention alternating
     "minimax (lightning and softmax layers)": ("minimax", {"num_hidden_layers": 4, "num_local_experts": 2}, {}),
     # SmolLM3 with no layer_types: its NoPE layers (every 4th) slide once use_sliding_window is set

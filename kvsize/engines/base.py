@@ -36,6 +36,9 @@ UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read th
     # DeepSeek-V4 (AttentionKind.COMPRESSED): vLLM 0.27.1+ has its own compressor and indexer caches, which kvsize
     # has not modelled; the other engines' releases read have no deepseek_v4 model.
     "deepseek_v4": ("DeepSeek-V4", "compressed sparse attention: a window plus compressed entries and indexer keys"),
+    # GPT-Neo: alternating global and local (256-token) layers; vLLM and SGLang have no GPT-Neo model, and kvsize
+    # has not read TensorRT-LLM's or llama.cpp's paging of its local layers
+    "gpt_neo": ("GPT-Neo", "global and local attention layers"),
     # MiniMax-M3: vLLM 0.25+ keeps its indexer keys in an fp8 side cache of its own (models/minimax_m3), not read
     **dict.fromkeys(
         ("minimax_m3", "minimax_m3_vl_text"), ("MiniMax-M3", "full attention with a lightning-indexer key cache")

@@ -180,6 +180,10 @@ def raw_falcon_new_architecture(raw: Mapping[str, Any] | None) -> bool | None:
 # --- the engine -----------------------------------------------------------------------------------------
 
 
+# Model types whose windowed layers transformers masks but caches in full (no layer_types for DynamicCache).
+MASKED_WINDOW_MODEL_TYPES = frozenset({"gpt_neo"})
+
+
 class HfEngine(Engine):
     name = "hf"
     title = "Hugging Face transformers"
@@ -441,6 +445,10 @@ class HfEngine(Engine):
         if layer.attention is not None:
             per_token = self.attention_bytes(spec, layer.attention, dtype)
             tokens = self.tokens_allocated(layer.attention, ctx) if per_token else 0
+            if spec.model_type in MASKED_WINDOW_MODEL_TYPES and layer.attention.kind is AttentionKind.SLIDING:
+                # GPT-Neo's local layers only mask (modeling_gpt_neo.py): GPTNeoConfig has no layer_types, so
+                # DynamicCache(config=...) gives every layer a full DynamicLayer that keeps every token
+                tokens = self.cache_len(ctx) if self.static else ctx
         if layer.state is not None:
             state = self.hf_state_bytes(layer.state, dtype)
         return per_token, tokens, state
