@@ -490,6 +490,22 @@ READ: dict[str, Reading] = {
         when=lambda c: _has_state(c) or c.get("is_encoder_decoder") is True or c.get("model_type") == "gpt_neo",
         condition="only as Mamba-2 heads, an encoder-decoder's heads or GPT-Neo's attention heads",
     ),
+    # AFMoE (Arcee Trinity): every n-th layer global, the rest sliding (AfmoeConfig.__post_init__; kvsize.config
+    # _attention_layer_kinds)
+    **_family(
+        "sliding",
+        "global_attn_every_n_layers",
+        when=lambda c: c.get("model_type") == "afmoe",
+        condition="only for model_type afmoe",
+    ),
+    # Laguna: per-layer query heads; both transformers 5.24 (LagunaAttention) and vLLM 0.33 (laguna.py
+    # LagunaDecoderLayer: num_kv_heads=config.num_key_value_heads) keep the same KV heads on every layer
+    **_family(
+        "attention",
+        "num_attention_heads_per_layer",
+        when=lambda c: c.get("model_type") == "laguna",
+        condition="only for model_type laguna (query heads per layer)",
+    ),
     # GPT-Neo's global and local (windowed) layers (kvsize.config _gpt_neo_layer_kinds)
     **_family(
         "gpt_neo",

@@ -1124,6 +1124,10 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         kinds = ["chunked" if rope_layers[i] else "full" for i in range(n)]
     window = f.integer("sliding_window", minimum=0, maximum=MAX_POSITIONS)
     use_window = f.flag("use_sliding_window")
+    if window and f.raw("model_type") == "afmoe":
+        # AfmoeConfig.__post_init__ (transformers 5.24): sliding where (i + 1) % global_attn_every_n_layers
+        every = f.integer("global_attn_every_n_layers") or 4
+        return ["sliding" if (i + 1) % every else "full" for i in range(n)]
     if window and use_window is False:
         notes.append(f"sliding_window {window} ignored: use_sliding_window is false")
     elif window:

@@ -329,6 +329,15 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"num_layers": 4, "attention_types": [[["global", "local"], 2]], "window_size": WINDOW, "hidden_size": 256},
         {},
     ),
+    # AFMoE (Arcee Trinity): every 4th layer global, the rest sliding; without layer_types kvsize derives them from
+    # global_attn_every_n_layers as AfmoeConfig.__post_init__ does
+    "afmoe (global every 4th, no layer_types)": ("afmoe", {}, {"layer_types": None}),
+    # Laguna: per-layer query heads, the same KV heads on every layer
+    "laguna (num_attention_heads_per_layer)": (
+        "laguna",
+        {"num_hidden_layers": 4, "num_attention_heads_per_layer": [16, 32, 16, 32], "num_attention_heads": 32},
+        {},
+    ),
     # MiniMax-Text-01: lightning attention (one K^T V state per head) and softmax attention alternating
     "minimax (lightning and softmax layers)": ("minimax", {"num_hidden_layers": 4, "num_local_experts": 2}, {}),
     # SmolLM3 with no layer_types: its NoPE layers (every 4th) slide once use_sliding_window is set
