@@ -312,8 +312,9 @@ READ: dict[str, Reading] = {
     **_family(
         "sliding",
         "use_bidirectional_attention",
-        when=lambda c: c.get("use_bidirectional_attention") == "vision",
-        condition="only as 'vision' (an image-token mask): bidirectional models halve their window in transformers",
+        when=lambda c: c.get("use_bidirectional_attention") == "vision" or c.get("model_type") in ("gemma", "gemma2"),
+        condition="only as 'vision' (an image-token mask), or on Gemma 1 / 2 (PaliGemma's prefix-LM backbones: "
+        "Gemma3TextConfig and Gemma4TextConfig halve their window for it, GemmaConfig and Gemma2Config do not)",
     ),
     **_family(
         "layer_types",
@@ -505,6 +506,13 @@ READ: dict[str, Reading] = {
         "num_attention_heads_per_layer",
         when=lambda c: c.get("model_type") == "laguna",
         condition="only for model_type laguna (query heads per layer)",
+    ),
+    # transformers' private copy of sliding_window_pattern (Gemma 3 saves it beside layer_types, which decide)
+    **_family(
+        "sliding",
+        "_sliding_window_pattern",
+        when=lambda c: _has(c, "layer_types"),
+        condition="only beside layer_types (which decide the layers)",
     ),
     # GPT-Neo's global and local (windowed) layers (kvsize.config _gpt_neo_layer_kinds)
     **_family(
@@ -705,6 +713,9 @@ IRRELEVANT: dict[str, str] = {
     "rope_interleave": "RoPE layout",
     "rope_interleaved": "RoPE layout",
     "indexer_rope_interleave": "the DSA indexer's RoPE layout",
+    "projector_patch_to_query_dict": "Aria: the vision projector's query tokens per image size; no decoder cache",
+    "max_value_projector_patch_to_query_dict": "Aria: the largest projector query count; no decoder cache",
+    "seconds_per_chunk": "Qwen2.5-Omni: audio seconds per position chunk (time ids); no cache shape",
     # MiniMax-Text-01 / M1 (modeling_minimax.py MiniMaxDecoderLayer.forward): residual * alpha + output * beta
     "full_attn_alpha_factor": "MiniMax: a residual scale after softmax attention; no cache shape",
     "full_attn_beta_factor": "MiniMax: a scale on the softmax-attention output; no cache shape",

@@ -753,3 +753,37 @@ def test_gpt_neo_saved_attention_layers_and_bad_types() -> None:
 def test_gpt_neo_serving_engines_refuse(engine: str) -> None:
     with pytest.raises(UnsupportedArchitecture, match="GPT-Neo"):
         kvsize.estimate(GPT_NEO, ctx=4096, engine=engine, kv_dtype="bf16")
+
+
+# --- fields transformers 5.24 writes into saved configs that size nothing --------------------------------------------
+
+
+def test_paligemma_saved_bidirectional_flag_changes_nothing() -> None:
+    # PaliGemmaConfig.__post_init__ sets text_config.use_bidirectional_attention = True (its prefix-LM mask); for a
+    # Gemma 1 / 2 backbone that is a mask only (GemmaConfig / Gemma2Config keep the window; Gemma3TextConfig would
+    # halve it), so the cache is what the config without it gives.
+    saved = CONFIG_MAPPING["paligemma"]().to_dict()
+    assert saved["text_config"]["use_bidirectional_attention"] is True
+    bare = copy.deepcopy(saved)
+    bare["text_config"].pop("use_bidirectional_attention")
+    assert parse_config(saved).layers == parse_config(bare).layers
+    # a Gemma 3 backbone with it is still refused: transformers halves the window there
+    gemma3 = CONFIG_MAPPING["gemma3_text"](use_bidirectional_attention=True).to_dict()
+    with pytest.raises(kvsize.errors.ConfigError, match="use_bidirectional_attention"):
+        parse_config(gemma3)
+
+
+@pytest.mark.parametrize("model_type", ["aria", "qwen2_5_omni_thinker", "shieldgemma2"])
+def test_saved_fields_that_size_nothing_are_read(model_type: str) -> None:
+    # Aria's projector_patch_to_query_dict (vision projector), Qwen2.5-Omni's seconds_per_chunk (audio time ids),
+    # Gemma 3's private _sliding_window_pattern beside its layer_types: sized as the config says, no refusal.
+    spec = parse_config(CONFIG_MAPPING[model_type]().to_dict())
+    assert not any("assume-standard-attention" in note for note in spec.notes)
+
+
+def test_private_window_pattern_without_layer_types_is_refused() -> None:
+    raw = CONFIG_MAPPING["gemma3_text"]().to_dict()
+    raw.pop("layer_types")
+    raw["_sliding_window_pattern"] = 3
+    with pytest.raises(kvsize.errors.ConfigError, match="_sliding_window_pattern"):
+        parse_config(raw)
