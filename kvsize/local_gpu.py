@@ -301,11 +301,15 @@ def machine_profile(machine: Machine, profiles: Mapping[str, GpuProfile] | None 
         )
     if reported is None or machine.source not in _SAME_QUANTITY or reported // MIB == profile.memory_bytes // MIB:
         return profile
+    # The profile's CUDA total was published for its memory size; this card reports another (ECC, a driver
+    # reserve), so the budget starts from the reported total less the CUDA context, as for --gpu-mem.
     return msgspec.structs.replace(
         profile,
         memory_bytes=reported,
         memory_bytes_is_advertised=False,
         memory_reported_by=f"{machine.source} on this machine (--gpu auto)",
+        cuda_total_bytes=None,
+        cuda_total_source=None,
     )
 
 

@@ -153,7 +153,8 @@ def test_json_shape() -> None:
         assert type(scenario[key]) is int
     assert set(scenario["gpu"]) == {"name", "memory_bytes", "weights_bytes", "weights_source",
                                     "weights_estimated", "reserve_bytes", "reserve_rule", "kv_budget_bytes",
-                                    "fits", "max_concurrency", "max_context", "max_context_by_memory", "budget",
+                                    "fits", "memory_fits", "max_concurrency", "max_context", "max_context_by_memory",
+                                    "budget",
                                     "kv_pool_tokens",
                                     "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
                                     "max_concurrency_by_memory",
