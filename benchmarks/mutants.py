@@ -182,7 +182,13 @@ _HIT_WITHIN_CTX = (
     "formula prefix_shared_tokens is called only by serving.py prefix_share, with hit = min(prefix_len, ctx, "
     "prompt_len): hit <= ctx already, so min(hit, ctx) is hit."
 )
+_POSITIVE_MINIMUM = (
+    "`(steady or 0) < req.min_steady_state_concurrency`: the minimum is a positive number (deployment.py "
+    "read_positive_number, units.parse_number: above 0), so a missing or zero steady state is below it as 0 and as "
+    "-1 alike; any other steady value is used as it is."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/capacity_file.py:444:67:0 -> -1": _POSITIVE_MINIMUM,
     "kvsize/capacity_file.py:82:42:2 -> 3": _ANNOTATED_PAIR,
     "kvsize/capacity_file.py:230:56:== -> !=": _FIRST_KEY_LINE,
     "kvsize/engines/formula.py:94:26:min(...) -> arg 0": _HIT_WITHIN_CTX,
