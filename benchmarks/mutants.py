@@ -136,6 +136,42 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_registry_models.py",
         "tests/test_mutants_killed.py",
     ],
+    # spec.py / dtypes.py: the records and storage formats every engine reads; the files that pin their
+    # invariants and byte counts by hand (not all 28 that import them, for time).
+    "kvsize/spec.py": [
+        "tests/test_sizing.py",
+        "tests/test_records.py",
+        "tests/test_config.py",
+        "tests/test_families_round5.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/dtypes.py": [
+        "tests/test_sizing.py",
+        "tests/test_engine_vllm_truth.py",
+        "tests/test_engines_sglang_trtllm_llamacpp.py",
+        "tests/test_engine_llamacpp_releases.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/engines/trtllm.py": [
+        "tests/test_engine_trtllm_releases.py",
+        "tests/test_engines_sglang_trtllm_llamacpp.py",
+        "tests/test_engine_truth_others.py",
+        "tests/test_mutants_killed.py",
+    ],
+    "kvsize/engines/llamacpp.py": [
+        "tests/test_engine_llamacpp_releases.py",
+        "tests/test_engines_sglang_trtllm_llamacpp.py",
+        "tests/test_engine_truth_others.py",
+        "tests/test_mutants_killed.py",
+    ],
+    # engines/hf.py: its own tests and the transformers oracles (meta device: shapes, no memory)
+    "kvsize/engines/hf.py": [
+        "tests/test_engine_hf.py",
+        "tests/test_hf_oracle.py",
+        "tests/test_families_round5.py",
+        "tests/test_deepseek_v4.py",
+        "tests/test_mutants_killed.py",
+    ],
     # engines/vllm.py: the files that import it, and those that size through the default engine by hand.
     "kvsize/engines/vllm.py": [
         "tests/test_engine_vllm.py",
