@@ -156,6 +156,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engine_trtllm_releases.py",
         "tests/test_engines_sglang_trtllm_llamacpp.py",
         "tests/test_engine_truth_others.py",
+        "tests/test_serving.py",  # block reuse's whole blocks and VSWA windows (prefix_shared_tokens)
         "tests/test_mutants_killed.py",
     ],
     "kvsize/engines/llamacpp.py": [

@@ -769,3 +769,28 @@ def test_mamba2_head_dim_defaults_to_64() -> None:
     assert state is not None and state.ssm_shape == (16, 64, 128) and state.conv_channels == 1280
     scenario = kvsize.estimate(raw, ctx=100, engine="formula", kv_dtype="bf16").scenarios[0]
     assert scenario.state_bytes_per_request == 2 * 269_824
+
+
+def test_cross_attention_at_layer_zero() -> None:
+    # config.py _attention_layer_kinds: cross_attention_layers may name layer 0 (0 <= i < n); a list naming a layer
+    # outside the stack is refused.
+    from kvsize.config import parse_config
+    from kvsize.errors import ConfigError
+
+    raw = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4}
+    kinds = [layer.kind for layer in parse_config({**raw, "cross_attention_layers": [0, 3]}, encoder_tokens=8).layers]
+    assert kinds == ["cross", "full", "full", "cross"]
+    with pytest.raises(ConfigError, match="outside 0..3"):
+        parse_config({**raw, "cross_attention_layers": [4]}, encoder_tokens=8)
+
+
+@pytest.mark.parametrize("field", ["window", "kv_lora_rank", "num_query_heads", "index_head_dim", "compress_ratio"])
+def test_attention_spec_sizes_of_zero_are_invalid(field: str) -> None:
+    # spec.py AttentionSpec.__post_init__: these are counts of at least 1 (a 0-token window would size nothing).
+    from kvsize.record import InvalidRecord
+    from kvsize.spec import AttentionKind, AttentionSpec
+
+    base: dict[str, Any] = {"kind": AttentionKind.SLIDING, "num_kv_heads": 8, "head_dim": 128, "head_dim_v": 128}
+    AttentionSpec(**base, window=1)  # the smallest valid window
+    with pytest.raises(InvalidRecord):
+        AttentionSpec(**{"window": 16, **base, field: 0})
