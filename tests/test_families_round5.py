@@ -787,3 +787,28 @@ def test_private_window_pattern_without_layer_types_is_refused() -> None:
     raw["_sliding_window_pattern"] = 3
     with pytest.raises(kvsize.errors.ConfigError, match="_sliding_window_pattern"):
         parse_config(raw)
+
+
+# --- llama.cpp: which builds key GLM-5's indexer --------------------------------------------------------------------
+
+
+# llama-model.cpp create_memory@b9665 (llama-cpp-python 0.3.30) puts only LLM_ARCH_DEEPSEEK32 in llama_kv_cache_dsa:
+# GLM-5 (LLM_ARCH_GLM_DSA) gets the plain MLA cache (V-less latent 576 x 2 B x 78 = 89,856 B per token). From b11312
+# (0.3.36) GLM_DSA uses llama_kv_cache_dsa with filter_lid = is_indexer_full(il): GLM-5 78 x (1,152 + 256) = 109,824;
+# GLM-5.2 keys its 21 full layers only: 89,856 + 21 x 256 = 95,232. DeepSeek-V3.2 keys every layer in both:
+# 61 x (1,152 + 256) = 85,888.
+@pytest.mark.parametrize(
+    ("config", "version", "expected"),
+    [
+        (GLM5, "2026-06", 89_856),
+        (GLM5, "2026-10", 109_824),
+        (GLM52, "2026-06", 89_856),
+        (GLM52, "2026-10", 95_232),
+        (V32, "2026-06", 85_888),
+        (V32, "2026-10", 85_888),
+    ],
+    ids=["glm5 b9665", "glm5 b11312", "glm5.2 b9665", "glm5.2 b11312", "v3.2 b9665", "v3.2 b11312"],
+)
+def test_llamacpp_dsa_indexer_by_build(config: dict[str, Any], version: str, expected: int) -> None:
+    result = kvsize.estimate(config, ctx=4096, engine="llamacpp", engine_version=version, kv_dtype="f16")
+    assert result.scenarios[0].kv_bytes_per_token == expected

@@ -333,13 +333,21 @@ class LlamaCppEngine(Engine):
             return attn.head_dim, attn.kv_lora_rank or 0
         return attn.head_dim, attn.head_dim_v
 
+    def _keys_indexer(self, spec: ArchSpec, attn: AttentionSpec) -> bool:
+        """Whether this layer keeps DSA indexer keys: DeepSeek-V3.2 on every layer; GLM-5 per rules.glm_dsa_indexer."""
+        if not attn.index_head_dim:
+            return False
+        if spec.model_type != "glm_moe_dsa":
+            return True
+        return self.rules.glm_dsa_indexer == "full_layers" and not attn.index_shared
+
     def row_bytes_per_cell(self, spec: ArchSpec, attn: AttentionSpec, dtype: KvDtype) -> int:
         """Bytes of one cell of one layer: the K row and the V row over all KV heads (ggml_row_size)."""
         if attn.kind is AttentionKind.SHARED:
             return 0
         if attn.kind is AttentionKind.MLA:
             # llama_kv_cache_dsa: the indexer's K-only cache, one head of index_head_dim, in type_k.
-            indexer = self.row_bytes(attn.index_head_dim, dtype) if attn.index_head_dim else 0
+            indexer = self.row_bytes(attn.index_head_dim or 0, dtype) if self._keys_indexer(spec, attn) else 0
             mla = self.rules.mla
             if mla == "latent_k":
                 return self.row_bytes(attn.head_dim, dtype) + indexer  # V-less: one latent row
@@ -537,13 +545,24 @@ class LlamaCppEngine(Engine):
                     "per_head": "llama.cpp before PR #12801 (2025-04) cached MLA as decompressed per-head K and V",
                 }[self.rules.mla]
             )
-        if any(
-            layer.attention is not None and layer.attention.kind is AttentionKind.MLA and layer.attention.index_head_dim
+        keyed = [
+            layer.attention
             for layer, _ in spec.layer_groups()
-        ):
+            if layer.attention is not None
+            and layer.attention.kind is AttentionKind.MLA
+            and layer.attention.index_head_dim
+        ]
+        if any(self._keys_indexer(spec, a) for a in keyed):
             notes.append(
-                "llama.cpp keeps DeepSeek-V3.2's indexer keys in a second cache (llama_kv_cache_dsa): one "
-                "index_head_dim K row per cell and layer, in the cache type"
+                "llama.cpp keeps DSA indexer keys in a second cache (llama_kv_cache_dsa): one index_head_dim K row per "
+                "cell and layer"
+                + (" whose indexer is full" if spec.shared_indexer_layers else "")
+                + ", in the cache type"
+            )
+        elif keyed:
+            notes.append(
+                f"llama.cpp {self.version} caches GLM-5's MLA latent only: it keeps no indexer keys for "
+                "LLM_ARCH_GLM_DSA (llama-model.cpp create_memory; from b11312 it does, in llama_kv_cache_dsa)"
             )
         if spec.has_state:
             extra = self.n_rs_seq(spec)

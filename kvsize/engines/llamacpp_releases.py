@@ -45,6 +45,11 @@ class LlamaCppRules:
     """DeepSeek-V3.2 (LLM_ARCH_DEEPSEEK32) served with a second cache of indexer keys: one head of
     `indexer_head_size` K-only rows per cell beside the MLA cache (llama-kv-cache-dsa.cpp:llama_kv_cache_dsa@b9665);
     False: llama.cpp has no DEEPSEEK32 architecture (llama-model.cpp@2026-04)."""
+    glm_dsa_indexer: Literal["none", "full_layers"] = "none"
+    """GLM-5 (LLM_ARCH_GLM_DSA) indexer keys: "none", the plain MLA cache (llama-model.cpp create_memory@b9665 puts
+    only LLM_ARCH_DEEPSEEK32 in llama_kv_cache_dsa); "full_layers", llama_kv_cache_dsa with the indexer cache on the
+    layers whose indexer is full (filter_lid: is_indexer_full(il), llama-model.cpp@b11312; GLM-5.2's shared layers
+    keep none)."""
     draft_row_types: frozenset[str] = frozenset()
     """Speculative draft types that keep `--draft-max` extra recurrent-state rows per slot
     (common/common.h:need_n_rs_seq; llama-memory-recurrent.cpp:llama_memory_recurrent n_rows = mem_size x
@@ -71,6 +76,7 @@ RULES_2606 = replace(
 )
 RULES_2610 = replace(
     RULES_2606,
+    glm_dsa_indexer="full_layers",
     draft_row_types=frozenset({"mtp", "eagle3", "dflash", "dspark"}),
     rollback_models=RULES_2606.rollback_models | {"nemotron_h", "lfm2", "lfm2_moe"},
 )
