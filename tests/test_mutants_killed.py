@@ -794,3 +794,55 @@ def test_attention_spec_sizes_of_zero_are_invalid(field: str) -> None:
     AttentionSpec(**base, window=1)  # the smallest valid window
     with pytest.raises(InvalidRecord):
         AttentionSpec(**{"window": 16, **base, field: 0})
+
+
+def test_trtllm_states_larger_than_the_memory_leave_an_empty_pool() -> None:
+    # _util.py configure_kv_cache_capacity: max_tokens from the memory left after MambaCacheManager's states, never
+    # below 0. Qwen3-Next: 39,518,208 B of state per slot x 2 slots = 79,036,416 B > 50,000,000 B available: 0
+    # tokens by the estimator, so no blocks (a negative estimate would give negative blocks), though the free
+    # memory bound alone (1 GiB free) would allow some.
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.trtllm import TrtllmEngine
+    from kvsize.registry import load_registry_config, registry_entries
+
+    qwen_next = parse_config(load_registry_config(registry_entries()["qwen/qwen3-next-80b-a3b-thinking"]))
+    pool = TrtllmEngine("1.2").pool(
+        qwen_next, available_bytes=50_000_000, free_bytes=GIB, kv_dtype=KvDtype.BF16, max_batch_size=2
+    )
+    assert (pool.max_tokens, pool.blocks) == (0, 0)
+
+
+def test_llamacpp_notes_say_which_cache_layout_the_build_has() -> None:
+    # llamacpp.py estimate_notes: builds before per-sequence streams (RULES_2505, llama-cpp-python 0.3.9) share one
+    # cache; later ones give each sequence a stream. Before iSWA (2025-05) windowed layers hold every cell.
+    import kvsize
+
+    def notes(model: str, version: str) -> list[str]:
+        return list(kvsize.estimate(model, ctx=4096, engine="llamacpp", engine_version=version).notes)
+
+    assert any("no per-sequence streams" in n for n in notes("meta-llama/Llama-3.1-8B", "2025-05"))
+    assert any("one stream each" in n for n in notes("meta-llama/Llama-3.1-8B", "2026-10"))
+    assert any("predates the iSWA cache" in n for n in notes("google/gemma-2-2b", "2025-05"))
+    assert not any("predates the iSWA cache" in n for n in notes("meta-llama/Llama-3.1-8B", "2025-05"))
+
+
+def test_serving_engines_refuse_an_indexer_beside_standard_attention_under_any_name() -> None:
+    # engines/base.py check_layout: MiniMax-M3's layout under a model type kvsize has never seen (the guard lets an
+    # unknown type through with the --assume-standard-attention switch only; here the spec is built directly).
+    import msgspec
+
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+    from kvsize.engines.base import UnsupportedArchitecture
+
+    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4}
+    spec = parse_config(raw)
+    keyed = [
+        msgspec.structs.replace(layer, attention=msgspec.structs.replace(layer.attention, index_head_dim=32))
+        for layer in spec.layers
+    ]
+    spec = msgspec.structs.replace(spec, layers=tuple(keyed), model_type="successor_m4")
+    for engine in ("vllm", "sglang", "trtllm", "llamacpp"):
+        with pytest.raises(UnsupportedArchitecture, match="indexer key beside non-MLA attention"):
+            get_engine(engine, None).check_supported(spec)

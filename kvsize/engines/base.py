@@ -217,7 +217,16 @@ class Engine(ABC):
         if self.name in MIXED_WIDTH_ENGINES:
             return
         family, what = UNREAD_LAYOUT_FAMILIES.get(spec.model_type, (spec.model_type, _MIXED))
-        if spec.model_type in UNREAD_LAYOUT_FAMILIES or mixed_widths(spec):
+        # an indexer key on anything but an MLA layer (MiniMax-M3's full layers, DeepSeek-V4's compressed ones) is
+        # a cache the serving engines' DSA rules were not read for, whatever the model type
+        keyed = any(
+            a.index_head_dim and a.kind is not AttentionKind.MLA
+            for layer, _ in spec.layer_groups()
+            if (a := layer.attention) is not None
+        )
+        if keyed and spec.model_type not in UNREAD_LAYOUT_FAMILIES:
+            family, what = spec.model_type, "an indexer key beside non-MLA attention"
+        if spec.model_type in UNREAD_LAYOUT_FAMILIES or keyed or mixed_widths(spec):
             raise UnsupportedArchitecture(
                 f"{self.title}: kvsize has not read how this engine pages {family}'s layers ({what}), so it "
                 "cannot size them",
