@@ -224,7 +224,13 @@ _POSITIVE_MINIMUM = (
     "read_positive_number, units.parse_number: above 0), so a missing or zero steady state is below it as 0 and as "
     "-1 alike; any other steady value is used as it is."
 )
+_LIGHTNING_NO_CONV = (
+    "config.py _lightning_state: conv_channels=1 with conv_kernel=1, so every engine keeps conv_kernel - 1 = 0 "
+    "convolution inputs (Engine.conv_state_kept; TensorRT-LLM's conv_dim // tp x kept) and hf's lightning branch "
+    "returns the K^T V state alone: the channel count multiplies 0 everywhere it is read."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/config.py:1243:22:1 -> 2": _LIGHTNING_NO_CONV,
     "kvsize/capacity_file.py:444:67:0 -> -1": _POSITIVE_MINIMUM,
     "kvsize/capacity_file.py:82:42:2 -> 3": _ANNOTATED_PAIR,
     "kvsize/capacity_file.py:230:56:== -> !=": _FIRST_KEY_LINE,
