@@ -220,6 +220,20 @@ def _held(cache: Any) -> list[int]:
     ]
 
 
+def _meta_run(raw: dict[str, Any], *, tokens: int = 40, image_text: bool = False) -> tuple[Any, list[int]]:
+    """(the cache transformers returns, kvsize's hf layer bytes) for `raw` built on the meta device (shapes and
+    dtypes are the real ones, no memory is used) after one forward of `tokens` tokens for B requests."""
+    auto = transformers.AutoModelForImageTextToText if image_text else transformers.AutoModelForCausalLM
+    with torch.device("meta"):
+        model = auto.from_config(CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16)
+    with torch.no_grad():
+        out = model.eval()(input_ids=torch.zeros((B, tokens), dtype=torch.long, device="meta"), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    engine = get_engine("hf", None, raw_config=raw)
+    assert isinstance(engine, HfEngine)
+    return cache, engine.layer_bytes(parse_config(raw), ctx=tokens, batch=B, kv_dtype=KvDtype.BF16)
+
+
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("name", sorted(ORACLE))
 def test_transformers_cache_matches_hf_engine(name: str) -> None:
@@ -573,16 +587,7 @@ def test_transformers_step3p5_cache_matches_hf_engine() -> None:
     ).to_dict()
     raw = CONFIG_MAPPING["step3p7"](text_config=text).to_dict()
     assert raw["text_config"]["per_layer_config"] == {str(i): {"num_attention_heads": 4} for i in (1, 2, 3, 5)}
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(
-            CONFIG_MAPPING["step3p7"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
-        ).eval()
-    with torch.no_grad():
-        out = model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True)
-    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-    engine = get_engine("hf", None, raw_config=raw)
-    assert isinstance(engine, HfEngine)
-    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    cache, predicted = _meta_run(raw, image_text=True)
     assert _held(cache) == predicted == [40_960, 15_360, 15_360, 15_360, 40_960, 15_360]
 
 
@@ -610,16 +615,7 @@ def test_kimi_linear_flat_fields_match_transformers(with_layer_types: bool) -> N
     if not with_layer_types:
         raw.pop("layer_types")
     assert "linear_attn_config" not in raw
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            CONFIG_MAPPING["kimi_linear"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
-        ).eval()
-    with torch.no_grad():
-        out = model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True)
-    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-    engine = get_engine("hf", None, raw_config=raw)
-    assert isinstance(engine, HfEngine)
-    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    cache, predicted = _meta_run(raw)
     assert _held_deep(cache) == predicted == [38_912] * 4 + [92_160, 38_912]
 
 
@@ -700,16 +696,7 @@ def test_transformers_minimax_m3_cache_matches_hf_engine() -> None:
         dense_intermediate_size=128,
     ).to_dict()
     raw = CONFIG_MAPPING["minimax_m3_vl"](text_config=text).to_dict()
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(
-            CONFIG_MAPPING["minimax_m3_vl"].from_dict(copy.deepcopy(raw)), dtype=torch.bfloat16
-        ).eval()
-    with torch.no_grad():
-        out = model(input_ids=torch.zeros((B, 40), dtype=torch.long, device="meta"), use_cache=True)
-    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-    engine = get_engine("hf", None, raw_config=raw)
-    assert isinstance(engine, HfEngine)
-    predicted = engine.layer_bytes(parse_config(raw), ctx=40, batch=B, kv_dtype=KvDtype.BF16)
+    cache, predicted = _meta_run(raw, image_text=True)
     assert _held(cache) == predicted == [40_960, 46_080, 46_080, 40_960]
 
 
