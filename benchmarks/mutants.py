@@ -169,6 +169,7 @@ TEST_MAP: dict[str, list[str]] = {
     "kvsize/engines/hf.py": [
         "tests/test_engine_hf.py",
         "tests/test_hf_oracle.py",
+        "tests/test_families_round4.py",  # MiMo-V2-Flash's fixed layout (HfEngine._check_mimo)
         "tests/test_families_round5.py",
         "tests/test_deepseek_v4.py",
         "tests/test_mutants_killed.py",
@@ -229,7 +230,14 @@ _LIGHTNING_NO_CONV = (
     "convolution inputs (Engine.conv_state_kept; TensorRT-LLM's conv_dim // tp x kept) and hf's lightning branch "
     "returns the K^T V state alone: the channel count multiplies 0 everywhere it is read."
 )
+_FALCON_OLD_HEADS = (
+    "hf.py cached_kv_heads, Falcon with new_decoder_architecture false: multi_query gives 1 KV head; otherwise "
+    "FalconAttention.forward splits the fused QKV into num_attention_heads keys and reshapes them to num_kv_heads "
+    "heads, which runs only when the two are equal (modeling_falcon.py, 5.24): there the head count and "
+    "attn.num_kv_heads are the same number, so `and` and `or` return the same."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/engines/hf.py:369:28:and -> or": _FALCON_OLD_HEADS,
     "kvsize/config.py:1243:22:1 -> 2": _LIGHTNING_NO_CONV,
     "kvsize/capacity_file.py:444:67:0 -> -1": _POSITIVE_MINIMUM,
     "kvsize/capacity_file.py:82:42:2 -> 3": _ANNOTATED_PAIR,

@@ -846,3 +846,12 @@ def test_serving_engines_refuse_an_indexer_beside_standard_attention_under_any_n
     for engine in ("vllm", "sglang", "trtllm", "llamacpp"):
         with pytest.raises(UnsupportedArchitecture, match="indexer key beside non-MLA attention"):
             get_engine(engine, None).check_supported(spec)
+
+
+def test_hf_per_head_rule_refuses_only_mla_without_its_dims() -> None:
+    # hf.py check_supported@RULE_PER_HEAD (transformers < 5.15 cached MLA as per-head K and V, which needs
+    # qk_nope_head_dim and v_head_dim): a model without MLA is sized as before, 32 x 8 x 256 x 2 B = 131,072 B.
+    import kvsize
+
+    result = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=4096, engine="hf", engine_version="4.57.6", kv_dtype="bf16")
+    assert result.scenarios[0].kv_bytes_per_token == 131_072
