@@ -855,3 +855,27 @@ def test_hf_per_head_rule_refuses_only_mla_without_its_dims() -> None:
 
     result = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=4096, engine="hf", engine_version="4.57.6", kv_dtype="bf16")
     assert result.scenarios[0].kv_bytes_per_token == 131_072
+
+
+def test_llamacpp_swa_cells_use_the_whole_context_asked_for() -> None:
+    # llama_context ctor: n_ubatch = min(min(n_ctx, n_batch), n_ubatch) with n_ctx the -c asked for, here
+    # ctx x batch = 4,096 x 16 = 65,536 -> 512. llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base,
+    # n_swa + n_ubatch), 256) per stream = pad(128 + 512, 256) = 768 cells x 16 streams = 12,288 for gpt-oss's
+    # 128-token window (a per-sequence 4,096 // 16 = 256 would give pad(384) = 512 x 16); full layers 65,536.
+    import kvsize
+
+    result = kvsize.estimate(
+        "openai/gpt-oss-20b", ctx=4096, batch=16, engine="llamacpp", engine_version="2026-10", kv_dtype="f16"
+    )
+    assert {g.kind: g.tokens_held for g in result.scenarios[0].layers} == {"sliding": 12_288, "full": 65_536}
+
+
+def test_llamacpp_mamba_state_per_request() -> None:
+    # llama_memory_recurrent: r (conv) and s (SSM) states in f32. Mamba-1, hidden 768 x expand 2 = 1,536 channels:
+    # conv 1,536 x (4 - 1) = 4,608 + SSM 1,536 x 16 = 24,576 -> 29,184 x 4 B = 116,736 B per layer, x 4 = 466,944.
+    import kvsize
+
+    raw = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 4, "state_size": 16, "expand": 2,
+           "conv_kernel": 4, "vocab_size": 1000}  # fmt: skip
+    scenario = kvsize.estimate(raw, ctx=1024, engine="llamacpp", kv_dtype="f16").scenarios[0]
+    assert scenario.state_bytes_per_request == scenario.bytes_per_request == 466_944
