@@ -495,6 +495,16 @@ def _moe_spec(cfg: _Cfg, model_type: str) -> _Moe | None:
 
 def _moe_layers(cfg: _Cfg, layers: int, model_type: str) -> set[int]:
     """Indices of the layers whose MLP is a mixture of experts."""
+    # transformers 5 configs name each layer's MLP ("dense" / "sparse"); MiniMax-M3's hub config lists it as
+    # moe_layer_freq 0 / 1 per layer (MiniMaxM3VLTextConfig.__post_init__: mlp_layer_types from it)
+    for key, sparse in (("mlp_layer_types", "sparse"), ("moe_layer_freq", 1)):
+        named = cfg.raw(key)
+        if isinstance(named, list):
+            if len(named) != layers or any(v not in ("dense", "sparse", 0, 1) or isinstance(v, bool) for v in named):
+                raise ConfigError(
+                    f"config field '{cfg.where}{key}' must name dense or sparse for each of the {layers} layers."
+                )
+            return {i for i, v in enumerate(named) if v == sparse}
     if cfg.has("first_k_dense_replace") or cfg.has("moe_layer_freq"):  # DeepSeek
         first = cfg.int_("first_k_dense_replace", default=0, minimum=0)
         freq = cfg.int_("moe_layer_freq", default=1)

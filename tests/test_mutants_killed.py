@@ -879,3 +879,20 @@ def test_llamacpp_mamba_state_per_request() -> None:
            "conv_kernel": 4, "vocab_size": 1000}  # fmt: skip
     scenario = kvsize.estimate(raw, ctx=1024, engine="llamacpp", kv_dtype="f16").scenarios[0]
     assert scenario.state_bytes_per_request == scenario.bytes_per_request == 466_944
+
+
+def test_per_layer_mlp_lists_name_the_moe_layers() -> None:
+    # transformers 5 configs carry mlp_layer_types ("dense" / "sparse" per layer); MiniMax-M3's hub config the same
+    # as moe_layer_freq 0 / 1. [dense, sparse] x 4 is Qwen2-MoE's decoder_sparse_step 2 ((i + 1) % 2 == 0: layers
+    # 1, 3, 5, 7): the same parameter count either way; a list of the wrong length is refused by name.
+    from kvsize.errors import ConfigError
+    from kvsize.params import estimate_parameters
+
+    base = {"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 100, "num_hidden_layers": 8, "num_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 32}  # fmt: skip
+    by_step = estimate_parameters({**base, "decoder_sparse_step": 2}).total
+    assert estimate_parameters({**base, "mlp_layer_types": ["dense", "sparse"] * 4}).total == by_step
+    assert estimate_parameters({**base, "moe_layer_freq": [0, 1] * 4}).total == by_step
+    with pytest.raises(ConfigError, match="mlp_layer_types"):
+        estimate_parameters({**base, "mlp_layer_types": ["dense", "sparse"] * 3})
