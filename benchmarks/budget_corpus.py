@@ -48,6 +48,14 @@ EXCLUDED = {
 }
 
 
+# The engines whose budget from the card this measures; the others' logs are left out with the reason.
+ENGINE_BUDGETS = ("vllm", "sglang")
+NOT_MEASURED_ENGINES = {
+    "llamacpp": "llama.cpp sizes its cache from -c (the context asked for), not from a share of the card",
+    "trtllm": "TensorRT-LLM 0.5-0.13 (these logs' releases) predates the release kvsize models (1.2)",
+}
+
+
 def log_release(engine: str, version: str | None) -> str | None:
     """The release a log is sized with: its own (its era's rules), None when it prints none (the newest read);
     raises UsageError for a release older than the oldest kvsize has read (the row is then left out)."""
@@ -58,21 +66,41 @@ def log_release(engine: str, version: str | None) -> str | None:
 
 def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
     """One row per log with a predictable budget: id, engine, gpu, logged and predicted KV memory (GiB)."""
+    return corpus(root)[0]
+
+
+def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(the measured rows, every other log of the manifest with the reason it is not measured)."""
     from kvsize.budget import BudgetSettings, kv_budget
     from kvsize.config import parse_config
+    from kvsize.errors import UsageError
     from kvsize.profiles import resolve_gpu
     from kvsize.resolve import load_model_config
     from kvsize.weights import find_weights
 
+    try:  # the busiest rank's weights (pipeline stages hold the embeddings); older trees split evenly
+        from kvsize.budget import weights_on_busiest_rank as on_rank
+    except ImportError:
+        on_rank = None
     parser = load_parser(root)
     takes_device = "device" in inspect.signature(kv_budget).parameters
-    rows = []
+    rows: list[dict[str, Any]] = []
+    left_out: dict[str, str] = {}
     for entry in json.loads((root / "tests/data/logs/manifest.json").read_text()):
-        if entry["engine"] not in ("vllm", "sglang") or not entry.get("config") or not entry.get("gpu"):
+        entry_id = entry["id"]
+        if entry_id in EXCLUDED:
+            left_out[entry_id] = EXCLUDED[entry_id]
             continue
-        if entry["id"] in EXCLUDED:
+        if entry["engine"] not in ENGINE_BUDGETS:
+            left_out[entry_id] = NOT_MEASURED_ENGINES[entry["engine"]]
             continue
-        log = parser.parse_log((root / "tests/data/logs" / f"{entry['id']}.log").read_text())
+        if not entry.get("config"):
+            left_out[entry_id] = "its model's config.json is not in the repository (registry or tests/data/configs)"
+            continue
+        if not entry.get("gpu"):
+            left_out[entry_id] = "the log does not say which card it ran on"
+            continue
+        log = parser.parse_log((root / "tests/data/logs" / f"{entry_id}.log").read_text())
         f, s = log.figures, log.settings
         if entry["engine"] == "vllm":
             logged = f.get("available_kv_min_gib") or f.get("available_kv_gib")
@@ -80,8 +108,19 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
         else:
             logged = (f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0)) or None
             util = s.get("mem_fraction_static")
-        if not logged or (not util and entry["engine"] == "vllm"):
-            continue  # SGLang without a logged fraction: its default (kvsize's model of it) is predicted
+        if not logged:
+            left_out[entry_id] = "the log prints no KV memory figure"
+            continue
+        if not util and entry["engine"] == "vllm":
+            left_out[entry_id] = "the log prints no gpu_memory_utilization (and the source states none)"
+            continue
+        try:
+            # a log printing no release is sized with the manifest's `rules_release` (the release its date and
+            # format place it in; see its `rules_release_reason`), else the newest
+            version = log_release(entry["engine"], log.engine_version or entry.get("rules_release"))
+        except UsageError as exc:
+            left_out[entry_id] = f"not modelled: {exc}"
+            continue
         config = entry["config"]
         loaded = load_model_config(str(root / config) if config.startswith("tests/") else config)
         spec = parse_config(loaded.raw, source=loaded.location)
@@ -101,20 +140,14 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
             from kvsize.engines.context import Device
 
             extra["device"] = Device.from_profile(profile)
-        from kvsize.errors import UsageError
-
-        try:
-            # a log printing no release is sized with the manifest's `rules_release` (the release its date and
-            # format place it in; see its `rules_release_reason`), else the newest
-            version = log_release(entry["engine"], log.engine_version or entry.get("rules_release"))
-        except UsageError:
-            continue  # older than the oldest release kvsize models: not predicted
         budget = kv_budget(
             entry["engine"],
             version,
             spec,
             memory_bytes=profile.memory_bytes,
-            weights_bytes=-(-weights // (tp * pp)),
+            weights_bytes=on_rank(spec, weights, tp=tp, pp=pp, engine=entry["engine"]).bytes
+            if on_rank
+            else -(-weights // (tp * pp)),
             tp=tp,
             pp=pp,
             settings=settings,
@@ -123,7 +156,7 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
         predicted = budget.kv_budget_bytes / GIB
         rows.append(
             {
-                "id": entry["id"],
+                "id": entry_id,
                 "engine": entry["engine"],
                 "gpu": entry["gpu"],
                 "tp": tp,
@@ -133,7 +166,7 @@ def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
                 "error_pct": 100 * (predicted - float(logged)) / float(logged),
             }
         )
-    return rows
+    return rows, left_out
 
 
 def summary(rows: list[dict[str, Any]]) -> list[tuple[str, str, int, float, float]]:
@@ -153,7 +186,7 @@ def main() -> None:
     ap.add_argument("--logs-from", type=Path, default=HERE, help="the tree holding tests/data/logs")
     ap.add_argument("--rows", action="store_true", help="print every log's row too")
     args = ap.parse_args()
-    rows = budget_cases(args.logs_from.resolve())
+    rows, left_out = corpus(args.logs_from.resolve())
     if args.rows:
         for r in rows:
             print(
@@ -163,7 +196,7 @@ def main() -> None:
     print(f"{'engine':8s} {'gpu':24s} {'logs':>4s} {'median':>8s} {'worst':>8s}")
     for engine, gpu, n, median, worst in summary(rows):
         print(f"{engine:8s} {gpu:24s} {n:4d} {median:7.2f}% {worst:7.2f}%")
-    for entry_id, reason in EXCLUDED.items():
+    for entry_id, reason in left_out.items():
         print(f"excluded {entry_id}: {reason}")
 
 

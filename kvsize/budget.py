@@ -17,6 +17,7 @@ import msgspec
 
 from kvsize.engines.context import Device, UsageContext
 from kvsize.record import Record
+from kvsize.rope_tables import RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Skip the model: the KV memory per GPU, as vLLM's --kv-cache-memory-bytes."""
     reserve_bytes: int | None = None
     """formula / hf: memory kept out besides weights (default 8% of the card)."""
+    rope_table_bytes: int | None = None
+    """vLLM / SGLang: the RoPE tables loaded beside the weights (None: kvsize/rope_tables.py; 0 where the
+    weights given are a measured load, which holds them already)."""
 
 
 DEFAULT_SETTINGS = BudgetSettings()
@@ -124,8 +128,12 @@ class KvBudget(Record, frozen=True, kw_only=True):
     non_torch_bytes: int
     cuda_graph_bytes: int
     kv_budget_bytes: int
-    """requested - weights - activation - non_torch - cuda_graph (negative: the model does not load)."""
+    """requested - weights - RoPE tables - activation - non_torch - cuda_graph (negative: the model does not
+    load)."""
     rule: str
+    rope_table_bytes: int = 0
+    """vLLM / SGLang: the RoPE cos/sin tables loaded with the weights on each rank (kvsize/rope_tables.py)."""
+    rope_table_rule: str = ""
     visible_bytes: int = 0
     """Where vLLM / SGLang / TensorRT-LLM start: the card's CUDA total (cudaMemGetInfo)."""
     visible_source: str = ""
@@ -178,6 +186,54 @@ UNIFIED_FREE_SOURCE = {
 
 def _dtype_bytes(spec: ArchSpec) -> int:
     return 4 if spec.model_dtype in ("fp32", "float32") else 2
+
+
+class RankWeights(Record, frozen=True, kw_only=True):
+    """The weights on the busiest GPU of a tp x pp deployment, and how they were split."""
+
+    bytes: int
+    rule: str
+    even: bool = True
+    """An even split over the GPUs (no pipeline stages, or none told apart)."""
+
+
+def weights_on_busiest_rank(
+    spec: ArchSpec, weights_bytes: int, *, tp: int = 1, pp: int = 1, engine: str = "vllm"
+) -> RankWeights:
+    """The weights on the GPU that holds the most. Tensor parallelism splits every stage evenly (vocab-parallel
+    embeddings and heads included; norms and routers are replicated, a small error). Pipeline stages split the
+    decoder layers as the engine does (Engine.stages: vLLM/SGLang get_pp_indices), and the first stage holds the
+    input embedding, the last the output head (vLLM/SGLang build VocabParallelEmbedding only on the first rank
+    and ParallelLMHead only on the last, PPMissingLayer elsewhere; a tied head is loaded as a copy there), so
+    with pp > 1 the first or last stage holds the most. The embedding is counted at the model's dtype
+    (vocab x hidden), as checkpoints keep it unquantized."""
+    gpus = tp * pp
+    even = -(-weights_bytes // gpus)
+    if pp == 1 or not spec.vocab_size or not spec.hidden_size:
+        return RankWeights(bytes=even, rule=f"1/{gpus} of the weights per GPU" if gpus > 1 else "the weights")
+    from kvsize.engines import get_engine
+
+    stages = get_engine(engine if engine in ("vllm", "sglang", "trtllm") else "vllm").stages(spec.num_layers, pp)
+    table = spec.vocab_size * spec.hidden_size * _dtype_bytes(spec)
+    body = weights_bytes - table * (1 if spec.tied_embeddings else 2)
+    if body < 0:  # a checkpoint smaller than its embeddings at 16 bits (quantized tables): the even split
+        return RankWeights(bytes=even, rule=f"1/{gpus} of the weights per GPU")
+    per_stage = [
+        -(-(body * len(layers) // spec.num_layers + table * ((i == 0) + (i == pp - 1))) // tp)
+        for i, layers in enumerate(stages)
+    ]
+    busiest = max(range(pp), key=lambda i: per_stage[i])
+    return RankWeights(
+        bytes=per_stage[busiest],
+        even=False,
+        rule=(
+            f"the weights of pipeline stage {busiest} of {pp} ({len(stages[busiest])} of {spec.num_layers} layers"
+            + (" + the input embedding" if busiest == 0 else "")
+            + (" + the output head" if busiest == pp - 1 else "")
+            + (f", 1/{tp} of it per GPU" if tp > 1 else "")
+            + ")"
+        ),
+    )
 
 
 def vllm_activation_bytes(
@@ -239,6 +295,36 @@ def _profile_peak(
     )
 
 
+def load_rope_tables(engine: str, version: str | None, spec: ArchSpec, device: Device | None = None) -> RopeTables:
+    """The RoPE tables `engine` loads with the weights on each rank (kvsize/rope_tables.py): vLLM in the model's
+    dtype, SGLang in float32 on CUDA where its release does (SglangRules.rope_table_fp32). Other engines: none
+    counted (TensorRT-LLM and llama.cpp compute rotary angles in their kernels)."""
+    if engine == "vllm":
+        on_cuda = device is None or device.platform != "rocm"
+        return rope_table_bytes(
+            spec,
+            engine="vllm",
+            element_bytes=_dtype_bytes(spec),
+            deepseek_fp32=on_cuda and _vllm_rules(version).deepseek_rope_fp32,
+        )
+    if engine == "sglang":
+        from kvsize.engines.sglang_releases import SGLANG_RELEASES
+
+        fp32 = SGLANG_RELEASES.resolve(version).era.rules.rope_table_fp32
+        on_cuda = device is None or device.platform != "rocm"
+        return rope_table_bytes(spec, engine="sglang", element_bytes=4 if fp32 and on_cuda else _dtype_bytes(spec))
+    return RopeTables(bytes=0, rule="no RoPE tables counted")
+
+
+def _rope_tables(
+    engine: str, version: str | None, spec: ArchSpec, s: BudgetSettings, device: Device | None
+) -> RopeTables:
+    """The RoPE tables loaded with the weights: given (a measured load holds them: 0), else counted."""
+    if s.rope_table_bytes is not None:
+        return RopeTables(bytes=s.rope_table_bytes, rule="RoPE tables given (held in the measured weights)")
+    return load_rope_tables(engine, version, spec, device)
+
+
 def _vllm_rules(version: str | None) -> VllmRules:
     """The switches of the vLLM era that sizes `version` (None: the newest read)."""
     from kvsize.engines.vllm_releases import VLLM_RELEASES
@@ -294,8 +380,11 @@ def kv_budget(
             else ((CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1) if rules.cuda_graph_estimate else 0)
         )
         requested = math.ceil(visible * util)
+        rope = _rope_tables("vllm", version, spec, s, device)
         rule = (
-            f"vLLM {version}: ceil(CUDA-visible memory x {util}) - weights - activation peak - non-torch"
+            f"vLLM {version}: ceil(CUDA-visible memory x {util}) - weights"
+            + (" - RoPE tables" if rope.bytes else "")
+            + " - activation peak - non-torch"
             + (" - CUDA graphs" if graphs else "")
             + " (v1/worker/gpu_worker.py determine_available_memory, v1/worker/utils.py request_memory); "
             + f"CUDA-visible memory: {visible_source}"
@@ -333,9 +422,11 @@ def kv_budget(
             else (NON_TORCH_NVLS if multi and has_nvls(device) else 0)
         ) + vlm_reserve
         requested = math.ceil(visible * util)
+        rope = _rope_tables("sglang", version, spec, s, device)
         rule = (
             f"SGLang {version or era.last} (rules of {SGLANG_RELEASES.span_of(era)}): mem_fraction_static {util} x "
             "free memory before loading - weights"
+            + (" - RoPE tables" if rope.bytes else "")
             + (f" - {sglang_rules.vlm_kv_reserve_mib} MiB multimodal cache" if vlm_reserve else "")
             + f" (model_executor/pool_configurator.py, memory_hook.py); free memory before loading: {visible_source}"
             + (
@@ -397,7 +488,7 @@ def kv_budget(
                 + ("(given)" if s.reserve_bytes is not None else "(8%, as vLLM's default 0.92)")
             ),
         )
-    budget = requested - weights_bytes - activation - non_torch - graphs
+    budget = requested - weights_bytes - rope.bytes - activation - non_torch - graphs
     return KvBudget(
         engine=engine,
         memory_bytes=memory_bytes,
@@ -411,4 +502,6 @@ def kv_budget(
         rule=rule,
         visible_bytes=visible,
         visible_source=visible_source,
+        rope_table_bytes=rope.bytes,
+        rope_table_rule=rope.rule,
     )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget
+from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget, load_rope_tables, weights_on_busiest_rank
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
 from kvsize.engine_log import GIB, MIB, EngineLog
 from kvsize.engines.context import Device
@@ -197,6 +197,14 @@ def _float_setting(value: object) -> float | None:
     return number if 0 < number <= 1 else None
 
 
+def _busiest_rank(dep: Deployment, tp: int, pp: int, engine: str) -> int:
+    """kvsize's weights on the busiest GPU (budget.py weights_on_busiest_rank; an even split without a spec)."""
+    assert dep.weights_bytes is not None
+    if dep.spec is None:
+        return -(-dep.weights_bytes // (tp * pp))
+    return weights_on_busiest_rank(dep.spec, dep.weights_bytes, tp=tp, pp=pp, engine=engine).bytes
+
+
 def vllm_scenario(log: EngineLog, dep: Deployment) -> Scenario:
     s = log.settings
     return Scenario(
@@ -243,17 +251,27 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             dep, device=Device(round(f["total_memory_gib"] * GIB), name=str(log.settings["gpu_name"]))
         )
     sc = vllm_scenario(log, dep)
-    gpus = sc.tp * sc.pp
     version = vllm_log_release(log.engine_version)
     cal = dep.calibration
     weights_rank = None
+    measured_weights = cal is not None and cal.weights_per_rank_bytes is not None
     if cal is not None and cal.weights_per_rank_bytes is not None:
         weights_rank = cal.weights_per_rank_bytes
     elif dep.weights_bytes is not None:
-        weights_rank = -(-dep.weights_bytes // gpus)
-    if "weights_gib" in f and weights_rank is not None:
-        out.figures.append(Figure("weights per rank", f["weights_gib"], weights_rank / GIB, "GiB", "kvsize's weights"))
+        weights_rank = _busiest_rank(dep, sc.tp, sc.pp, "vllm")
     memory = card_memory(log, dep)
+    if "weights_gib" in f and weights_rank is not None:
+        # "Model loading took" is the memory the load allocated: the weights and the RoPE tables beside them
+        rope = 0 if measured_weights or dep.spec is None else load_rope_tables("vllm", version, dep.spec).bytes
+        out.figures.append(
+            Figure(
+                "weights per rank",
+                f["weights_gib"],
+                (weights_rank + rope) / GIB,
+                "GiB",
+                "kvsize's weights + RoPE tables" if rope else "kvsize's weights",
+            )
+        )
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(
             gpu_util=sc.gpu_util, max_batched_tokens=sc.max_num_batched_tokens, max_num_seqs=sc.max_num_seqs
@@ -316,9 +334,19 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     f, s = log.figures, log.settings
     tp = dep.tp or _int_setting(s.get("tp_size")) or 1
     pp = dep.pp or _int_setting(s.get("pp_size")) or 1
-    weights_rank = -(-dep.weights_bytes // (tp * pp)) if dep.weights_bytes is not None else None
+    weights_rank = _busiest_rank(dep, tp, pp, "sglang") if dep.weights_bytes is not None else None
     if "weights_gb" in f and weights_rank is not None:
-        out.figures.append(Figure("weights per rank", f["weights_gb"], weights_rank / GIB, "GiB", "kvsize's weights"))
+        # SGLang's "mem usage" after loading is the free memory it lost: the weights and the RoPE tables
+        rope = 0 if dep.spec is None else load_rope_tables("sglang", log.engine_version, dep.spec, dep.device).bytes
+        out.figures.append(
+            Figure(
+                "weights per rank",
+                f["weights_gb"],
+                (weights_rank + rope) / GIB,
+                "GiB",
+                "kvsize's weights + RoPE tables" if rope else "kvsize's weights",
+            )
+        )
     kv_gib = f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0) or f.get("kv_size_gb", 0.0)
     memory = card_memory(log, dep)
     if kv_gib and dep.spec is not None and memory is not None and weights_rank is not None:
@@ -481,6 +509,13 @@ class Calibration(msgspec.Struct, frozen=True):
             cuda_graph_bytes=base.cuda_graph_bytes if base.cuda_graph_bytes is not None else graphs,
             kv_memory_bytes=base.kv_memory_bytes,
             reserve_bytes=base.reserve_bytes,
+            # measured weights per rank are the engine's whole load, RoPE tables included (vLLM "Model loading
+            # took"; a probe's overhead holds them)
+            rope_table_bytes=(
+                base.rope_table_bytes
+                if base.rope_table_bytes is not None
+                else (0 if self.weights_per_rank_bytes is not None else None)
+            ),
         )
 
     def whole_weights_bytes(self) -> int | None:

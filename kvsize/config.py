@@ -26,7 +26,7 @@ from kvsize.cache_fields import (
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
 from kvsize.record import InvalidRecord
-from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, RopeScaling, StateKind, StateSpec
+from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, RopeScaling, RopeTable, StateKind, StateSpec
 from kvsize.text import shown
 
 # Values no real model reaches: they stop absurd configs before they turn into absurd numbers.
@@ -519,6 +519,8 @@ def _parse_known(
             notes=tuple(dict.fromkeys(notes)),
             context_lengths=_context_lengths(merged),
             **_identity(raw, data, source),
+            rope_table=_rope_table(merged, layers, model_type),
+            tied_embeddings=_tied_embeddings(raw, data, model_type),
         )
     except InvalidRecord as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
         raise ConfigError(f"{source}: {exc}") from None
@@ -658,10 +660,87 @@ def _rope_scaling(data: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Rope
                         factor=factor.as_integer_ratio() if factor is not None and 0 < factor < 1e6 else None,
                         has_original_max="original_max_position_embeddings" in entry,
                         original_max=_positive_int(entry.get("original_max_position_embeddings")),
+                        mrope="mrope_section" in entry,
                     )
                 )
             return tuple(found)
     return ()
+
+
+# Keys that say a config's model rotates its queries and keys (GPT-2, BLOOM, MPT, Mamba state none of them).
+_ROPE_KEYS = (
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "rotary_emb_base",
+    "rotary_dim",
+    "rotary_pct",
+    "partial_rotary_factor",
+    "qk_rope_head_dim",
+)
+
+
+# Families whose configs may state no RoPE key although the model rotates (transformers' config classes default
+# rope_parameters), with their default partial_rotary_factor (Glm4MoeConfig: 0.5).
+_ROPE_BY_DEFAULT = {
+    **dict.fromkeys(
+        ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "internlm"), 1.0
+    ),
+    "glm4_moe": 0.5,
+}
+# vLLM gemma3.py Gemma3Attention: sliding layers build their own default RoPE (rope_local_base_freq).
+_LOCAL_ROPE_FAMILIES = frozenset({"gemma3", "gemma3_text"})
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _rope_table(data: Mapping[str, Any], layers: Sequence[LayerSpec], model_type: str) -> RopeTable | None:
+    """What sizes the precomputed RoPE tables (kvsize/rope_tables.py): the positions the model files pass to
+    get_rope (`max_position_embeddings`) and the rotated width of a head. None where the config states no RoPE,
+    no maximum position, or no attention head to rotate."""
+    if not any(data.get(k) is not None for k in _ROPE_KEYS) and model_type not in _ROPE_BY_DEFAULT:
+        return None
+    max_position = _positive_int(data.get("max_position_embeddings"))
+    heads = [layer.attention for layer in layers if layer.attention is not None]
+    if max_position is None or not heads:
+        return None
+    mla_rope = _positive_int(data.get("qk_rope_head_dim"))
+    rotary = mla_rope or _positive_int(data.get("rotary_dim"))
+    if rotary is None:
+        head = max(heads, key=lambda a: a.kind is AttentionKind.FULL).head_dim
+        entry = data.get("rope_parameters")
+        nested = entry.get("partial_rotary_factor") if isinstance(entry, Mapping) else None
+        share = next(
+            (f for f in (_number(data.get("partial_rotary_factor")), _number(nested), _number(data.get("rotary_pct")))
+             if f is not None),
+            _ROPE_BY_DEFAULT.get(model_type, 1.0),
+        )
+        if not 0 < share <= 1:
+            return None
+        rotary = int(head * share)  # get_rope: rotary_dim = int(head_size * partial_rotary_factor)
+    if rotary < 2:
+        return None
+    return RopeTable(
+        max_position=min(max_position, MAX_POSITIONS),
+        rotary_dim=rotary,
+        local_table=data.get("rope_local_base_freq") is not None or model_type in _LOCAL_ROPE_FAMILIES,
+        original_max=_positive_int(data.get("original_max_position_embeddings")),
+        mla=mla_rope is not None,
+    )
+
+
+def _tied_embeddings(raw: Mapping[str, Any], data: Mapping[str, Any], model_type: str) -> bool:
+    """tie_word_embeddings: the language config's value, else the wrapper's, else the family's default
+    (kvsize/params.py _TIE_DEFAULT_TRUE)."""
+    for container in (data, raw):
+        value = container.get("tie_word_embeddings")
+        if isinstance(value, bool):
+            return value
+    from kvsize.params import _TIE_DEFAULT_TRUE  # params imports this module
+
+    return model_type in _TIE_DEFAULT_TRUE or str(raw.get("model_type")) in _TIE_DEFAULT_TRUE
 
 
 def _scalar_int(f: _Fields, *keys: str) -> int | None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget
+from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget, weights_on_busiest_rank
 from kvsize.config import CONTEXT_LENGTH_KEYS
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
@@ -747,12 +747,18 @@ def plan_fit(
     with_max_context: bool = True,
     estimate: KvEstimate | None = None,
 ) -> GpuFit:
-    """The fit on one GPU of a tp x pp deployment: the weights split evenly over the GPUs (embeddings and
-    norms are in truth replicated or on one stage, a small error), the cache of the most loaded rank."""
+    """The fit on one GPU of a tp x pp deployment: the weights of the busiest GPU (budget.py
+    weights_on_busiest_rank: an even tensor-parallel split, the embeddings on the first and last pipeline
+    stages), the cache of the most loaded rank."""
     gpus = tp * pp
-    weights_per_gpu = -(-weights_bytes // gpus)
+    on_rank = weights_on_busiest_rank(spec, weights_bytes, tp=tp, pp=pp, engine=engine.name)
+    weights_per_gpu = on_rank.bytes
     if gpus > 1:
-        weights_source = f"{weights_source}; 1/{gpus} of {format_bytes(weights_bytes)} per GPU"
+        weights_source = (
+            f"{weights_source}; 1/{gpus} of {format_bytes(weights_bytes)} per GPU"
+            if on_rank.even
+            else f"{weights_source}; {on_rank.rule} ({format_bytes(weights_bytes)} in all)"
+        )
     budget = kv_budget(
         engine.name,
         engine.version,

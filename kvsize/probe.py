@@ -125,7 +125,7 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
     """Each figure the server serves that kvsize can predict. The pool figures (tokens, concurrency, CPU blocks)
     are predicted from the served blocks' memory; the GPU blocks from kvsize's budget for the card (--gpu), or
     from `kv_cache_memory_bytes` when the server was given one."""
-    from kvsize.budget import BudgetSettings, kv_budget
+    from kvsize.budget import BudgetSettings, kv_budget, weights_on_busiest_rank
     from kvsize.engines.base import pipeline_stages
     from kvsize.engines.vllm import DEFAULT_BLOCK_SIZE, VllmEngine
 
@@ -188,7 +188,11 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
         cal = dep.calibration
         weights = cal.weights_per_rank_bytes if cal is not None else None
         if weights is None and dep.weights_bytes is not None:
-            weights = -(-dep.weights_bytes // (tp * pp))
+            weights = (
+                weights_on_busiest_rank(dep.spec, dep.weights_bytes, tp=tp, pp=pp).bytes
+                if dep.spec is not None
+                else -(-dep.weights_bytes // (tp * pp))
+            )
         if weights is None:
             out.notes.append("GPU blocks not predicted: kvsize does not know the weights (pass --weights-mem)")
         else:
@@ -276,6 +280,7 @@ def vllm_calibration(server: VllmServer, dep: Deployment, check: LogCheck, *, so
             activation_bytes=0,
             non_torch_bytes=0,
             cuda_graph_bytes=0,
+            rope_table_bytes=0,  # the overhead holds them: the calibration's weights come without them
         ),
         device=dep.device,
     ).kv_budget_bytes  # the share minus the weights alone

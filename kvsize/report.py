@@ -424,6 +424,7 @@ def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
     parts += [
         (label, value)
         for label, value in (
+            ("RoPE tables", b.rope_table_bytes),
             ("activation peak", b.activation_bytes),
             ("non-torch", b.non_torch_bytes),
             ("CUDA graphs", b.cuda_graph_bytes),
@@ -500,6 +501,8 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
             lines.append(from_markup(f"[dim]  {escape('; '.join(glosses))}[/]"))
     if explain:
         lines.append(from_markup(f"[dim]  budget: {escape(first.budget.rule)}[/]"))
+        if first.budget.rope_table_bytes:
+            lines.append(from_markup(f"[dim]  {escape(first.budget.rope_table_rule)}[/]"))
     if multi_engine:
         budgets: dict[str, int] = {}
         for s in scenarios:

@@ -194,6 +194,27 @@ class RopeScaling(Record, frozen=True, kw_only=True):
     """The entry states `original_max_position_embeddings` (SGLang then leaves the maximum unscaled)."""
     original_max: int | None = None
     """Its `original_max_position_embeddings` (vLLM before 0.30 scales that one by `factor` for YaRN)."""
+    mrope: bool = False
+    """The entry has an `mrope_section` (multimodal RoPE: vLLM sizes its table for 4x the positions)."""
+
+
+class RopeTable(Record, frozen=True, kw_only=True):
+    """What sizes the rotary embedding's cos/sin tables that vLLM and SGLang precompute at load, one per distinct
+    RoPE the model builds (kvsize/rope_tables.py): positions x rotary_dim elements each, on every rank."""
+
+    max_position: int
+    """The `max_position_embeddings` the model files pass to get_rope."""
+    rotary_dim: int
+    """Rotated width of a head: head_dim x partial_rotary_factor (or `rotary_dim`, `rotary_pct`; MLA:
+    qk_rope_head_dim)."""
+    local_table: bool = False
+    """A second, unscaled table for the local layers (Gemma 3's `rope_local_base_freq`)."""
+    original_max: int | None = None
+    """The config's top-level `original_max_position_embeddings` (Phi-3's longrope keeps it outside rope_scaling;
+    vLLM's config patching moves it in)."""
+    mla: bool = False
+    """The rotated part of an MLA head (`qk_rope_head_dim`): vLLM's DeepSeek models build a scaled RoPE as
+    DeepseekScalingRotaryEmbedding."""
 
 
 class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room for the cached layer groups
@@ -232,6 +253,11 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     """Width of the vision tower (`vision_config.hidden_size`)."""
     rope_scaling: tuple[RopeScaling, ...] = ()
     """The config's RoPE scaling entries (none: unscaled), for the engines' maximum context."""
+    rope_table: RopeTable | None = None
+    """The rotary embedding's precomputed tables (None: the config states no RoPE), kvsize/rope_tables.py."""
+    tied_embeddings: bool = False
+    """`tie_word_embeddings`: the output head reuses the input embedding (one copy unless pipeline stages split
+    them)."""
     context_lengths: tuple[tuple[str, int], ...] = ()
     """Every context-length key the language model's config states, with its value (max_position_embeddings,
     n_positions, seq_length, model_max_length, ...): engines read different keys and `max_context` is the

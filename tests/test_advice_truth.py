@@ -128,14 +128,16 @@ def test_suggestions_count_the_shared_prefix() -> None:
     # Audit 2, worked by hand. 8k x64 with a 2,048-token prefix. vLLM 0.33.0 stores whole prefix blocks once
     # (v1/core/single_type_kv_cache_manager.py FullAttentionManager.find_longest_cache_hit): hit =
     # min(2048, prompt - 1 = 8191) = 2048 = 128 blocks shared; each request holds 8192 / 16 = 512 blocks.
-    # --kv-dtype fp8 halves a block (1 MiB): the same 55.06 GiB budget holds 2 x 28,188 = 56,376 blocks
-    # (28,188 = the bf16 pool 451,008 / 16), so (56,376 - 128) // (512 - 128) = 56,248 // 384 = 146 requests.
+    # --kv-dtype fp8 halves a block (1 MiB): the same 55.02 GiB budget (tests/test_planner.py VLLM_BUDGET =
+    # 59,082,486,744 B) holds 59,082,486,744 // 2^20 = 56,345 blocks (the bf16 pool: 28,172 blocks = 450,752
+    # tokens), so (56,345 - 128) // (512 - 128) = 56,217 // 384 = 146 requests.
     _, data = sized(*PASTE_CASES["prefix-len"])
     [scenario] = data["scenarios"]
     gpu = scenario["gpu"]
-    assert gpu["kv_pool_tokens"] == 451_008
+    assert gpu["kv_budget_bytes"] == 59_082_486_744
+    assert gpu["kv_pool_tokens"] == 450_752
     blocks = gpu["kv_budget_bytes"] // (2 * MIB)
-    assert blocks == 28_188
+    assert blocks == 28_172
     by_change = {s["change"]: s for s in gpu["suggestions"]}
     fp8_blocks = gpu["kv_budget_bytes"] // MIB
     assert by_change["--kv-dtype fp8"]["max_concurrency"] == (fp8_blocks - 128) // (512 - 128) == 146
@@ -143,9 +145,9 @@ def test_suggestions_count_the_shared_prefix() -> None:
 
 def test_max_ctx_counts_the_shared_prefix_once() -> None:
     # Audit 12, worked by hand: 64 requests share 128 prefix blocks (above). Requests of n blocks each fit while
-    # 64 x (n - 128) + 128 <= 28,188 blocks of the budget, so n - 128 <= 28,060 / 64 = 438.4: n = 566 blocks,
-    # ctx = 566 x 16 = 9,056 tokens. max reqs counts alike: (28,188 - 128) // (512 - 128) = 73.
-    # (Without the sharing, max ctx would be 28,188 // 64 = 440 blocks = 7,040 tokens.)
+    # 64 x (n - 128) + 128 <= 28,172 blocks of the budget, so n - 128 <= 28,044 / 64 = 438.2: n = 566 blocks,
+    # ctx = 566 x 16 = 9,056 tokens. max reqs counts alike: (28,172 - 128) // (512 - 128) = 73.
+    # (Without the sharing, max ctx would be 28,172 // 64 = 440 blocks = 7,040 tokens.)
     _, data = sized(*PASTE_CASES["prefix-len"])
     gpu = data["scenarios"][0]["gpu"]
     assert (gpu["max_concurrency"], gpu["max_context"], gpu["max_context_by_memory"]) == (73, 9_056, 9_056)
@@ -162,10 +164,15 @@ def test_cap_message_compares_with_what_the_budget_holds() -> None:
     # The H200's CUDA-visible memory is 139.81 GiB = 150,119,844,413 B (gpu_profiles/h200.yaml cuda_total_bytes, a
     # published vLLM log), 140,047,811 B under the nominal 140.40 GiB less the CUDA context.
     # That is 140,047,811 x 0.92 = 128,843,986 B less KV memory: 1,123 tokens, 71 blocks of 16 (1,136 tokens):
-    # 1,161,904 tokens = 72,619 blocks, 72,619 // 64 = 1,134 requests, 1,161,904 / 1,024 = 1134.67x.
+    # 72,619 blocks. The RoPE table, 40,960 positions x 128 x 2 B = 10,485,760 B (kvsize/rope_tables.py), is
+    # 5.71 blocks of 1,835,008 B more: 72,614 blocks = 1,161,824 tokens, 72,614 // 64 = 1,134 requests,
+    # 1,161,824 / 1,024 = 1134.59x.
     _, data = sized("Qwen/Qwen3-0.6B", "--ctx", "1k", "--gpu", "h200")
     gpu = data["scenarios"][0]["gpu"]
-    assert gpu["kv_pool_tokens"] == 1_161_904
+    block = 16 * 114_688
+    assert (gpu["kv_budget_bytes"] + 10_485_760) // block == 72_619  # the budget before the table
+    assert gpu["kv_budget_bytes"] // block == 72_614
+    assert gpu["kv_pool_tokens"] == 72_614 * 16 == 1_161_824
     assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (1024, 1134, 1024)
     assert gpu["cap_binds"]
     code, screen = in_terminal("Qwen/Qwen3-0.6B", "--ctx", "1k", "--gpu", "h200", colour=False)
@@ -173,7 +180,7 @@ def test_cap_message_compares_with_what_the_budget_holds() -> None:
     assert_uncut(screen)
     flat = " ".join(screen.split())
     assert "at most 1,024 requests at once, fewer than the 1,134 the KV budget holds at 1,024 tokens" in flat
-    assert "1134.67x, above the engine's cap of 1,024 running requests" in flat
+    assert "1134.59x, above the engine's cap of 1,024 running requests" in flat
 
 
 def test_sglang_cap_message_compares_with_what_the_budget_holds() -> None:
@@ -181,28 +188,31 @@ def test_sglang_cap_message_compares_with_what_the_budget_holds() -> None:
     # 1,169,968 // 128 = 9,140 requests; SGLang's default max_running_requests (mem_cache/
     # kv_cache_configurator.py KVCacheConfigurator.resolve_max_num_reqs, 0.5.23) is int(pool / 128 x 512)
     # clamped to [2048, 4096] = 4,096. From the H200's CUDA-visible 139.81 GiB (140,047,811 B under the old
-    # start) the pool is 140,047,811 x 0.903 / 114,688 = 1,102 tokens smaller: 1,168,866, holding 9,131.
+    # start) the pool is 140,047,811 x 0.903 / 114,688 = 1,102 tokens smaller: 1,168,866. SGLang's RoPE table is
+    # float32 (40,960 x 128 x 4 B = 20,971,520 B = 182.9 tokens): 1,168,683 tokens, holding 9,130.
     _, data = sized("Qwen/Qwen3-0.6B", "--ctx", "128", "--gpu", "h200", "--engine", "sglang")
     gpu = data["scenarios"][0]["gpu"]
-    assert gpu["kv_pool_tokens"] == 1_168_866
-    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (4096, 9131, 4096)
+    assert (gpu["kv_budget_bytes"] + 20_971_520) // 114_688 == 1_168_866  # the pool before the table
+    assert gpu["kv_pool_tokens"] == gpu["kv_budget_bytes"] // 114_688 == 1_168_683
+    assert (gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["concurrency_cap"]) == (4096, 9130, 4096)
     code, screen = in_terminal("Qwen/Qwen3-0.6B", "--ctx", "128", "--gpu", "h200", "--engine", "sglang")
     flat = " ".join(screen.split())
-    assert code == 0 and "at most 4,096 requests at once, fewer than the 9,131 the KV budget holds" in flat
+    assert code == 0 and "at most 4,096 requests at once, fewer than the 9,130 the KV budget holds" in flat
 
 
 def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
-    # Llama-3.1-8B, 128k x4 on an H100 with --max-num-seqs 2: the pool is 459,664 tokens = 28,729 blocks; a
-    # 131,072-token request is 8,192 blocks, so the budget holds 28,729 // 8,192 = 3 (< 4: does not fit) and the
+    # Llama-3.1-8B, 128k x4 on an H100 with --max-num-seqs 2: the pool is 28,729 blocks before the RoPE table
+    # (131,072 x 128 x 2 B = 32 MiB = 16 blocks of 2 MiB), 28,713 blocks = 459,408 tokens after it; a
+    # 131,072-token request is 8,192 blocks, so the budget holds 28,713 // 8,192 = 3 (< 4: does not fit) and the
     # cap runs 2. vLLM 0.33.0 (v1/core/sched/scheduler.py Scheduler.schedule) admits waiting requests only while
     # len(self.running) < max_num_seqs: the other 2 wait in the queue, holding no blocks, not preempted.
     args = PASTE_CASES["cap"]
     code, data = sized(*args)
     gpu = data["scenarios"][0]["gpu"]
     assert code == 1
-    assert gpu["kv_pool_tokens"] == 459_664
+    assert gpu["kv_pool_tokens"] == (28_729 - 16) * 16 == 459_408
     assert (gpu["fits"], gpu["max_concurrency"], gpu["max_concurrency_by_memory"]) == (False, 2, 3)
-    # fp8 halves a block: 57,458 blocks // 8,192 = 7 held, the batch of 4 fits in memory, 2 run at once.
+    # fp8 halves a block: 57,426 blocks // 8,192 = 7 held, the batch of 4 fits in memory, 2 run at once.
     fp8 = next(s for s in gpu["suggestions"] if s["change"] == "--kv-dtype fp8")
     assert (fp8["fits"], fp8["max_concurrency"], fp8["max_concurrency_by_memory"], fp8["cap_binds"]) == (
         True, 2, 7, True,
@@ -218,15 +228,16 @@ def test_cap_below_the_batch_is_said_in_the_verdict_and_the_advice() -> None:
 
 
 def test_batch_above_the_cap_that_fits_in_memory_says_so() -> None:
-    # Qwen3-0.6B, 32k x8 on an H200 with --max-num-seqs 2: the pool is 1,180,144 tokens = 73,759 blocks (from the
-    # H200's CUDA-visible 139.81 GiB: 140,047,811 x 0.92 / 114,688 B = 1,123 tokens, 70 blocks fewer than from
-    # the nominal size); a
-    # 32,768-token request is 2,048 blocks, so the budget holds 73,759 // 2,048 = 36 >= 8: the batch fits in
+    # Qwen3-0.6B, 32k x8 on an H200 with --max-num-seqs 2: the pool is 73,759 blocks before the RoPE table (from
+    # the H200's CUDA-visible 139.81 GiB: 140,047,811 x 0.92 / 114,688 B = 1,123 tokens, 70 blocks fewer than
+    # from the nominal size), and the table (10,485,760 B = 5.71 blocks) leaves 73,753 = 1,180,048 tokens; a
+    # 32,768-token request is 2,048 blocks, so the budget holds 73,753 // 2,048 = 36 >= 8: the batch fits in
     # memory (exit 0), but vLLM runs 2 of the 8 at once and the other 6 wait in the queue, not preempted.
     args = ["Qwen/Qwen3-0.6B", "--ctx", "32k", "--batch", "8", "--gpu", "h200", "--max-num-seqs", "2"]
     code, data = sized(*args)
     gpu = data["scenarios"][0]["gpu"]
-    assert code == 0 and gpu["kv_pool_tokens"] == 1_180_144
+    assert (gpu["kv_budget_bytes"] + 10_485_760) // (16 * 114_688) == 73_759  # the budget before the table
+    assert code == 0 and gpu["kv_pool_tokens"] == 73_753 * 16 == 1_180_048
     assert (gpu["fits"], gpu["max_concurrency"], gpu["max_concurrency_by_memory"], gpu["cap_binds"]) == (
         True, 2, 36, True,
     )  # fmt: skip

@@ -49,7 +49,8 @@ def fraction(version: str, mib: int, tp: int = 1, pp: int = 1, amd: bool = False
 
 def test_era_of_old_releases() -> None:
     assert get_engine("sglang", "0.4.1.post7").rules_name == "0.4.0"
-    assert get_engine("sglang", "0.4.3.post4").rules_name == "0.4.0"
+    assert get_engine("sglang", "0.4.2").rules_name == "0.4.0"
+    assert get_engine("sglang", "0.4.3.post4").rules_name == "0.4.3"  # its RoPE tables in float32
     assert get_engine("sglang", "0.4.6").rules_name == "0.4.6"
     assert get_engine("sglang", "0.4.9.post1").rules_name == "0.4.9"
     with pytest.raises(UsageError, match="older than the oldest"):
@@ -116,7 +117,9 @@ def test_h100_pr4760_default_fraction() -> None:
 def test_l4_budget_from_card() -> None:
     # visible = 23,612,293,120 (l4.yaml cuda_total_bytes: CUDA deviceQuery's total on an L4, 21.99 GiB);
     # requested = ceil(23,612,293,120 x 0.85) = 20,070,449,152; weights = 65,527,752,704 / 4 = 16,381,938,176
-    # (registry bf16 safetensors; the log loaded dtype=torch.bfloat16); KV = 3,688,510,976 B = 3.44 GiB.
+    # (registry bf16 safetensors; the log loaded dtype=torch.bfloat16); RoPE table = 131,072 positions x 128 x
+    # 4 B (float32 on CUDA from 0.4.3: layers/rotary_embedding.py RotaryEmbedding.__init__) = 67,108,864;
+    # KV = 20,070,449,152 - 16,381,938,176 - 67,108,864 = 3,621,402,112 B = 3.37 GiB.
     # The log's 2.84 GiB is lower: SGLang starts from 21.63 GiB free after NCCL init (kvsize: 21.99) and loading
     # took 15.54 GiB (kvsize: 15.26); neither is known from the card.
     spec = _spec("Qwen/Qwen2.5-32B")
@@ -133,7 +136,8 @@ def test_l4_budget_from_card() -> None:
     assert budget.utilization == 0.85
     assert profile.cuda_total_bytes == 23_612_293_120
     assert budget.requested_bytes == math.ceil(23_612_293_120 * 0.85) == 20_070_449_152
-    assert budget.kv_budget_bytes == 20_070_449_152 - 16_381_938_176 == 3_688_510_976
+    assert budget.rope_table_bytes == 131_072 * 128 * 4 == 67_108_864
+    assert budget.kv_budget_bytes == 20_070_449_152 - 16_381_938_176 - 67_108_864 == 3_621_402_112
 
 
 def test_jetson_flagged_and_excluded() -> None:

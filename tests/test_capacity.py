@@ -18,7 +18,8 @@ H100 = 85_520_809_984
 WEIGHTS = 16_060_522_496
 REQUESTED = -(-(H100 - 494_927_872) * 92 // 100)
 ACTIVATION = 1024 * 128_256 * 14 + 132 * 128_256 * 4 + 8192 * 4096 * 2  # budget.vllm_activation_bytes, H100
-BUDGET = REQUESTED - WEIGHTS - ACTIVATION - 268_435_456 - 805_306_368  # vLLM 0.33.0 on one H100 (test_planner)
+ROPE_TABLE = 131_072 * 128 * 2  # max_position_embeddings x head_dim x bf16 (kvsize/rope_tables.py)
+BUDGET = REQUESTED - WEIGHTS - ROPE_TABLE - ACTIVATION - 268_435_456 - 805_306_368  # vLLM 0.33.0, one H100
 PER_8K = 8192 * 131_072  # one 8k request of Llama-3.1-8B: 512 blocks x 2 MiB
 
 

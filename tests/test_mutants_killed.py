@@ -219,7 +219,9 @@ def test_sglang_budget_has_no_activation_or_graph_term_unless_stated() -> None:
     (KVCacheConfigurator._profile_available_bytes); the activation and CUDA-graph memory live in the 1 -
     mem_fraction_static reserve (memory_hook.py handle_gpu_memory_settings), so kvsize subtracts them only when
     given. 80 GiB card, no device profile: visible 85,899,345,920 - 494,927,872 = 85,404,418,048; x 0.5 =
-    42,702,209,024; - 16 GiB weights = 25,522,339,840. Stated 1 GiB activation and 1 GiB graphs: 2 GiB less."""
+    42,702,209,024; - 16 GiB weights - the RoPE table (4,096 positions x head 128 x 4 B: float32 on CUDA,
+    layers/rotary_embedding.py) 2,097,152 = 25,520,242,688. Stated 1 GiB activation and 1 GiB graphs: 2 GiB
+    less."""
     from kvsize.budget import BudgetSettings, kv_budget
 
     spec = _tiny_llama()
@@ -227,7 +229,8 @@ def test_sglang_budget_has_no_activation_or_graph_term_unless_stated() -> None:
         "sglang", "0.5.23", spec, memory_bytes=80 * GIB, weights_bytes=16 * GIB, settings=BudgetSettings(gpu_util=0.5)
     )
     assert (plain.activation_bytes, plain.cuda_graph_bytes, plain.non_torch_bytes) == (0, 0, 0)
-    assert plain.kv_budget_bytes == 25_522_339_840
+    assert plain.rope_table_bytes == 4096 * 128 * 4 == 2_097_152
+    assert plain.kv_budget_bytes == 42_702_209_024 - 16 * GIB - 2_097_152 == 25_520_242_688
     stated = kv_budget(
         "sglang",
         "0.5.23",
@@ -237,7 +240,7 @@ def test_sglang_budget_has_no_activation_or_graph_term_unless_stated() -> None:
         settings=BudgetSettings(gpu_util=0.5, activation_bytes=GIB, cuda_graph_bytes=GIB),
     )
     assert (stated.activation_bytes, stated.cuda_graph_bytes) == (GIB, GIB)
-    assert stated.kv_budget_bytes == 25_522_339_840 - 2 * GIB
+    assert stated.kv_budget_bytes == 25_520_242_688 - 2 * GIB
 
 
 def test_formula_budget_reports_zero_activation_and_graphs_unless_stated() -> None:

@@ -25,7 +25,9 @@ REQUESTED = -(-VISIBLE * 92 // 100)  # ceil(visible x 0.92)
 # + 132 SMs x vocab x 4 (Triton top-k/top-p buffer) + 8192 tokens x 4096 hidden x 2 held hidden states;
 # the dense forward 8192 x (2 x 4096 + 3 x 14,336) x 2 is smaller.
 ACTIVATION = 1024 * 128_256 * 14 + 132 * 128_256 * 4 + 8192 * 4096 * 2
-VLLM_BUDGET = REQUESTED - LLAMA_8B_WEIGHTS - ACTIVATION - 268_435_456 - 805_306_368  # non-torch, CUDA graphs
+# the RoPE table: 131,072 positions x 128 (head_dim) x 2 B (vLLM rotary_embedding/base.py, kvsize/rope_tables.py)
+ROPE_TABLE = 131_072 * 128 * 2
+VLLM_BUDGET = REQUESTED - LLAMA_8B_WEIGHTS - ROPE_TABLE - ACTIVATION - 268_435_456 - 805_306_368  # non-torch, graphs
 
 
 def test_seed_rule_of_thumb_formula() -> None:

@@ -145,7 +145,8 @@ def test_check_reasons_format_bytes_and_tokens(tmp_path: Path) -> None:
     # the budget as tests/test_capacity.py BUDGET (vLLM 0.33.0 on one H100)
     requested = -(-(H100 - 494_927_872) * 92 // 100)
     activation = 1024 * 128_256 * 14 + 132 * 128_256 * 4 + 8192 * 4096 * 2
-    budget = requested - WEIGHTS - activation - 268_435_456 - 805_306_368
+    rope_table = 131_072 * 128 * 2  # max_position_embeddings x head_dim x bf16 (kvsize/rope_tables.py)
+    budget = requested - WEIGHTS - rope_table - activation - 268_435_456 - 805_306_368
     assert reasons["too-many"] == (
         f"64 requests of 131,072 tokens need 1.00 TiB of KV per GPU, over the budget of {format_bytes(budget)}"
     )

@@ -100,6 +100,12 @@ class SglangRules:
     serves_glm_moe_dsa: bool
     """GlmMoeDsaForCausalLM (GLM-5) has a model class (srt/models/glm4_moe.py) from 0.5.9; 0.5.8 has none."""
 
+    # --- load-time buffers ------------------------------------------------------------------------------
+    rope_table_fp32: bool
+    """RoPE cos/sin tables kept in float32 on CUDA (layers/rotary_embedding.py RotaryEmbedding.__init__: "cache
+    needs to be in FP32 for numerical stability", read in 0.4.3 .. 0.5.10); 0.4.0 (vLLM's get_rope), 0.4.1.post7
+    and 0.4.2 cast them to the model's dtype (kvsize/rope_tables.py)."""
+
 
 _T4090 = (20 * 1024, 2048, 8, 8)
 TIERS_053: tuple[Tier, ...] = (
@@ -152,15 +158,17 @@ RULES_0409P2 = SglangRules(
     decode_bs_capped_by_requests=False,
     unified_free="mem_get_info",
     serves_glm_moe_dsa=False,
+    rope_table_fp32=True,
 )
 # server_args.py ServerArgs.__post_init__@0.4.0 .. 0.4.9.post1, read for the default mem_fraction_static only
 # (model_executor/model_runner.py profile_max_num_token is the same rule as 0.4.9.post2's: free memory after
 # loading - (1 - mem_fraction_static) x free memory before); the other switches are taken as 0.4.9.post2's.
-RULES_040 = replace(RULES_0409P2, mem_formula="by_tp", vlm_factor="none")
+RULES_043 = replace(RULES_0409P2, mem_formula="by_tp", vlm_factor="none")
+RULES_040 = replace(RULES_043, rope_table_fp32=False)  # 0.4.0 .. 0.4.2: RoPE tables in the model's dtype
 EARLY_READ = "the default mem_fraction_static (server_args.py ServerArgs.__post_init__)"
-RULES_046 = replace(RULES_040, mem_formula="by_tp_13g")
-RULES_047 = replace(RULES_040, mem_formula="by_parallel_48g")
-RULES_048 = replace(RULES_040, mem_formula="tiered")
+RULES_046 = replace(RULES_043, mem_formula="by_tp_13g")
+RULES_047 = replace(RULES_043, mem_formula="by_parallel_48g")
+RULES_048 = replace(RULES_043, mem_formula="tiered")
 RULES_049 = RULES_0409P2  # multimodal x 0.90 from 0.4.9
 RULES_0409P3 = replace(RULES_0409P2, vlm_factor="vit_scaled", swa_archs=GEMMA_SWA)
 RULES_0410P2 = replace(RULES_0409P3, swa_archs=GEMMA_SWA - {"Gemma2ForCausalLM"})
@@ -200,11 +208,12 @@ SGLANG_RELEASES: ReleaseTable[SglangRules] = ReleaseTable(
     engine="sglang",
     title="SGLang",
     eras=(
+        Era("0.4.0", "0.4.2", RULES_040, ("0.4.0", "0.4.1.post7", "0.4.2"), series_depth=3, partly_read=EARLY_READ),
         Era(
-            "0.4.0",
+            "0.4.3",
             "0.4.5",
-            RULES_040,
-            ("0.4.0", "0.4.1.post7", "0.4.3.post2", "0.4.3.post4", "0.4.4", "0.4.5"),
+            RULES_043,
+            ("0.4.3", "0.4.3.post2", "0.4.3.post4", "0.4.4", "0.4.5"),
             series_depth=3,
             partly_read=EARLY_READ,
         ),

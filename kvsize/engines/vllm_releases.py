@@ -165,6 +165,11 @@ class VllmRules:
     cuda_graph_estimate: bool
     """determine_available_memory subtracts the profiled CUDA-graph memory estimate from the KV budget
     (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS's default)."""
+    deepseek_rope_fp32: bool
+    """DeepseekScalingRotaryEmbedding (MLA models with a scaled RoPE) keeps its cos/sin table in float32 on CUDA
+    where FlashInfer applies it (`use_flashinfer`: head size 64/128/256/512, FlashInfer installed, as in vLLM's
+    CUDA wheels; model_executor/layers/rotary_embedding/deepseek_scaling_rope.py, 0.14.0+); earlier releases cast
+    it to the model's dtype (kvsize/rope_tables.py)."""
 
     # --- the model's maximum context (config/model.py _get_and_verify_max_len) -------------------------------
     unscaled_rope_types: frozenset[str]
@@ -250,6 +255,7 @@ R_0_8_5 = VllmRules(
     logged_pool="blocks_x_bs",  # _get_kv_cache_config_uniform_type: num_blocks * block_size
     gpu_memory_utilization=0.90,
     cuda_graph_estimate=False,
+    deepseek_rope_fp32=False,
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -310,8 +316,9 @@ R_0_13_0 = replace(
     R_0_12_0, encoder_tokens="batched_tokens", nemotron_ssm_default=KvDtype.FP16, mla_blocks="cutlass10x"
 )
 # 0.14.0: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (Llama 4 chunked again); async
-# scheduling on by default (config/vllm.py VllmConfig.__post_init__).
-R_0_14_0 = replace(R_0_13_0, chunked_local_window=True, async_scheduling_default=True)
+# scheduling on by default (config/vllm.py VllmConfig.__post_init__); DeepSeek's scaled RoPE table in float32
+# where FlashInfer applies it (deepseek_scaling_rope.py use_flashinfer).
+R_0_14_0 = replace(R_0_13_0, chunked_local_window=True, async_scheduling_default=True, deepseek_rope_fp32=True)
 # 0.16.0 (0.15.x has no sdist): mamba_cache_mode none/align/all (MambaModelConfig); MambaSpec counts speculative
 # blocks; Blackwell FlashInfer-MLA 64 for qk_nope_head_dim 128; max_concurrent_batches 2 only at pp 1.
 R_0_16_0 = replace(
