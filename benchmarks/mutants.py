@@ -61,8 +61,10 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_budget_cards.py",
         "tests/test_planner.py",
         "tests/test_engine_logs.py",
+        "tests/test_rope_tables.py",
         "tests/test_mutants_killed.py",
     ],
+    "kvsize/rope_tables.py": ["tests/test_rope_tables.py", "tests/test_budget_small_cards.py"],
     "kvsize/units.py": ["tests/test_units.py", "tests/test_range_errors.py", "tests/test_mutants_killed.py"],
     "kvsize/engine_log.py": [
         "tests/test_reliability_log.py",

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from kvsize.budget import CUDA_CONTEXT_BYTES, BudgetSettings, kv_budget, load_rope_tables, weights_on_busiest_rank
+from kvsize.budget import (
+    CUDA_CONTEXT_BYTES,
+    BudgetSettings,
+    KvBudget,
+    kv_budget,
+    load_rope_tables,
+    weights_on_busiest_rank,
+)
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
 from kvsize.engine_log import GIB, MIB, EngineLog
 from kvsize.engines.context import Device
@@ -60,6 +67,9 @@ class Figure(msgspec.Struct, frozen=True):
     unit: str
     basis: str = ""
     """What the prediction was given (e.g. "the logged KV memory")."""
+    part: bool = False
+    """A part of the budget (activation peak, non-torch, ...), shown to tell which part differs; the verdict is
+    on the figures the parts add up to (weights, KV memory, pool)."""
 
     @property
     def error_pct(self) -> float:
@@ -86,6 +96,7 @@ class Figure(msgspec.Struct, frozen=True):
             "predicted": number(self.predicted),
             "error_pct": round(error, 4) if math.isfinite(error) else None,
             "unit": self.unit,
+            **({"part": True} if self.part else {}),
         }
 
 
@@ -97,7 +108,7 @@ class LogCheck(msgspec.Struct):
     notes: list[str] = msgspec.field(default_factory=list)
 
     def passed(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> bool:
-        return all(f.within(tolerance_pct) for f in self.figures)
+        return all(f.within(tolerance_pct) for f in self.figures if not f.part)
 
     def as_dict(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> dict[str, Any]:
         return {
@@ -197,6 +208,21 @@ def _float_setting(value: object) -> float | None:
     return number if 0 < number <= 1 else None
 
 
+def _vllm_budget_parts(f: dict[str, float], budget: KvBudget, *, card_given: bool) -> list[Figure]:
+    """The budget's parts next to the ones vLLM printed (v1/worker/gpu_worker.py determine_available_memory's
+    debug line, 0.11+; V0's "Memory profiling results"): CUDA's total (when the card was given, not read from
+    the log), the profile run's torch peak, the non-torch memory and, where the release subtracts it, the
+    CUDA-graph estimate."""
+    parts = [("CUDA-visible memory", "total_memory_gib", budget.visible_bytes)] if card_given else []
+    parts += [
+        ("activation peak", "activation_peak_gib", budget.activation_bytes),
+        ("non-torch", "non_torch_gib", budget.non_torch_bytes),
+    ]
+    if budget.cuda_graph_bytes:
+        parts.append(("CUDA graphs (estimate)", "cuda_graph_estimate_gib", budget.cuda_graph_bytes))
+    return [Figure(name, f[key], value / GIB, "GiB", "the card", part=True) for name, key, value in parts if key in f]
+
+
 def _busiest_rank(dep: Deployment, tp: int, pp: int, engine: str) -> int:
     """kvsize's weights on the busiest GPU (budget.py weights_on_busiest_rank; an even split without a spec)."""
     assert dep.weights_bytes is not None
@@ -289,6 +315,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             settings=settings,
             device=dep.device,
         )
+        out.figures.extend(_vllm_budget_parts(f, budget, card_given=dep.memory_bytes is not None))
         if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
             out.figures.append(
                 Figure(
@@ -362,6 +389,12 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             settings=BudgetSettings(gpu_util=float(fraction) if fraction else None),
             device=dep.device,
         )
+        if dep.memory_bytes is not None and "free_before_load_gb" in f:
+            # SGLang's budget is mem_fraction_static x this (model_executor/model_runner.py profile_max_num_token)
+            free = budget.visible_bytes - budget.non_torch_bytes
+            out.figures.append(
+                Figure("free memory before loading", f["free_before_load_gb"], free / GIB, "GiB", "the card", part=True)
+            )
         out.figures.append(Figure("KV memory (K + V)", kv_gib, budget.kv_budget_bytes / GIB, "GiB", "the card"))
     if kv_gib and dep.spec is not None and "pool_tokens" in f:
         engine = SglangEngine(block_size=_int_setting(s.get("page_size")))

@@ -728,7 +728,13 @@ def _rope_table(data: Mapping[str, Any], layers: Sequence[LayerSpec], model_type
         local_table=data.get("rope_local_base_freq") is not None or model_type in _LOCAL_ROPE_FAMILIES,
         original_max=_positive_int(data.get("original_max_position_embeddings")),
         mla=mla_rope is not None,
+        per_layer_type=any(_nested(data.get(key)) for key in ("rope_parameters", "rope_scaling")),
     )
+
+
+def _nested(value: Any) -> bool:
+    """A RoPE dict keyed by layer type (every value an object)."""
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, Mapping) for v in value.values())
 
 
 def _tied_embeddings(raw: Mapping[str, Any], data: Mapping[str, Any], model_type: str) -> bool:

@@ -86,9 +86,12 @@ def rope_table_bytes(
     table = spec.rope_table
     if table is None:
         return RopeTables(bytes=0, rule="no RoPE table (the config states no rotary embedding)")
-    entries: list[RopeScaling | None] = list(dict.fromkeys(spec.rope_scaling)) or [None]
-    if table.local_table and not (len(entries) > 1 and any(e and e.rope_type == "default" for e in entries)):
-        entries.append(None)  # Gemma 3's local layers: a default RoPE with rope_local_base_freq
+    # one table per layer type's entry when the config nests them (their rope_theta tells them apart), else the
+    # config's one RoPE, plus Gemma 3's local default RoPE (vllm gemma3.py: a transformers 4 config's sliding
+    # layers get rope_type default at rope_local_base_freq)
+    entries: list[RopeScaling | None] = list(spec.rope_scaling) or [None]
+    if table.local_table and not table.per_layer_type:
+        entries.append(None)
     total, parts, unread = 0, [], []
     for entry in entries:
         positions, read = table_positions(entry, table, engine)

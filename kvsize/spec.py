@@ -209,6 +209,9 @@ class RopeTable(Record, frozen=True, kw_only=True):
     qk_rope_head_dim)."""
     local_table: bool = False
     """A second, unscaled table for the local layers (Gemma 3's `rope_local_base_freq`)."""
+    per_layer_type: bool = False
+    """The config nests its RoPE per layer type (transformers 5 `rope_parameters: {full_attention: ...,
+    sliding_attention: ...}`): one table per entry, the local one among them."""
     original_max: int | None = None
     """The config's top-level `original_max_position_embeddings` (Phi-3's longrope keeps it outside rope_scaling;
     vLLM's config patching moves it in)."""

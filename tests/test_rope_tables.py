@@ -260,3 +260,80 @@ def test_a_tied_head_is_copied_to_the_last_stage() -> None:
     table = 256_000 * 2304 * 2
     body = weights - table
     assert weights_on_busiest_rank(spec, weights, pp=2).bytes == body * 13 // 26 + table
+
+
+# --- inputs that tell each rule from its near twin (mutation round 4, seed 4, kvsize/rope_tables.py) ----------
+
+
+def test_yarn_with_a_maximum_that_is_not_original_times_factor() -> None:
+    # gpt-oss and DeepSeek state max_position = original x factor, so the two readings agree there; here they do
+    # not: original 1,024 x factor 8 = 8,192 positions (get_rope passes the original), not max_position 4,096
+    yarn = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 1024}
+    assert vllm_bytes(llama_like(rope_scaling=yarn)) == 8192 * 64 * 2
+    # without the original, vLLM's get_rope would fail (KeyError): kvsize counts max_position and says so
+    no_original = load_rope_tables("vllm", "0.19.0", llama_like(rope_scaling={"rope_type": "yarn", "factor": 8.0}))
+    assert no_original.bytes == 4096 * 64 * 2 and no_original.unread_types == ("yarn",)
+
+
+def test_mrope_scales_with_yarn_and_linear_in_vllm() -> None:
+    # MRotaryEmbedding(original_max x 4) with YaRN: arange(max_position_embeddings x scaling_factor) over 4 x 1,024
+    # x 2 = 8,192 positions; linear with an mrope_section: 4,096 x 4 x 2 = 32,768
+    section = {"mrope_section": [8, 12, 12]}
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 1024, **section}
+    assert vllm_bytes(llama_like(rope_scaling=yarn)) == 1024 * 4 * 2 * 64 * 2
+    assert sglang_bytes(llama_like(rope_scaling=yarn)) == 1024 * 2 * 64 * 4  # SGLang: no x4, float32
+    linear = {"rope_type": "linear", "factor": 2.0, **section}
+    assert vllm_bytes(llama_like(rope_scaling=linear)) == 4096 * 4 * 2 * 64 * 2
+
+
+def test_flashinfer_head_sizes_keep_deepseek_tables_in_float32() -> None:
+    # deepseek_scaling_rope.py use_flashinfer: head_size in [64, 128, 256, 512]; any other stays in the model dtype
+    import msgspec
+
+    v3 = registry_spec("deepseek-ai/DeepSeek-V3")
+    assert v3.rope_table is not None
+    for rotary, element in ((128, 4), (256, 4), (512, 4), (96, 2), (127, 2), (129, 2), (255, 2), (513, 2)):
+        table = msgspec.structs.replace(v3.rope_table, rotary_dim=rotary)
+        spec = msgspec.structs.replace(v3, rope_table=table)
+        assert vllm_bytes(spec) == 163_840 * rotary * element, rotary
+
+
+def test_gemma_3_local_table_once_whatever_the_config_style() -> None:
+    base = {
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "hidden_size": 2048,
+        "max_position_embeddings": 32_768,
+        "sliding_window": 1024,
+        "torch_dtype": "bfloat16",
+    }
+    table = 32_768 * 256 * 2
+    # transformers 4: one `rope_scaling` for the global layers, the local base apart -> two tables
+    assert vllm_bytes(parse_config({**base, "rope_scaling": {"rope_type": "linear", "factor": 4.0}})) == 5 * table
+    assert vllm_bytes(parse_config({**base, "rope_scaling": {"rope_type": "default"}})) == 2 * table
+    assert vllm_bytes(parse_config(base)) == 2 * table  # no rope key: the family's two RoPEs
+    # transformers 5: rope_parameters per layer type already holds the local one -> still two, not three
+    nested = {
+        "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1_000_000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+    }
+    assert vllm_bytes(parse_config({**base, "rope_parameters": nested})) == 4 * table + table
+    # each layer type's entry is its own RoPE (vllm gemma3.py reads config.rope_parameters[layer_type]): two
+    # defaults with their own rope_theta are two tables; two scaled entries add no local one
+    defaults = {"full_attention": {"rope_type": "default", "rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}
+    assert vllm_bytes(parse_config({**base, "rope_parameters": defaults})) == 2 * table
+    scaled = {k: {"rope_type": "linear", "factor": 2.0} for k in ("full_attention", "sliding_attention")}
+    assert vllm_bytes(parse_config({**base, "rope_parameters": scaled})) == 4 * table
+
+
+def test_rules_name_their_engine_and_list_no_read_type() -> None:
+    spec = registry_spec("meta-llama/Llama-3.1-8B-Instruct")
+    vllm = load_rope_tables("vllm", "0.19.0", spec, H100)
+    sglang = load_rope_tables("sglang", "0.5.9", spec, H100)
+    assert vllm.unread_types == () == sglang.unread_types
+    assert "vLLM rotary_embedding/base.py" in vllm.rule and "SGLang" not in vllm.rule
+    assert "SGLang layers/rotary_embedding.py" in sglang.rule
+    assert "131,072 x 128 x 2 B (llama3)" in vllm.rule and "131,072 x 128 x 4 B" in sglang.rule

@@ -398,15 +398,17 @@ def render_log_check(
             table.add_column(column, justify="right" if column in (measured, "kvsize", "error") else "left")
         for f in result.figures:
             ok = f.within(tolerance)
-            style = "green" if ok else "bold red"
+            # a budget part that differs is a pointer, not a verdict: "differs" in yellow, not "off" in red
+            style = "green" if ok else ("yellow" if f.part else "bold red")
+            word = "ok" if ok else ("differs" if f.part else "off")
             error = f"{f.error_pct:+.2f}%" if math.isfinite(f.error_pct) else "n/a"  # against a logged 0
             table.add_row(
-                markup(f.name),
+                markup(f"- {f.name}" if f.part else f.name),
                 f"{f.logged:,.2f}".rstrip("0").rstrip("."),
                 f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
                 from_markup(f"[{style}]{error}[/{style}]"),
                 # A word as well as a colour: without colour (NO_COLOR, a CI log) the row still says it is off.
-                from_markup(f"[{style}]{'ok' if ok else 'off'}[/{style}]"),
+                from_markup(f"[{style}]{word}[/{style}]"),
                 markup(f.unit),
                 markup(f.basis),
             )
@@ -418,9 +420,16 @@ def render_log_check(
     if failure is not None:
         console.print(from_markup(f"[bold red]start-up failed[/bold red]: {markup(failure)}"))
         return
-    off = sum(not f.within(tolerance) for f in result.figures)
+    judged = [f for f in result.figures if not f.part]
+    off = sum(not f.within(tolerance) for f in judged)
     if off:
-        count = f"{off} of {len(result.figures)} figure{'s' if len(result.figures) != 1 else ''} off"
+        count = f"{off} of {len(judged)} figure{'s' if len(judged) != 1 else ''} off"
         console.print(from_markup(f"[bold red]{count}[/bold red]: outside {tolerance:g}%"))
     else:
         console.print(from_markup(f"[green]all within[/green] {tolerance:g}%"))
+    differing = [f for f in result.figures if f.part and not f.within(tolerance)]
+    if differing:
+        listed = ", ".join(f"{f.name} {f.error_pct:+.1f}%" for f in differing if math.isfinite(f.error_pct))
+        console.print(
+            from_markup(f"[dim]budget parts (- rows) that differ, where to calibrate: {markup(listed)}[/dim]")
+        )
