@@ -62,6 +62,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_planner.py",
         "tests/test_engine_logs.py",
         "tests/test_rope_tables.py",
+        "tests/test_engine_sglang_releases.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/rope_tables.py": ["tests/test_rope_tables.py", "tests/test_budget_small_cards.py"],

@@ -836,7 +836,11 @@ def _nemotron_h_kinds(cfg: _Cfg, layers: int) -> list[str]:
 def _count_nemotron_h(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
     """Nemotron-H (modeling_nemotron_h.py): one mixer per layer, chosen by hybrid_override_pattern
     (M Mamba2, * attention, - MLP, E mixture of experts), each behind one RMSNorm."""
-    hidden, layers = cfg.hidden(), cfg.layers()
+    hidden = cfg.hidden()
+    names = cfg.str_list("layers_block_type")
+    # Nemotron-3 Ultra gives its layers only as layers_block_type (transformers 5.24 NemotronHConfig derives
+    # num_hidden_layers from its length)
+    layers = len(names) if names is not None and not cfg.has("num_hidden_layers") else cfg.layers()
     kinds = _nemotron_h_kinds(cfg, layers)
     _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
     bias = cfg.bool_("attention_bias", False)

@@ -579,7 +579,12 @@ def _linears(kind: str, text: Mapping[str, Any]) -> int:
 
 
 def weights_from_config(
-    loaded: LoadedConfig, *, model_dtype: str, weights_dtype: str | None = None, num_parameters: int | None = None
+    loaded: LoadedConfig,
+    *,
+    model_dtype: str,
+    weights_dtype: str | None = None,
+    num_parameters: int | None = None,
+    dtype_origin: str = "--weights-dtype",
 ) -> WeightsSize:
     """The weights priced module by module from the config: every part at the model dtype, except the Linear
     layers the checkpoint's quantization (or --weights-dtype) stores in fewer bits, with their scales.
@@ -596,12 +601,12 @@ def weights_from_config(
         size = math.ceil(((num_parameters - kept) * bits + kept * base) / 8)
         return WeightsSize(
             size,
-            f"estimate: {num_parameters:,} parameters published at {weights_dtype} (--weights-dtype)",
+            f"estimate: {num_parameters:,} parameters published at {weights_dtype} ({dtype_origin})",
             estimated=True,
         )
     if weights_dtype is not None:
-        fmt = _Format(weight_bits(weights_dtype), f"{weights_dtype} (--weights-dtype)")
-        scheme: QuantScheme | None = QuantScheme("weights-dtype", ((("Linear",), fmt),)) if fmt.bits < base else None
+        fmt = _Format(weight_bits(weights_dtype), weights_dtype)
+        scheme: QuantScheme | None = QuantScheme(dtype_origin, ((("Linear",), fmt),)) if fmt.bits < base else None
         if scheme is None:
             base = fmt.bits
     else:
@@ -624,6 +629,38 @@ def weights_from_config(
         f"estimate: {counted.total:,} parameters {origin}, priced by module: {', '.join(used) or 'no'} Linear "
         f"layers at {formats} ({scheme.method}), {rest} at {model_dtype}",
         estimated=True,
+    )
+
+
+# Checkpoints named for their format whose config.json carries no quantization_config: NVIDIA ModelOpt exports
+# (<= 0.29) keep it in hf_quant_config.json, which vLLM reads (quantization/modelopt.py ModelOptNvFp4Config /
+# ModelOptFp8Config) and the registry's copies of config.json lack. Pricing them at the config's bf16 would
+# count 2-3.5x their size; the name's format is the better estimate, and the source says it was assumed.
+NAMED_FORMATS = (
+    (re.compile(r"nvfp4|(?<![a-z0-9])fp4(?![a-z0-9])", re.IGNORECASE), "nvfp4"),
+    (re.compile(r"(?<![a-z0-9])fp8(?![a-z0-9])", re.IGNORECASE), "fp8"),
+)
+
+
+def named_format(hub_id: str | None) -> str | None:
+    """The weight format a hub id's name states (NVFP4 or FP8 checkpoints), else None."""
+    if not hub_id:
+        return None
+    name = hub_id.rsplit("/", 1)[-1]
+    return next((dtype for pattern, dtype in NAMED_FORMATS if pattern.search(name)), None)
+
+
+def _config_estimate(loaded: LoadedConfig, model_dtype: str) -> WeightsSize:
+    """The parameter count priced from the config; a checkpoint named NVFP4 / FP8 with no quantization in its
+    config is priced at that format, and its source says the format was assumed from the name."""
+    named = named_format(loaded.hub_id) if quant_scheme(loaded.raw) is None else None
+    if named is None:
+        return weights_from_config(loaded, model_dtype=model_dtype)
+    priced = weights_from_config(loaded, model_dtype=model_dtype, weights_dtype=named, dtype_origin="its name")
+    return msgspec.structs.replace(
+        priced,
+        source=f"{priced.source}; its config.json has no quantization_config (ModelOpt keeps it in "
+        f"hf_quant_config.json), so the {named} its name states is assumed: --weights-mem gives the real size",
     )
 
 
@@ -676,8 +713,8 @@ def find_weights(
                 counts = fetch_hub(loaded.hub_id)
             return weights_from_hub_counts(counts, loaded.hub_id)
         except KvsizeError as exc:  # no safetensors on the hub (pytorch_model.bin only), or no network
-            counted = weights_from_config(loaded, model_dtype=model_dtype)
+            counted = _config_estimate(loaded, model_dtype)
             return msgspec.structs.replace(
                 counted, source=f"{counted.source}; hub safetensors metadata unavailable: {exc}"
             )
-    return weights_from_config(loaded, model_dtype=model_dtype)
+    return _config_estimate(loaded, model_dtype)

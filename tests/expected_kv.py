@@ -51,6 +51,9 @@ class Expected:
     cross_elements_per_token: int
     encoder_tokens: int
     max_context: int | None
+    indexer_elements_per_token: int = 0
+    """Sparse-attention indexer keys per token, all layers (DSA: index_head_dim on each layer that runs its own
+    indexer; MiniMax-M3: on each sparse layer), kept beside the per-token elements above."""
 
 
 EXPECTED: dict[str, Expected] = {
@@ -643,6 +646,99 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=163840,
     ),
+    # deepseek-ai/DeepSeek-V3.2 (deepseek_v32; its NVFP4 copy the same): 61 MLA layers of kv_lora_rank 512 +
+    # qk_rope_head_dim 64 = 61 x 576 = 35,136; every layer runs its indexer: index_head_dim 128 x 61 = 7,808
+    # (transformers 5.24 DeepseekV32 DynamicIndexedLayer; vLLM DeepseekV32IndexerCache)
+    **dict.fromkeys(
+        ("deepseek-ai/DeepSeek-V3.2", "nvidia/DeepSeek-V3.2-NVFP4"),
+        Expected(
+            kinds={"mla": 61},
+            attention="MLA",
+            elements_per_token=61 * (512 + 64),
+            windows={},
+            state_elements_per_request=0,
+            cross_elements_per_token=0,
+            encoder_tokens=0,
+            max_context=163840,
+            indexer_elements_per_token=61 * 128,
+        ),
+    ),
+    # zai-org/GLM-5, GLM-5.1 and their FP8 / NVFP4 copies (glm_moe_dsa): 78 MLA layers x (512 + 64) = 44,928,
+    # an indexer key of index_head_dim 128 on each: 9,984; max_position_embeddings 202,752
+    **dict.fromkeys(
+        (
+            "zai-org/GLM-5",
+            "zai-org/GLM-5-FP8",
+            "zai-org/GLM-5.1",
+            "zai-org/GLM-5.1-FP8",
+            "nvidia/GLM-5-NVFP4",
+            "nvidia/GLM-5.1-NVFP4",
+        ),
+        Expected(
+            kinds={"mla": 78},
+            attention="MLA",
+            elements_per_token=78 * 576,
+            windows={},
+            state_elements_per_request=0,
+            cross_elements_per_token=0,
+            encoder_tokens=0,
+            max_context=202752,
+            indexer_elements_per_token=78 * 128,
+        ),
+    ),
+    # zai-org/GLM-5.2 (+ FP8): the same 78 MLA layers; indexer_types lists 21 "full" (layers 0-2, then every 4th
+    # from 6: index_topk_freq 4, index_skip_topk_offset 3) and 57 "shared", which keep no key: 21 x 128 = 2,688;
+    # max_position_embeddings 1,048,576
+    **dict.fromkeys(
+        ("zai-org/GLM-5.2", "zai-org/GLM-5.2-FP8"),
+        Expected(
+            kinds={"mla": 78},
+            attention="MLA",
+            elements_per_token=78 * 576,
+            windows={},
+            state_elements_per_request=0,
+            cross_elements_per_token=0,
+            encoder_tokens=0,
+            max_context=1048576,
+            indexer_elements_per_token=21 * 128,
+        ),
+    ),
+    # MiniMaxAI/MiniMax-M3 (the hub's flat minimax_m3): 60 full-attention layers of 4 KV heads x head_dim 128 x 2 =
+    # 1,024 -> 61,440; sparse_attention_freq marks layers 3-59 sparse, each with an index key of sparse_index_dim
+    # 128 (MiniMaxM3VLSparseCacheLayer.update_index): 57 x 128 = 7,296
+    "MiniMaxAI/MiniMax-M3": Expected(
+        kinds={"full": 60},
+        attention="GQA",
+        elements_per_token=60 * 4 * 128 * 2,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=1048576,
+        indexer_elements_per_token=57 * 128,
+    ),
+    # nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B (BF16, FP8, NVFP4; nemotron_h given as layers_block_type): 108 blocks,
+    # 48 'mamba', 12 'attention', 48 'moe' (no cache). Attention: 2 KV heads x 128 x 2 = 512 -> 12 x 512 = 6,144.
+    # Mamba-2 (NemotronHMamba2Mixer): intermediate = mamba_num_heads 256 x mamba_head_dim 64 = 16,384; conv
+    # channels = 16,384 + 2 x n_groups 8 x ssm_state_size 128 = 18,432, x (conv_kernel 4 - 1) = 55,296; SSM state
+    # 256 x 64 x 128 = 2,097,152; per layer 2,152,448, x 48 = 103,317,504
+    **dict.fromkeys(
+        (
+            "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+            "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8",
+            "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4",
+        ),
+        Expected(
+            kinds={"mamba2": 48, "none": 48, "full": 12},
+            attention="hybrid",
+            elements_per_token=12 * 2 * 128 * 2,
+            windows={},
+            state_elements_per_request=48 * ((256 * 64 + 2 * 8 * 128) * 3 + 256 * 64 * 128),
+            cross_elements_per_token=0,
+            encoder_tokens=0,
+            max_context=262144,
+        ),
+    ),
     # deepseek-ai/DeepSeek-R1: identical attention to V3 -> 61*576 = 35136
     "deepseek-ai/DeepSeek-R1": Expected(
         kinds={"mla": 61},
@@ -1025,8 +1121,9 @@ EXPECTED: dict[str, Expected] = {
 #     an explicit layer_types list (olmo3) counts as is; sliding_window null (mistral3 text, minimax_m2, phi-4) -> none.
 #   * MLA (deepseek_v2/v3/v32, kimi_k2, kimi_k25 text, glm4_moe_lite, glm_moe_dsa): kv_lora_rank +
 #     qk_rope_head_dim per layer (one latent; DeepSeek-V2 paper 2.1.2, vLLM MLAAttentionSpec); the MTP layers
-#     (num_nextn_predict_layers) are not decoder layers. The DSA indexer cache of deepseek_v32 / glm_moe_dsa
-#     (index_head_dim per token in vLLM's DeepseekV32IndexerCache) is outside this convention (see issue 14).
+#     (num_nextn_predict_layers) are not decoder layers. The DSA indexer key of deepseek_v32 / glm_moe_dsa
+#     (index_head_dim per token, transformers 5.24 DynamicIndexedLayer) is counted apart
+#     (indexer_elements_per_token), none on GLM-5.2's "shared" layers.
 #   * nemotron_h: hybrid_override_pattern 'M' -> mamba2, '*' -> full attention, '-'/'E' -> no cache
 #     (configuration_nemotron_h.py; its layers_block_type list form: mamba / attention / moe, mlp); mamba2
 #     state per layer: conv = (H*P + 2*G*N) * (conv_kernel - 1) with H*P = mamba_num_heads * mamba_head_dim
@@ -1113,7 +1210,14 @@ def derive(raw: dict[str, object]) -> Expected | None:
     if model_type in _MLA:
         layers = _i(c, "num_hidden_layers")
         per = _i(c, "kv_lora_rank") + _i(c, "qk_rope_head_dim")
-        return Expected({"mla": layers}, "MLA", layers * per, {}, 0, 0, 0, _i(c, "max_position_embeddings"))
+        # DSA (deepseek_v32, glm_moe_dsa): index_head_dim per token on each layer with its own indexer; GLM-5.2's
+        # indexer_types "shared" layers keep none (transformers 5.24 GlmMoeDsaAttention sets no indexer there)
+        types = c.get("indexer_types")
+        keyed = layers if not isinstance(types, list) else sum(1 for t in types if t != "shared")
+        indexer = keyed * _i(c, "index_head_dim") if model_type in ("deepseek_v32", "glm_moe_dsa") else 0
+        return Expected(
+            {"mla": layers}, "MLA", layers * per, {}, 0, 0, 0, _i(c, "max_position_embeddings"), indexer
+        )
     if model_type in ("mamba", "falcon_mamba"):
         d_inner = _first(c, "intermediate_size") or _i(c, "expand") * _i(c, "hidden_size")
         assert isinstance(d_inner, int)

@@ -3,8 +3,9 @@ key of index_head_dim per token. The formula and hf engines count it (transforme
 DynamicIndexedLayer); vLLM and SGLang already did (fp8 keys + one fp32 scale per 128). GLM-5.2's shared indexers
 (indexer_types "shared") keep no key in transformers and in vLLM 0.24+, one on every layer in SGLang and older vLLM.
 
-Every expected value is worked by hand from the configs in tests/data/registry_refused.jsonl and the sources named
-beside it; the oracle test builds tiny models with transformers on the CPU and compares the cache they hold.
+Every expected value is worked by hand from the configs in kvsize/models/registry.jsonl (and
+tests/data/registry_refused.jsonl) and the sources named beside it; the oracle test builds tiny models with
+transformers on the CPU and compares the cache they hold.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from kvsize.engines.base import UnsupportedArchitecture
 from kvsize.engines.hf import HfEngine
 
 REFUSED = Path(__file__).parent / "data" / "registry_refused.jsonl"
-CONFIGS = {e["hub_id"]: e["config"] for e in map(json.loads, REFUSED.read_text(encoding="utf-8").splitlines())}
+REGISTRY = Path(__file__).parent.parent / "kvsize" / "models" / "registry.jsonl"
+# the registry's configs (DSA, MiniMax-M3, Nemotron-3 Ultra joined it once sized) and the ones still refused
+CONFIGS = {
+    e["hub_id"]: e["config"]
+    for path in (REGISTRY, REFUSED)
+    for e in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+}
 V32 = CONFIGS["deepseek-ai/DeepSeek-V3.2"]
 GLM5 = CONFIGS["zai-org/GLM-5"]
 
@@ -301,11 +308,7 @@ def test_nemotron3_ultra_counts_layers_from_layers_block_type(engine: str, state
 
 
 def _glm5() -> Any:
-    import json as _json
-
-    rows = [_json.loads(line) for line in (Path(__file__).parent / "data" / "registry_refused.jsonl").open()]
-    (row,) = [r for r in rows if r.get("hub_id", r.get("id")) == "zai-org/GLM-5"]
-    return parse_config(row.get("config", row))
+    return parse_config(CONFIGS["zai-org/GLM-5"])
 
 
 def test_glm5_needs_vllm_016_and_sglang_059() -> None:
@@ -636,7 +639,7 @@ def _held_deep(cache: Any) -> list[int]:
 
 # --- MiniMax-M3: full attention plus a lightning-indexer key on sparse layers --------------------------------------
 
-# MiniMaxAI/MiniMax-M3 (tests/data/registry_refused.jsonl, the hub's flat "minimax_m3" config): 60 layers of 4 KV
+# MiniMaxAI/MiniMax-M3 (kvsize/models/registry.jsonl, the hub's flat "minimax_m3" config): 60 layers of 4 KV
 # heads x 128; sparse_attention_config.sparse_attention_freq marks layers 3-59 sparse (57), each also keeping one
 # indexer key of sparse_index_dim 128 per token (transformers 5.24 MiniMaxM3VLSparseCacheLayer.update_index).
 #   formula (bf16): 3 x 4 x 256 x 2 B + 57 x (4 x 256 + 128) x 2 B = 6,144 + 131,328 = 137,472 B per token

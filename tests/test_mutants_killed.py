@@ -899,3 +899,24 @@ def test_per_layer_mlp_lists_name_the_moe_layers() -> None:
     assert estimate_parameters({**base, "moe_layer_freq": [0, 1] * 4}).total == by_step
     with pytest.raises(ConfigError, match="mlp_layer_types"):
         estimate_parameters({**base, "mlp_layer_types": ["dense", "sparse"] * 3})
+
+
+# --- round 4 (seed 4): kvsize/budget.py ---------------------------------------------------------------------
+
+
+def test_sm_counts_of_the_h200_and_the_rtx_4090_in_the_sampler_buffer() -> None:
+    """budget.py SM_COUNTS: the Triton top-k/top-p buffer is num_SMs x vocab x 4 B (sample/ops/topk_topp_triton.py).
+    Llama-3.1-8B (vocab 128,256, hidden 4,096) at 8,192 tokens x 1,024 sequences: 1,024 x 128,256 x 14 +
+    SMs x 128,256 x 4 + 8,192 x 4,096 x 2; the H200 has 132 SMs (Hopper whitepaper), the RTX 4090 128 (Ada)."""
+    from kvsize.budget import vllm_activation_bytes
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("meta-llama/Llama-3.1-8B")
+    assert entry is not None
+    from kvsize.config import parse_config
+
+    spec = parse_config(load_registry_config(entry))
+    fixed = 1024 * 128_256 * 14 + 8192 * 4096 * 2
+    for gpu, sms in (("NVIDIA H200", 132), ("NVIDIA GeForce RTX 4090", 128), ("NVIDIA A100-SXM4-80GB", 108)):
+        got = vllm_activation_bytes(spec, max_batched_tokens=8192, max_num_seqs=1024, gpu=gpu)
+        assert got == fixed + sms * 128_256 * 4, gpu

@@ -292,8 +292,10 @@ def test_a_removed_layout_switch_is_refused(removed: str) -> None:
     for name in seeds:
         config = copy.deepcopy(CORPUS[name])
         _text(config).pop(removed)
-        with pytest.raises(UnmodelledFields, match=REMOVED[removed]):
+        with pytest.raises(UnmodelledFields) as caught:
             parse_config(config, source=name)
+        # named among the fields (the message lists the first eight: DSA configs leave more unexplained)
+        assert any(REMOVED[removed] in field for field in caught.value.fields), (name, caught.value.fields)
 
 
 @FUZZ

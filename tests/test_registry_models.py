@@ -53,6 +53,7 @@ def test_layers_match_hand_computed(hub_id: str) -> None:
     assert spec.attention_label == expected.attention
     attn = [layer.attention for layer in spec.layers if layer.attention is not None]
     assert sum(a.elements_per_token for a in attn if a.kind in PER_TOKEN) == expected.elements_per_token
+    assert sum(a.own_indexer_dim for a in attn) == expected.indexer_elements_per_token
     windows = Counter(f"{a.kind.value}:{a.window}" for a in attn if a.window is not None)
     assert dict(windows) == expected.windows
     states = [layer.state for layer in spec.layers if layer.state is not None]
@@ -70,9 +71,10 @@ def test_formula_bytes_follow_from_elements(hub_id: str) -> None:
     spec, expected = _spec(hub_id), EXPECTED[hub_id]
     ctx = 100  # below the smallest window of any registry model (gpt-oss: 128)
     est = get_engine("formula").estimate(spec, ctx=ctx, batch=3, kv_dtype=KvDtype.BF16)
-    assert est.kv_bytes_per_token == 2 * expected.elements_per_token
+    per_token = expected.elements_per_token + expected.indexer_elements_per_token  # indexer keys at bf16 too
+    assert est.kv_bytes_per_token == 2 * per_token
     fixed = expected.state_elements_per_request + expected.cross_elements_per_token * expected.encoder_tokens
-    assert est.kv_cache_bytes == 3 * 2 * (expected.elements_per_token * ctx + fixed)
+    assert est.kv_cache_bytes == 3 * 2 * (per_token * ctx + fixed)
 
 
 # --- the independent calculator agrees with the hand-worked entries it covers --------------------------------

@@ -34,7 +34,7 @@ from typing import Literal
 import msgspec
 
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, pipeline_stages
+from kvsize.engines.base import CLASSIC_STATE_KINDS, Engine, UnsupportedArchitecture, cdiv, pipeline_stages
 from kvsize.engines.context import Device, served_dtype_name
 from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules
 from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
@@ -151,6 +151,8 @@ class VllmEngine(Engine):
     releases = VLLM_RELEASES
     versions = tuple(era.name for era in reversed(VLLM_RELEASES.eras))
     serves_encoder_decoder = True  # Whisper only (check_supported)
+    # LFM2's short convolution (models/lfm2.py Lfm2ForCausalLM, 0.10.2+, the release that runs state models on V1)
+    sized_state_kinds = CLASSIC_STATE_KINDS | {StateKind.SHORT_CONV}
 
     def __init__(
         self,
@@ -482,6 +484,11 @@ class VllmEngine(Engine):
             groups = state.n_groups + (0 if state.n_groups % tp == 0 else tp - state.n_groups)
             conv = cdiv(intermediate + 2 * groups * d_state, tp) * (state.conv_kernel - 1 + spec_cols)
             ssm = cdiv(heads, tp) * head_dim * d_state
+        elif state.kind is StateKind.SHORT_CONV:
+            # short_conv_state_shape(tp, conv_dim, conv_L_cache): divide(conv_dim, tp) x (L_cache - 1); lfm2.py passes
+            # no speculative columns (0.10.2 .. 0.33), and there is no recurrent state. conv_dim = hidden_size =
+            # heads x head_dim, so the query-head check already makes tp divide it
+            return conv_dtype.storage.bytes_for(state.conv_channels // tp * (state.conv_kernel - 1))
         elif state.kind is StateKind.GATED_DELTANET:  # gated_delta_net_state_shape: speculative columns since 0.10.2
             conv = cdiv(state.conv_channels, tp) * (state.conv_kernel - 1 + self.num_speculative_tokens)
             ssm = cdiv(state.ssm_shape[0], tp) * state.ssm_elements // state.ssm_shape[0]
