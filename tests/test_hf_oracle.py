@@ -65,10 +65,14 @@ NOT_BUILDABLE = {
     "moonshotai/Kimi-K2-Instruct": "kimi_k2",
     "moonshotai/Kimi-K2-Thinking": "kimi_k2",
     "XiaomiMiMo/MiMo-7B-Base": "mimo",
+    # The hub's flat "minimax_m3" config: transformers 5.24 has only minimax_m3_vl, whose text model's cache
+    # tests/test_families_round5.py builds and compares (MiniMaxM3VLSparseCacheLayer).
+    "MiniMaxAI/MiniMax-M3": "minimax_m3",
 }
 # Sized by kvsize's hf engine all the same: Kimi-K2's remote code is DeepSeek-V3's (architectures
-# DeepseekV3ForCausalLM), which transformers has.
-HF_ENGINE_SIZES = {"moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking"}
+# DeepseekV3ForCausalLM), which transformers has; MiniMax-M3's layers are minimax_m3_vl's text model's
+# (MiniMaxM3VLSparseCacheLayer: K, V and the index key), which transformers 5.24 has.
+HF_ENGINE_SIZES = {"moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Thinking", "MiniMaxAI/MiniMax-M3"}
 # transformers builds it but keeps no cache at all (OpenAIGPTLMHeadModel returns no past_key_values), so there is
 # nothing to compare: its expected values are checked by tests/expected_kv.py only.
 NO_TRANSFORMERS_CACHE = {"openai-community/openai-gpt": "openai-gpt"}

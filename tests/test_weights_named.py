@@ -29,15 +29,26 @@ def test_named_format(hub_id: str | None, expected: str | None) -> None:
 
 
 def test_fp8_named_checkpoint_is_priced_at_fp8() -> None:
-    # nvidia/Llama-3.1-70B-Instruct-FP8 (registry config, no quantization_config): 70,553,706,496 parameters, of
-    # which embeddings and lm_head 128,256 x 8,192 = 1,050,673,152 each and norms 80 x 2 x 8,192 + 8,192 =
-    # 1,318,912 stay at bf16; the decoder Linears (70,553,706,496 - 2 x 1,050,673,152 - 1,318,912 =
-    # 68,451,041,280) at 1 byte: 68,451,041,280 + 2 x (2,101,346,304 + 1,318,912) = 72,656,371,712 B, not the
-    # 141,107,412,992 B of the config's bf16
-    weights = find_weights(load_model_config("nvidia/Llama-3.1-70B-Instruct-FP8"))
-    assert weights.bytes == 68_451_041_280 + 2 * (2 * 1_050_673_152 + 1_318_912) == 72_656_371_712
+    # zai-org/GLM-4.7-FP8 (registry config, no quantization_config; its hf_quant_config is not in the registry):
+    # the decoder Linears (attention 12,540,968,960 + dense MLP 2,666,004,480 + experts 335,963,750,400 =
+    # 351,170,723,840 parameters, kvsize/params.py's count) at 1 byte, the rest (embeddings and lm_head
+    # 775,946,240 each, norms 947,200, routers 72,908,800) at bf16: 351,170,723,840 + 2 x 1,625,748,480 =
+    # 354,422,220,800 B, not the config's bf16 705,592,944,640 B
+    weights = find_weights(load_model_config("zai-org/GLM-4.7-FP8"))
+    assert weights.bytes == 351_170_723_840 + 2 * (2 * 775_946_240 + 947_200 + 72_908_800) == 354_422_220_800
     assert weights.estimated
     assert "at fp8 (its name)" in weights.source and "no quantization_config" in weights.source
+
+
+def test_the_checkpoints_hf_quant_config_in_the_registry_wins() -> None:
+    # nvidia/Llama-3.1-70B-Instruct-FP8: kvsize/models/weights.json holds its hf_quant_config.json (ModelOpt FP8,
+    # exclude_modules ["lm_head"]): 70,553,706,496 parameters, of which embeddings and lm_head 128,256 x 8,192 =
+    # 1,050,673,152 each and norms 80 x 2 x 8,192 + 8,192 = 1,318,912 stay at bf16; the 560 decoder Linears
+    # (80 layers x q, k, v, o, gate, up, down: 68,451,041,280 parameters) at 1 byte plus one fp32 scale each:
+    # 68,451,041,280 + 560 x 4 + 2 x (2 x 1,050,673,152 + 1,318,912) = 72,656,373,952 B
+    weights = find_weights(load_model_config("nvidia/Llama-3.1-70B-Instruct-FP8"))
+    assert weights.bytes == 68_451_041_280 + 560 * 4 + 2 * (2 * 1_050_673_152 + 1_318_912) == 72_656_373_952
+    assert "(modelopt)" in weights.source and "its name" not in weights.source
 
 
 def test_a_stated_quantization_config_wins_over_the_name() -> None:
@@ -47,9 +58,10 @@ def test_a_stated_quantization_config_wins_over_the_name() -> None:
     assert "(modelopt)" in weights.source and "its name" not in weights.source
 
 
-def test_nvfp4_named_hybrid_near_the_logged_load() -> None:
+def test_nvfp4_hybrid_near_the_logged_load() -> None:
     # the case: nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4 was priced at bf16 (58.8 GiB) where vLLM
-    # logged 17.8 GiB; at NVFP4 (4 bits + an e4m3 scale per 16) for its Linears it is within 2% of the log
+    # logged 17.8 GiB; with its hf_quant_config (ModelOpt 0.29.0 NVFP4, the attention layers, the Mamba layers
+    # beside them and every conv1d excluded) it is within 2% of the log
     weights = find_weights(load_model_config("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"))
-    assert "nvfp4 (its name)" in weights.source
+    assert "(modelopt)" in weights.source
     assert abs(weights.bytes / 1024**3 - 17.8) / 17.8 < 0.02
