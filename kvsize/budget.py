@@ -17,7 +17,7 @@ import msgspec
 
 from kvsize.engines.context import Device, UsageContext
 from kvsize.record import Record
-from kvsize.rope_tables import RopeTables, rope_table_bytes
+from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
 
 if TYPE_CHECKING:
@@ -301,11 +301,13 @@ def load_rope_tables(engine: str, version: str | None, spec: ArchSpec, device: D
     counted (TensorRT-LLM and llama.cpp compute rotary angles in their kernels)."""
     if engine == "vllm":
         on_cuda = device is None or device.platform != "rocm"
+        rules = _vllm_rules(version)
         return rope_table_bytes(
             spec,
             engine="vllm",
             element_bytes=_dtype_bytes(spec),
-            deepseek_fp32=on_cuda and _vllm_rules(version).deepseek_rope_fp32,
+            deepseek_fp32=on_cuda and rules.deepseek_rope_fp32,
+            mrope_factor=1 if set(spec.architectures) & rules.mrope_unit_factor_archs else MROPE_POSITIONS_FACTOR,
         )
     if engine == "sglang":
         from kvsize.engines.sglang_releases import SGLANG_RELEASES

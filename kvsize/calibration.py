@@ -213,7 +213,7 @@ def _vllm_budget_parts(f: dict[str, float], budget: KvBudget, *, card_given: boo
     debug line, 0.11+; V0's "Memory profiling results"): CUDA's total (when the card was given, not read from
     the log), the profile run's torch peak, the non-torch memory and, where the release subtracts it, the
     CUDA-graph estimate."""
-    parts = [("CUDA-visible memory", "total_memory_gib", budget.visible_bytes)] if card_given else []
+    parts = [("CUDA total", "total_memory_gib", budget.visible_bytes)] if card_given else []
     parts += [
         ("activation peak", "activation_peak_gib", budget.activation_bytes),
         ("non-torch", "non_torch_gib", budget.non_torch_bytes),

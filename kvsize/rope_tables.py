@@ -15,8 +15,8 @@ Positions by RoPE type, from the classes get_rope builds (vLLM model_executor/la
   YaRNScalingRotaryEmbedding / DeepseekScalingRotaryEmbedding arange(max_position_embeddings x scaling_factor));
 - longrope: original + max_position (Phi3LongRoPEScaledRotaryEmbedding concatenates a short and a long table);
 - mrope_section (multimodal RoPE): vLLM's MRotaryEmbedding sizes its table for 4x the positions
-  (`cache_max_position_num = max_position_embeddings * 4`; from 0.32 a model may pass positions_factor 1, and
-  kvsize keeps 4); SGLang's passes max_position through.
+  (`cache_max_position_num = max_position_embeddings * 4`; from 0.32 Qwen3-VL and Qwen3.5 pass
+  positions_factor 1, VllmRules.mrope_unit_factor_archs); SGLang's passes max_position through.
 Elements: vLLM casts the table to the model's dtype (`cache.to(dtype)`, dtype = torch's default = the model's);
 SGLang keeps float32 on CUDA from 0.4.3 ("cache needs to be in FP32 for numerical stability",
 SglangRules.rope_table_fp32) and the model's dtype before. vLLM's DeepSeek models (MLA) build a scaled RoPE as
@@ -58,14 +58,16 @@ def _scaled(positions: int, factor: tuple[int, int] | None) -> int:
     return -(-positions * num // den)
 
 
-def table_positions(entry: RopeScaling | None, table: RopeTable, engine: RopeEngine) -> tuple[int, bool]:
+def table_positions(
+    entry: RopeScaling | None, table: RopeTable, engine: RopeEngine, mrope_factor: int = MROPE_POSITIONS_FACTOR
+) -> tuple[int, bool]:
     """(positions of the table one RoPE entry builds, whether kvsize has read its type's rule)."""
     max_position = table.max_position
     if entry is None:
         return max_position, True
     kind = entry.rope_type
     original = entry.original_max or table.original_max
-    mrope = MROPE_POSITIONS_FACTOR if entry.mrope and engine == "vllm" else 1
+    mrope = mrope_factor if entry.mrope and engine == "vllm" else 1
     if kind in _YARN and original is not None:
         return _scaled(original * mrope, entry.factor), True
     if kind in _SCALED:
@@ -79,10 +81,16 @@ FLASHINFER_ROPE_HEADS = frozenset({64, 128, 256, 512})  # deepseek_scaling_rope.
 
 
 def rope_table_bytes(
-    spec: ArchSpec, *, engine: RopeEngine, element_bytes: int, deepseek_fp32: bool = False
+    spec: ArchSpec,
+    *,
+    engine: RopeEngine,
+    element_bytes: int,
+    deepseek_fp32: bool = False,
+    mrope_factor: int = MROPE_POSITIONS_FACTOR,
 ) -> RopeTables:
     """The RoPE tables `engine` keeps on each rank for `spec` (no table when the config states no RoPE).
-    `deepseek_fp32`: an MLA model's scaled table stays float32 (VllmRules.deepseek_rope_fp32, on CUDA)."""
+    `deepseek_fp32`: an MLA model's scaled table stays float32 (VllmRules.deepseek_rope_fp32, on CUDA);
+    `mrope_factor`: vLLM's multimodal RoPE positions factor (1 for VllmRules.mrope_unit_factor_archs)."""
     table = spec.rope_table
     if table is None:
         return RopeTables(bytes=0, rule="no RoPE table (the config states no rotary embedding)")
@@ -94,7 +102,7 @@ def rope_table_bytes(
         entries.append(None)
     total, parts, unread = 0, [], []
     for entry in entries:
-        positions, read = table_positions(entry, table, engine)
+        positions, read = table_positions(entry, table, engine, mrope_factor)
         if not read and entry is not None:
             unread.append(entry.rope_type)
         # vLLM deepseek_v2.py: an MLA model's scaled RoPE is built as deepseek_yarn (DeepseekScalingRotaryEmbedding)

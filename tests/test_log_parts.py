@@ -65,10 +65,10 @@ def test_cuda_total_is_a_part_only_when_the_card_is_given() -> None:
     assert entry is not None
     spec = parse_config(load_registry_config(entry))
     plain = check_log(log, Deployment(spec=spec, weights_bytes=16_060_522_496))
-    assert "CUDA-visible memory" not in {f.name for f in plain.figures}
+    assert "CUDA total" not in {f.name for f in plain.figures}
     h100 = resolve_gpu("h100")
     given = check_log(log, Deployment(spec=spec, weights_bytes=16_060_522_496, memory_bytes=h100.memory_bytes))
-    visible = next(f for f in given.figures if f.name == "CUDA-visible memory")
+    visible = next(f for f in given.figures if f.name == "CUDA total")
     assert visible.part and visible.logged == 79.19
     assert visible.predicted == (85_520_809_984 - 494_927_872) / GIB
 

@@ -3,6 +3,7 @@ by hand from the engine's source or the rule's definition, cited beside it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -920,3 +921,79 @@ def test_sm_counts_of_the_h200_and_the_rtx_4090_in_the_sampler_buffer() -> None:
     for gpu, sms in (("NVIDIA H200", 132), ("NVIDIA GeForce RTX 4090", 128), ("NVIDIA A100-SXM4-80GB", 108)):
         got = vllm_activation_bytes(spec, max_batched_tokens=8192, max_num_seqs=1024, gpu=gpu)
         assert got == fixed + sms * 128_256 * 4, gpu
+
+
+# --- round 4 (seed 4): kvsize/weights.py --------------------------------------------------------------------
+
+
+def test_weights_dtype_bits_of_int4_and_nvfp4() -> None:
+    """--weights-dtype re-prices Llama-3.1-8B's published 8,030,261,248 parameters; embeddings and lm_head
+    (2 x 128,256 x 4,096 = 1,050,673,152) stay at bf16. int4: 4 bits + a 16-bit scale and a 4-bit zero per group
+    of 128 = 4 + 20/128 bits (AutoAWQ / GPTQ defaults): (6,979,588,096 x 4.15625 + 1,050,673,152 x 16) / 8 =
+    5,727,460,432 B. nvfp4: 4 bits + an e4m3 scale per 16 = 4.5 bits: (6,979,588,096 x 4.5 + 16,810,770,432) / 8
+    = 6,027,364,608 B."""
+    from kvsize.resolve import load_model_config
+    from kvsize.weights import find_weights
+
+    loaded = load_model_config("meta-llama/Llama-3.1-8B")
+    rest, kept = 8_030_261_248 - 1_050_673_152, 1_050_673_152
+    assert find_weights(loaded, weights_dtype="int4").bytes == (rest * 4 + rest * 20 // 128 + kept * 16) // 8
+    assert find_weights(loaded, weights_dtype="int4").bytes == 5_727_460_432
+    assert find_weights(loaded, weights_dtype="nvfp4").bytes == (rest * 9 // 2 + kept * 16) // 8 == 6_027_364_608
+
+
+def test_safetensors_header_limit_is_100_mib(tmp_path: Path) -> None:
+    """The safetensors format caps the header at 100 MiB (104,857,600 B): a length of exactly that in a file long
+    enough passes the length check (and then fails as JSON: the sparse file holds zeros); one byte more does not."""
+    import struct as _struct
+
+    from kvsize.errors import ConfigError
+    from kvsize.weights import read_safetensors_header
+
+    limit = 100 * 1024 * 1024
+    for length, message in ((limit, "not UTF-8|not valid JSON"), (limit + 1, "does not fit")):
+        path = tmp_path / f"model-{length}.safetensors"
+        with path.open("wb") as out:
+            out.write(_struct.pack("<Q", length))
+            out.truncate(8 + limit + 16)  # sparse: no data written
+        with pytest.raises(ConfigError, match=message):
+            read_safetensors_header(path)
+
+
+def test_compressed_tensors_fp4_groups_of_32_are_mxfp4_and_of_16_nvfp4() -> None:
+    """compressed-tensors float 4-bit weights: group 32 is MXFP4, one e8m0 scale per 32 = 4.25 bits
+    (compressed_tensors_w4a4_mxfp4.py create_weights@0.33.0); group 16 is NVFP4, an e4m3 scale per 16 = 4.5 bits."""
+    from fractions import Fraction
+
+    from kvsize.weights import quant_scheme
+
+    def bits(group: int) -> Fraction:
+        weights = {"num_bits": 4, "type": "float", "group_size": group}
+        quant = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": weights}}}
+        raw = {"quantization_config": quant}
+        scheme = quant_scheme(raw)
+        assert scheme is not None
+        return scheme.groups[0][1].bits
+
+    assert bits(32) == Fraction(17, 4) and bits(16) == Fraction(9, 2)
+
+
+def test_parts_outside_the_layer_list_stay_at_the_model_dtype() -> None:
+    """weights.py _priced_bits: with a per-layer count, every quantized kind is priced layer by layer under its
+    checkpoint names; what the count leaves outside the layers (here 1,000 attention parameters, as a vision
+    tower's would be) is not a decoder Linear and stays at the model dtype. Without a layer list the kinds are
+    priced by kind (model.layers.0.<kind>)."""
+    from fractions import Fraction
+
+    from kvsize.params import ParamEstimate
+    from kvsize.weights import QuantScheme, _Format, _priced_bits
+
+    fp8 = QuantScheme("fp8", ((("Linear",), _Format(Fraction(8), "fp8")),), ())
+    raw = {"model_type": "llama", "num_hidden_layers": 1}
+    layered = ParamEstimate(
+        total=3000, active=None, breakdown={"attention": 3000}, notes=(), layers=(("attention", {"attention": 2000}),)
+    )
+    bits, _ = _priced_bits(raw, layered, fp8, Fraction(16))
+    assert bits == 2000 * 8 + 1000 * 16
+    flat = ParamEstimate(total=3000, active=None, breakdown={"attention": 3000}, notes=())
+    assert _priced_bits(raw, flat, fp8, Fraction(16))[0] == 3000 * 8

@@ -337,3 +337,13 @@ def test_rules_name_their_engine_and_list_no_read_type() -> None:
     assert "vLLM rotary_embedding/base.py" in vllm.rule and "SGLang" not in vllm.rule
     assert "SGLang layers/rotary_embedding.py" in sglang.rule
     assert "131,072 x 128 x 2 B (llama3)" in vllm.rule and "131,072 x 128 x 4 B" in sglang.rule
+
+
+def test_qwen3_vl_and_qwen3_5_take_mrope_once_from_vllm_0_32() -> None:
+    # models/qwen3_vl.py mrope_positions_factor (0.32+): 1 unless video pruning is on, for Qwen3-VL and Qwen3.5's
+    # decoder layers; Qwen2.5-VL keeps MRotaryEmbedding's default 4. Qwen3-VL-32B: 262,144 positions x head 128
+    spec = registry_spec("Qwen/Qwen3-VL-32B-Instruct")
+    assert spec.rope_table is not None and spec.rope_table.max_position == 262_144
+    assert vllm_bytes(spec, "0.31.0") == 262_144 * 4 * 128 * 2
+    assert vllm_bytes(spec, "0.32.0") == 262_144 * 128 * 2
+    assert vllm_bytes(registry_spec("Qwen/Qwen2.5-VL-7B-Instruct"), "0.33.0") == 128_000 * 4 * 128 * 2

@@ -403,7 +403,7 @@ def render_log_check(
             word = "ok" if ok else ("differs" if f.part else "off")
             error = f"{f.error_pct:+.2f}%" if math.isfinite(f.error_pct) else "n/a"  # against a logged 0
             table.add_row(
-                markup(f"- {f.name}" if f.part else f.name),
+                markup(f"-\u00a0{f.name}" if f.part else f.name),  # no break after the dash
                 f"{f.logged:,.2f}".rstrip("0").rstrip("."),
                 f"{f.predicted:,.2f}".rstrip("0").rstrip("."),
                 from_markup(f"[{style}]{error}[/{style}]"),

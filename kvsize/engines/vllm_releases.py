@@ -165,6 +165,10 @@ class VllmRules:
     cuda_graph_estimate: bool
     """determine_available_memory subtracts the profiled CUDA-graph memory estimate from the KV budget
     (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS's default)."""
+    mrope_unit_factor_archs: frozenset[str]
+    """Architectures whose multimodal RoPE table covers max_position once, not 4x (models/qwen3_vl.py
+    mrope_positions_factor: 1 unless video pruning is on, for Qwen3-VL, Qwen3-VL-MoE and Qwen3.5's decoder
+    layers, 0.32+); every other mrope model keeps MRotaryEmbedding's default 4 (kvsize/rope_tables.py)."""
     deepseek_rope_fp32: bool
     """DeepseekScalingRotaryEmbedding (MLA models with a scaled RoPE) keeps its cos/sin table in float32 on CUDA
     where FlashInfer applies it (`use_flashinfer`: head size 64/128/256/512, FlashInfer installed, as in vLLM's
@@ -256,6 +260,7 @@ R_0_8_5 = VllmRules(
     gpu_memory_utilization=0.90,
     cuda_graph_estimate=False,
     deepseek_rope_fp32=False,
+    mrope_unit_factor_archs=frozenset(),
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -392,8 +397,25 @@ R_0_29_0 = replace(R_0_28_0, page_unify="pad", v2_runner="all")
 # 0.30.0: YaRN maxima unscaled (_get_and_verify_max_len); nvfp4_ds_mla. 0.31.0 changes no sizing rule.
 R_0_30_0 = replace(R_0_29_0, unscaled_rope_types=UNSCALED_ROPE_030, yarn_from_original=False, kv_dtypes=KV_DTYPES_0300)
 # 0.32.0: the mamba_mixer2 checkpoint block (MambaMixer2.get_kv_cache_spec); "all" removed; ultraquant_4bit;
-# GLM-5's auto cache is fp8_e4m3 on sm_10x (models/config.py GlmMoeDsaForCausalLM).
-R_0_32_0 = replace(R_0_30_0, checkpoint_mixer2=True, kv_dtypes=KV_DTYPES_0320, glm_dsa_fp8_on_sm100=True)
+# GLM-5's auto cache is fp8_e4m3 on sm_10x (models/config.py GlmMoeDsaForCausalLM); Qwen3-VL and Qwen3.5 build
+# their multimodal RoPE table over max_position once (models/qwen3_vl.py mrope_positions_factor).
+MROPE_UNIT_0320 = frozenset(
+    {
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+    }
+)
+R_0_32_0 = replace(
+    R_0_30_0,
+    checkpoint_mixer2=True,
+    kv_dtypes=KV_DTYPES_0320,
+    glm_dsa_fp8_on_sm100=True,
+    mrope_unit_factor_archs=MROPE_UNIT_0320,
+)
 # 0.33.0: GB10 on the small tier; the GDN checkpoint block and 64 alignment (qwen_gdn_linear_attn.py); FA4
 # sparse MLA; octave KV formats.
 R_0_33_0 = replace(R_0_32_0, gb10_small_tier=True, checkpoint_gdn=True, sparse_fa4=True, kv_dtypes=KV_DTYPES_0330)
