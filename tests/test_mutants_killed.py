@@ -997,3 +997,113 @@ def test_parts_outside_the_layer_list_stay_at_the_model_dtype() -> None:
     assert bits == 2000 * 8 + 1000 * 16
     flat = ParamEstimate(total=3000, active=None, breakdown={"attention": 3000}, notes=())
     assert _priced_bits(raw, flat, fp8, Fraction(16))[0] == 3000 * 8
+
+
+# --- round 4 (seed 4): kvsize/calibration.py ----------------------------------------------------------------
+
+
+def test_figure_error_against_a_logged_one_and_zero() -> None:
+    """calibration.Figure.error_pct: 100 x (predicted - logged) / logged; only a logged 0 is special (0 when the
+    prediction is 0 too, else infinite, which fails any tolerance and is null in JSON, rounded to 4 places)."""
+    import math
+
+    from kvsize.calibration import Figure
+
+    assert Figure("x", 1.0, 1.5, "GiB").error_pct == 50.0
+    assert Figure("x", 0.0, 0.0, "GiB").error_pct == 0.0
+    assert math.isinf(Figure("x", 0.0, 1.0, "GiB").error_pct)
+    assert Figure("x", 0.0, 1.0, "GiB").as_dict()["error_pct"] is None
+    # 100 x 0.0001 / 3 = 0.003333...%: four decimals kept
+    assert Figure("x", 3.0, 3.0001, "GiB").as_dict()["error_pct"] == 0.0033
+
+
+def test_calibration_from_a_log_without_parallel_settings_is_tp1_pp1() -> None:
+    """calibration_from_log: a vLLM log that names no tensor_parallel_size / pipeline_parallel_size ran on one
+    GPU (vLLM's defaults, 1 and 1)."""
+    from kvsize.calibration import calibration_from_log
+    from kvsize.engine_log import parse_log
+
+    text = (
+        "INFO 04-22 15:12:00 [v1/engine/core.py:105] Initializing a V1 LLM engine (v0.19.0) with config: "
+        "model='meta-llama/Llama-3.1-8B-Instruct'\n"
+        "INFO 04-24 16:33:00 [gpu_model_runner.py:1316] Model loading took 14.9889 GiB and 3.652170 seconds\n"
+        "DEBUG [v1/worker/gpu_worker.py:435] Memory profiling takes 17.55 seconds. Total non KV cache memory: "
+        "16.13GiB; torch peak memory increase: 0.89GiB; non-torch forward increase memory: 0.25GiB; weights "
+        "memory: 14.99GiB.\n"
+    )
+    cal = calibration_from_log(parse_log(text), gpu="h100", model="meta-llama/Llama-3.1-8B-Instruct")
+    assert cal is not None and (cal.tp, cal.pp) == (1, 1)
+    assert cal.activation_bytes == round(0.89 * 1024**3) and cal.non_torch_bytes == round(0.25 * 1024**3)
+
+
+# --- round 4 (seed 4): kvsize/engines/vllm.py and kvsize/engines/sglang.py -------------------------------------
+
+
+def test_attention_free_prefix_caching_needs_both_the_release_and_the_model() -> None:
+    """vllm.py prefix_caching, an attention-free model with no choice stated: on only where the release keeps
+    prefix caching for attention-free models (0.11.1: MambaModelConfig, the SupportsMambaPrefixCaching models) and
+    the model is one of them; 0.12.0 turns it off for attention-free models (is_prefix_caching_supported) though
+    mamba2 is still on the list."""
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("mistralai/Mamba-Codestral-7B-v0.1")
+    assert entry is not None
+    spec = parse_config(load_registry_config(entry))
+    assert spec.model_type == "mamba2"
+    assert get_engine("vllm", "0.11.1").prefix_caching(spec) is True
+    assert get_engine("vllm", "0.12.0").prefix_caching(spec) is False
+
+
+def test_vllm_scheduler_on_the_cpu_platform_scales_with_the_world_size() -> None:
+    """vllm_scheduler.batch_defaults on the CPU platform: 2,048 tokens and 128 sequences per rank for the API
+    server; VllmEngine.scheduler's default is one rank (tp 1, pp 1)."""
+    from kvsize.engines import get_engine
+    from kvsize.engines.context import EngineContext
+
+    cpu = EngineContext(device=Device(64 * 1024**3, name="cpu", platform="cpu"))
+    engine = get_engine("vllm", "0.33.0", context=cpu)
+    assert (engine.scheduler(8192).max_num_batched_tokens, engine.scheduler(8192).max_num_seqs) == (2048, 128)
+    assert engine.scheduler(8192, tp=2).max_num_batched_tokens == 4096
+
+
+def test_sglang_kv_bytes_per_token_sum_every_rank() -> None:
+    """SglangEngine.estimate: each layer's cell summed over the tp ranks. Llama-3.1-8B at tp 2: 4 KV heads per
+    rank x 128 x 2 (K, V) x 2 B = 2,048 B per layer per rank; 32 layers x 2 ranks x 2,048 = 131,072 B per token
+    (the tp-1 figure, as no head is replicated)."""
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("meta-llama/Llama-3.1-8B")
+    assert entry is not None
+    spec = parse_config(load_registry_config(entry))
+    est = get_engine("sglang", "0.5.9").estimate(spec, ctx=1024, batch=1, kv_dtype=KvDtype.BF16, tp=2)
+    assert est.kv_bytes_per_token == 32 * 2 * 2048 == 131_072
+
+
+def test_sglang_mamba_pool_when_the_state_share_is_below_one_request() -> None:
+    """sglang.py _stage_pool (0.5.7+ MambaPool, max_mamba_cache_size + 1 slots): the state share of the budget
+    is rest x 0.9 / 1.9 (mamba_full_memory_ratio); with less than one request's state there, max_mamba is
+    max(int((share - per_req) // per_req), 0) = 0 and the pool still keeps its one slot, so KV gets
+    rest - per_req. With 1.5 requests' state of budget the share is 0.71 of one: KV keeps half a request's state."""
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    assert entry is not None
+    spec = parse_config(load_registry_config(entry))
+    engine = get_engine("sglang", "0.5.9")
+    per_req = sum(engine.state_bytes(spec, layer.state) * n for layer, n in spec.layer_groups() if layer.state)
+    pool = engine.pool(spec, available_bytes=per_req * 3 // 2, kv_dtype=KvDtype.BF16)
+    half = per_req * 3 // 2 - per_req
+    per_token = sum(
+        engine.attention_bytes_per_token(layer.attention, KvDtype.BF16) * n
+        for layer, n in spec.layer_groups()
+        if layer.attention is not None
+    )
+    assert pool.max_total_num_tokens == half // per_token
