@@ -239,6 +239,10 @@ _FALCON_OLD_HEADS = (
     "heads, which runs only when the two are equal (modeling_falcon.py, 5.24): there the head count and "
     "attn.num_kv_heads are the same number, so `and` and `or` return the same."
 )
+_PREFILL_BUCKET_END = (
+    "sglang.py prefill_graph_sizes: range(288, 513, 32) and range(288, 514, 32) yield the same buckets, 288 .. 512 "
+    "(the next, 544, is past either end)."
+)
 EQUIVALENT: dict[str, str] = {
     "kvsize/engines/hf.py:369:28:and -> or": _FALCON_OLD_HEADS,
     "kvsize/config.py:1243:22:1 -> 2": _LIGHTNING_NO_CONV,
@@ -251,6 +255,7 @@ EQUIVALENT: dict[str, str] = {
     "kvsize/engines/sglang.py:629:19:0 -> 1": _SGLANG_SHARED_ROW,
     "kvsize/serving.py:86:53:1 -> 2": _NO_BLOCK_FALLBACK,
     "kvsize/serving.py:86:53:1 -> 0": _NO_BLOCK_FALLBACK,
+    "kvsize/engines/sglang.py:287:26:513 -> 514": _PREFILL_BUCKET_END,
 }
 
 
