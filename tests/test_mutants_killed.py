@@ -939,6 +939,9 @@ def test_weights_dtype_bits_of_int4_and_nvfp4() -> None:
     rest, kept = 8_030_261_248 - 1_050_673_152, 1_050_673_152
     assert find_weights(loaded, weights_dtype="int4").bytes == (rest * 4 + rest * 20 // 128 + kept * 16) // 8
     assert find_weights(loaded, weights_dtype="int4").bytes == 5_727_460_432
+    # awq and gptq name the same 4-bit, group-128 format (WEIGHT_BITS)
+    assert find_weights(loaded, weights_dtype="awq").bytes == find_weights(loaded, weights_dtype="gptq").bytes
+    assert find_weights(loaded, weights_dtype="gptq").bytes == 5_727_460_432
     assert find_weights(loaded, weights_dtype="nvfp4").bytes == (rest * 9 // 2 + kept * 16) // 8 == 6_027_364_608
 
 
