@@ -157,8 +157,16 @@ def test_lfm2_conv_dim_unlike_hidden_size_is_refused() -> None:
 # --- engines that kvsize has not read for these states -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp"])
-@pytest.mark.parametrize("config", [KIMI, LFM2], ids=["kimi_linear", "lfm2"])
+@pytest.mark.parametrize(
+    ("engine", "config"),
+    [
+        *((engine, KIMI) for engine in ("vllm", "sglang", "trtllm", "llamacpp")),
+        # vLLM sizes LFM2's short conv (models/lfm2.py, 0.10.2+: tests/test_lfm2_vllm.py)
+        *((engine, LFM2) for engine in ("sglang", "trtllm", "llamacpp")),
+    ],
+    ids=["kimi_linear-vllm", "kimi_linear-sglang", "kimi_linear-trtllm", "kimi_linear-llamacpp", "lfm2-sglang",
+         "lfm2-trtllm", "lfm2-llamacpp"],
+)
 def test_engines_without_a_read_rule_refuse_the_new_states(engine: str, config: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedArchitecture):
         _scenario(config, engine)
