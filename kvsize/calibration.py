@@ -223,6 +223,12 @@ def _vllm_budget_parts(f: dict[str, float], budget: KvBudget, *, card_given: boo
     return [Figure(name, f[key], value / GIB, "GiB", "the card", part=True) for name, key, value in parts if key in f]
 
 
+def _weights_figure(logged: float, weights_rank: int, rope_bytes: int) -> Figure:
+    """The load the engine measured against kvsize's weights on that rank and the RoPE tables loaded beside them."""
+    basis = "kvsize's weights + RoPE tables" if rope_bytes else "kvsize's weights"
+    return Figure("weights per rank", logged, (weights_rank + rope_bytes) / GIB, "GiB", basis)
+
+
 def _busiest_rank(dep: Deployment, tp: int, pp: int, engine: str) -> int:
     """kvsize's weights on the busiest GPU (budget.py weights_on_busiest_rank; an even split without a spec)."""
     assert dep.weights_bytes is not None
@@ -289,15 +295,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     if "weights_gib" in f and weights_rank is not None:
         # "Model loading took" is the memory the load allocated: the weights and the RoPE tables beside them
         rope = 0 if measured_weights or dep.spec is None else load_rope_tables("vllm", version, dep.spec).bytes
-        out.figures.append(
-            Figure(
-                "weights per rank",
-                f["weights_gib"],
-                (weights_rank + rope) / GIB,
-                "GiB",
-                "kvsize's weights + RoPE tables" if rope else "kvsize's weights",
-            )
-        )
+        out.figures.append(_weights_figure(f["weights_gib"], weights_rank, rope))
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(
             gpu_util=sc.gpu_util, max_batched_tokens=sc.max_num_batched_tokens, max_num_seqs=sc.max_num_seqs
@@ -365,15 +363,7 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     if "weights_gb" in f and weights_rank is not None:
         # SGLang's "mem usage" after loading is the free memory it lost: the weights and the RoPE tables
         rope = 0 if dep.spec is None else load_rope_tables("sglang", log.engine_version, dep.spec, dep.device).bytes
-        out.figures.append(
-            Figure(
-                "weights per rank",
-                f["weights_gb"],
-                (weights_rank + rope) / GIB,
-                "GiB",
-                "kvsize's weights + RoPE tables" if rope else "kvsize's weights",
-            )
-        )
+        out.figures.append(_weights_figure(f["weights_gb"], weights_rank, rope))
     kv_gib = f.get("k_size_gb", 0.0) + f.get("v_size_gb", 0.0) or f.get("kv_size_gb", 0.0)
     memory = card_memory(log, dep)
     if kv_gib and dep.spec is not None and memory is not None and weights_rank is not None:
