@@ -73,7 +73,7 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """(the measured rows, every other log of the manifest with the reason it is not measured)."""
     from kvsize.budget import BudgetSettings, kv_budget
     from kvsize.config import parse_config
-    from kvsize.errors import UsageError
+    from kvsize.errors import KvsizeError, UsageError
     from kvsize.profiles import resolve_gpu
     from kvsize.resolve import load_model_config
     from kvsize.weights import find_weights
@@ -92,7 +92,9 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
             left_out[entry_id] = EXCLUDED[entry_id]
             continue
         if entry["engine"] not in ENGINE_BUDGETS:
-            left_out[entry_id] = NOT_MEASURED_ENGINES[entry["engine"]]
+            left_out[entry_id] = NOT_MEASURED_ENGINES.get(
+                entry["engine"], f"{entry['engine']}: this measures the budgets of vLLM and SGLang logs only"
+            )
             continue
         if not entry.get("config"):
             left_out[entry_id] = "its model's config.json is not in the repository (registry or tests/data/configs)"
@@ -122,12 +124,18 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
             left_out[entry_id] = f"not modelled: {exc}"
             continue
         config = entry["config"]
-        loaded = load_model_config(str(root / config) if config.startswith("tests/") else config)
-        spec = parse_config(loaded.raw, source=loaded.location)
-        dtype = {"float32": "fp32"}.get(str(s.get("dtype")))
-        if dtype:
-            spec = msgspec.structs.replace(spec, model_dtype=dtype)
-        weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype")).bytes
+        try:  # a config kvsize cannot load, size or price is a reason too, not a crash
+            loaded = load_model_config(str(root / config) if config.startswith("tests/") else config)
+            spec = parse_config(loaded.raw, source=loaded.location)
+            dtype = {"float32": "fp32"}.get(str(s.get("dtype")))
+            if dtype:
+                spec = msgspec.structs.replace(spec, model_dtype=dtype)
+            weights = find_weights(
+                loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype")
+            ).bytes
+        except KvsizeError as exc:
+            left_out[entry_id] = f"its config is not sized: {exc}"
+            continue
         tp, pp = entry["tp"], entry["pp"]
         profile = resolve_gpu(entry["gpu"])
         settings = BudgetSettings(

@@ -198,3 +198,31 @@ def test_budget_rows_have_sources() -> None:
     for r in BUDGET_ROWS:
         assert BY_ID[r["id"]]["source"]
         assert r["logged_gib"] * GIB > 0
+
+
+def test_unmeasurable_logs_are_listed_not_crashed_on(tmp_path: Path) -> None:
+    """A log from an engine the corpus does not measure, or naming a config kvsize cannot load, is left out with
+    its reason (the corpus is run on logs other people add)."""
+    spec = importlib.util.spec_from_file_location("budget_corpus_tmp", ROOT / "benchmarks" / "budget_corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    logs = tmp_path / "tests" / "data" / "logs"
+    logs.mkdir(parents=True)
+    (tmp_path / "kvsize").symlink_to(ROOT / "kvsize", target_is_directory=True)  # the parser is loaded from here
+    manifest = [
+        {"id": "other-engine", "engine": "lmdeploy", "config": "x/y", "gpu": "h100", "tp": 1, "pp": 1},
+        {"id": "no-config", "engine": "vllm", "config": "tests/data/configs/missing.json", "gpu": "h100", "tp": 1,
+         "pp": 1},
+    ]
+    (logs / "manifest.json").write_text(json.dumps(manifest))
+    (logs / "other-engine.log").write_text("nothing\n")
+    (logs / "no-config.log").write_text(
+        "INFO [entrypoints/utils.py:233] non-default args: {'gpu_memory_utilization': 0.9}\n"
+        "INFO [v1/worker/gpu_worker.py:436] Available KV cache memory: 10.00 GiB\n"
+    )
+    rows, left_out = module.corpus(tmp_path)
+    assert rows == []
+    assert "lmdeploy" in left_out["other-engine"]
+    assert left_out["no-config"].startswith("its config is not sized")
