@@ -299,8 +299,8 @@ def load_rope_tables(engine: str, version: str | None, spec: ArchSpec, device: D
     """The RoPE tables `engine` loads with the weights on each rank (kvsize/rope_tables.py): vLLM in the model's
     dtype, SGLang in float32 on CUDA where its release does (SglangRules.rope_table_fp32). Other engines: none
     counted (TensorRT-LLM and llama.cpp compute rotary angles in their kernels)."""
+    on_cuda = device is None or device.platform != "rocm"
     if engine == "vllm":
-        on_cuda = device is None or device.platform != "rocm"
         rules = _vllm_rules(version)
         return rope_table_bytes(
             spec,
@@ -313,7 +313,6 @@ def load_rope_tables(engine: str, version: str | None, spec: ArchSpec, device: D
         from kvsize.engines.sglang_releases import SGLANG_RELEASES
 
         fp32 = SGLANG_RELEASES.resolve(version).era.rules.rope_table_fp32
-        on_cuda = device is None or device.platform != "rocm"
         return rope_table_bytes(spec, engine="sglang", element_bytes=4 if fp32 and on_cuda else _dtype_bytes(spec))
     return RopeTables(bytes=0, rule="no RoPE tables counted")
 

@@ -229,7 +229,7 @@ def _weights_figure(logged: float, weights_rank: int, rope_bytes: int) -> Figure
     return Figure("weights per rank", logged, (weights_rank + rope_bytes) / GIB, "GiB", basis)
 
 
-def _busiest_rank(dep: Deployment, tp: int, pp: int, engine: str) -> int:
+def busiest_rank_weights(dep: Deployment, tp: int, pp: int, engine: str = "vllm") -> int:
     """kvsize's weights on the busiest GPU (budget.py weights_on_busiest_rank; an even split without a spec)."""
     assert dep.weights_bytes is not None
     if dep.spec is None:
@@ -290,7 +290,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     if cal is not None and cal.weights_per_rank_bytes is not None:
         weights_rank = cal.weights_per_rank_bytes
     elif dep.weights_bytes is not None:
-        weights_rank = _busiest_rank(dep, sc.tp, sc.pp, "vllm")
+        weights_rank = busiest_rank_weights(dep, sc.tp, sc.pp, "vllm")
     memory = card_memory(log, dep)
     if "weights_gib" in f and weights_rank is not None:
         # "Model loading took" is the memory the load allocated: the weights and the RoPE tables beside them
@@ -359,7 +359,7 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     f, s = log.figures, log.settings
     tp = dep.tp or _int_setting(s.get("tp_size")) or 1
     pp = dep.pp or _int_setting(s.get("pp_size")) or 1
-    weights_rank = _busiest_rank(dep, tp, pp, "sglang") if dep.weights_bytes is not None else None
+    weights_rank = busiest_rank_weights(dep, tp, pp, "sglang") if dep.weights_bytes is not None else None
     if "weights_gb" in f and weights_rank is not None:
         # SGLang's "mem usage" after loading is the free memory it lost: the weights and the RoPE tables
         rope = 0 if dep.spec is None else load_rope_tables("sglang", log.engine_version, dep.spec, dep.device).bytes

@@ -645,7 +645,7 @@ def _rope_scaling(data: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[Rope
             value = container.get(key)
             if not isinstance(value, Mapping) or not value:
                 continue
-            entries = list(value.values()) if all(isinstance(v, Mapping) for v in value.values()) else [value]
+            entries = list(value.values()) if _nested(value) else [value]
             found = []
             for entry in entries:
                 kind = entry.get("rope_type", entry.get("type", "default"))
@@ -738,15 +738,11 @@ def _nested(value: Any) -> bool:
 
 
 def _tied_embeddings(raw: Mapping[str, Any], data: Mapping[str, Any], model_type: str) -> bool:
-    """tie_word_embeddings: the language config's value, else the wrapper's, else the family's default
-    (kvsize/params.py _TIE_DEFAULT_TRUE)."""
-    for container in (data, raw):
-        value = container.get("tie_word_embeddings")
-        if isinstance(value, bool):
-            return value
-    from kvsize.params import _TIE_DEFAULT_TRUE  # params imports this module
+    """The parameter counter's reading of tie_word_embeddings (kvsize/params.py), passing over a value that is not
+    true or false: the KV cache does not depend on it, and the parameter count refuses it by name."""
+    from kvsize.params import tie_word_embeddings  # params imports this module
 
-    return model_type in _TIE_DEFAULT_TRUE or str(raw.get("model_type")) in _TIE_DEFAULT_TRUE
+    return tie_word_embeddings(data, raw, model_type, strict=False)
 
 
 def _scalar_int(f: _Fields, *keys: str) -> int | None:

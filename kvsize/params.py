@@ -305,7 +305,7 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
             break
     model_type = str(text_raw.get("model_type") or raw.get("model_type") or "")
     cfg = _Cfg(text_raw, where=where, defaults=_DEFAULTS.get(model_type, {}))
-    tie = _tied(cfg, raw, model_type)
+    tie = tie_word_embeddings(cfg.data, raw, model_type)
 
     if model_type == "t5":
         _count_t5(cfg, acc, tie=tie)
@@ -337,12 +337,17 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     )
 
 
-def _tied(cfg: _Cfg, top: Mapping[str, Any], model_type: str) -> bool:
-    """tie_word_embeddings: the language config's value, else the wrapper's, else the family default."""
-    for source in (cfg.data, top):
+def tie_word_embeddings(
+    data: Mapping[str, Any], top: Mapping[str, Any], model_type: str, *, strict: bool = True
+) -> bool:
+    """tie_word_embeddings: the language config's value, else the wrapper's, else the family default. `strict`:
+    a value that is not true or false is refused (the parameter count needs it); otherwise it is passed over."""
+    for source in (data, top):
         value = source.get("tie_word_embeddings")
         if value is not None:
             if not isinstance(value, bool):
+                if not strict:
+                    continue
                 raise ConfigError(f"config field 'tie_word_embeddings' must be true or false, got {shown(value)}.")
             return value
     return model_type in _TIE_DEFAULT_TRUE or str(top.get("model_type")) in _TIE_DEFAULT_TRUE

@@ -31,6 +31,7 @@ from kvsize.calibration import (
     Figure,
     LogCheck,
     _kv_dtype,
+    busiest_rank_weights,
     check_log,
     vllm_log_release,
 )
@@ -125,7 +126,7 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
     """Each figure the server serves that kvsize can predict. The pool figures (tokens, concurrency, CPU blocks)
     are predicted from the served blocks' memory; the GPU blocks from kvsize's budget for the card (--gpu), or
     from `kv_cache_memory_bytes` when the server was given one."""
-    from kvsize.budget import BudgetSettings, kv_budget, weights_on_busiest_rank
+    from kvsize.budget import BudgetSettings, kv_budget
     from kvsize.engines.base import pipeline_stages
     from kvsize.engines.vllm import DEFAULT_BLOCK_SIZE, VllmEngine
 
@@ -188,11 +189,7 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
         cal = dep.calibration
         weights = cal.weights_per_rank_bytes if cal is not None else None
         if weights is None and dep.weights_bytes is not None:
-            weights = (
-                weights_on_busiest_rank(dep.spec, dep.weights_bytes, tp=tp, pp=pp).bytes
-                if dep.spec is not None
-                else -(-dep.weights_bytes // (tp * pp))
-            )
+            weights = busiest_rank_weights(dep, tp, pp)
         if weights is None:
             out.notes.append("GPU blocks not predicted: kvsize does not know the weights (pass --weights-mem)")
         else:
@@ -262,7 +259,7 @@ def vllm_calibration(server: VllmServer, dep: Deployment, check: LogCheck, *, so
         )
     served = served_kv_bytes(check)
     tp, pp = dep.tp or 1, dep.pp or 1
-    weights = -(-dep.weights_bytes // (tp * pp)) if dep.weights_bytes is not None else None
+    weights = busiest_rank_weights(dep, tp, pp) if dep.weights_bytes is not None else None
     if served is None or weights is None or dep.memory_bytes is None or dep.spec is None:
         raise UsageError(
             "the served pool could not be set against the card's budget", hint="Pass --gpu and --weights-mem."
