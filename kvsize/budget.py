@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kvsize.engines.context import Device, UsageContext
+from kvsize.mm_profile import UNMODELLED_NOTE, vllm_mm_profile
 from kvsize.record import Record
 from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
@@ -110,6 +111,9 @@ class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     rope_table_bytes: int | None = None
     """vLLM / SGLang: the RoPE tables loaded beside the weights (None: kvsize/rope_tables.py; 0 where the
     weights given are a measured load, which holds them already)."""
+    max_model_len: int | None = None
+    """vLLM's max_model_len, which bounds a multimodal profile's items per prompt (None: the model's maximum,
+    vLLM's default)."""
 
 
 DEFAULT_SETTINGS = BudgetSettings()
@@ -134,6 +138,9 @@ class KvBudget(Record, frozen=True, kw_only=True):
     rope_table_bytes: int = 0
     """vLLM / SGLang: the RoPE cos/sin tables loaded with the weights on each rank (kvsize/rope_tables.py)."""
     rope_table_rule: str = ""
+    activation_rule: str = ""
+    """What the activation peak counts (vLLM's profile run: the language model, and a multimodal encoder's
+    dummy batch where kvsize/mm_profile.py models it)."""
     visible_bytes: int = 0
     """Where vLLM / SGLang / TensorRT-LLM start: the card's CUDA total (cudaMemGetInfo)."""
     visible_source: str = ""
@@ -276,23 +283,43 @@ def _profile_peak(
     version: str | None = None,
     device: Device | None = None,
     tp: int = 1,
-) -> int:
-    """The warm-up run's activation peak: given, or vLLM's profile-run model at the server's batch defaults
-    for the device (kvsize.engines.vllm_scheduler; TensorRT-LLM's warm-up runs the same kind of max-batch
-    forward, so it takes vLLM 0.33's defaults)."""
+    multimodal: bool = False,
+) -> tuple[int, str]:
+    """The warm-up run's activation peak and its rule: given, or vLLM's profile-run model at the server's batch
+    defaults for the device (kvsize.engines.vllm_scheduler; TensorRT-LLM's warm-up runs the same kind of
+    max-batch forward, so it takes vLLM 0.33's defaults). `multimodal`: vLLM's encoder profile comes first
+    (kvsize/mm_profile.py), for the families modelled; other multimodal models say they are not."""
     if s.activation_bytes is not None:
-        return s.activation_bytes
+        return s.activation_bytes, "activation peak given"
     from kvsize.engines.vllm_scheduler import batch_defaults
 
     rules = _vllm_rules(version)
     default_tokens, default_seqs = batch_defaults(rules, device or Device(memory_bytes), UsageContext.API_SERVER)
-    return vllm_activation_bytes(
-        spec,
-        max_batched_tokens=s.max_batched_tokens or default_tokens,
-        max_num_seqs=s.max_num_seqs or default_seqs,
-        tp=tp,
-        gpu=device.name if device is not None else None,
+    tokens, seqs = s.max_batched_tokens or default_tokens, s.max_num_seqs or default_seqs
+    language = vllm_activation_bytes(
+        spec, max_batched_tokens=tokens, max_num_seqs=seqs, tp=tp, gpu=device.name if device is not None else None
     )
+    rule = (
+        f"language model's profile forward of {tokens:,} tokens and sampler over {seqs:,} sequences "
+        "(kvsize/budget.py vllm_activation_bytes)"
+    )
+    if not (multimodal and spec.is_multimodal):
+        return language, rule
+    if spec.vision_dummy is None:
+        return language, rule + "; " + UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)
+    mm = vllm_mm_profile(
+        spec,
+        spec.vision_dummy,
+        dtype_bytes=_dtype_bytes(spec),
+        max_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        max_model_len=s.max_model_len or spec.max_context or tokens,
+        tp=tp,
+        ceil_budget=rules.mm_items_ceil,
+        per_prompt_by_len=rules.mm_items_by_len,
+    )
+    peak = mm.input_bytes + max(mm.tower_peak_bytes, mm.output_bytes + language)
+    return peak, f"{rule}; {mm.rule}"
 
 
 def load_rope_tables(engine: str, version: str | None, spec: ArchSpec, device: Device | None = None) -> RopeTables:
@@ -369,7 +396,7 @@ def kv_budget(
     if engine == "vllm":
         rules = _vllm_rules(version)
         util = s.gpu_util if s.gpu_util is not None else rules.gpu_memory_utilization
-        activation = _profile_peak(spec, memory_bytes, s, version, device, tp)
+        activation, activation_rule = _profile_peak(spec, memory_bytes, s, version, device, tp, multimodal=True)
         non_torch = (
             s.non_torch_bytes
             if s.non_torch_bytes is not None
@@ -416,6 +443,7 @@ def kv_budget(
             )
         )
         activation, graphs = s.activation_bytes or 0, s.cuda_graph_bytes or 0
+        activation_rule = "activation peak given" if s.activation_bytes else ""
         vlm_reserve = vlm_kv_reserve_bytes(spec, sglang_rules)
         non_torch = (
             s.non_torch_bytes
@@ -444,7 +472,7 @@ def kv_budget(
 
         trt_rules = TRTLLM_RELEASES.resolve(version).era.rules
         util = s.gpu_util if s.gpu_util is not None else trt_rules.free_gpu_memory_fraction
-        activation = _profile_peak(spec, memory_bytes, s, device=device, tp=tp)
+        activation, activation_rule = _profile_peak(spec, memory_bytes, s, device=device, tp=tp)
         non_torch = (
             s.non_torch_bytes
             if s.non_torch_bytes is not None
@@ -462,6 +490,7 @@ def kv_budget(
             non_torch_bytes=non_torch,
             cuda_graph_bytes=graphs,
             kv_budget_bytes=math.floor(free * util),
+            activation_rule=activation_rule,
             rule=f"TensorRT-LLM: {util} x (CUDA-visible memory - weights - warm-up peak); CUDA-visible memory: "
             + visible_source,
             visible_bytes=visible,
@@ -505,4 +534,5 @@ def kv_budget(
         visible_source=visible_source,
         rope_table_bytes=rope.bytes,
         rope_table_rule=rope.rule,
+        activation_rule=activation_rule,
     )

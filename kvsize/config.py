@@ -25,6 +25,7 @@ from kvsize.cache_fields import (
 )
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.errors import ConfigError
+from kvsize.mm_profile import vision_dummy
 from kvsize.record import InvalidRecord
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, RopeScaling, RopeTable, StateKind, StateSpec
 from kvsize.text import shown
@@ -504,13 +505,14 @@ def _parse_known(
     dtype = _model_dtype(raw, data)
     if dtype is None:
         notes.append("config names no dtype: assumed bf16 weights")
+    hidden_size = fields.integer(*_HIDDEN_KEYS)
     try:
         return ArchSpec(
             model_type=model_type,
             layers=tuple(layers),
             num_attention_heads=attention.num_heads if attention else None,
             max_context=max_context,
-            hidden_size=fields.integer(*_HIDDEN_KEYS),
+            hidden_size=hidden_size,
             intermediate_size=_scalar_int(fields, "intermediate_size", "ffn_hidden_size", "n_inner"),
             vocab_size=fields.integer("vocab_size", "padded_vocab_size", maximum=1 << 30),
             experts_per_token=_moe_top_k(data),
@@ -519,6 +521,7 @@ def _parse_known(
             notes=tuple(dict.fromkeys(notes)),
             context_lengths=_context_lengths(merged),
             **_identity(raw, data, source),
+            vision_dummy=vision_dummy(raw, hidden_size),
             rope_table=_rope_table(merged, layers, model_type),
             tied_embeddings=_tied_embeddings(raw, data, model_type),
         )

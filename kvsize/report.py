@@ -503,6 +503,8 @@ def _gpu_panel(scenarios: Sequence[Scenario], width: int, *, explain: bool, mult
         lines.append(from_markup(f"[dim]  budget: {escape(first.budget.rule)}[/]"))
         if first.budget.rope_table_bytes:
             lines.append(from_markup(f"[dim]  {escape(first.budget.rope_table_rule)}[/]"))
+        if first.budget.activation_rule:
+            lines.append(from_markup(f"[dim]  activation peak: {escape(first.budget.activation_rule)}[/]"))
     if multi_engine:
         budgets: dict[str, int] = {}
         for s in scenarios:

@@ -220,6 +220,30 @@ class RopeTable(Record, frozen=True, kw_only=True):
     DeepseekScalingRotaryEmbedding."""
 
 
+class VisionDummy(Record, frozen=True, kw_only=True):
+    """The largest item a multimodal model's processor makes, as vLLM's profile run feeds it to the encoder
+    (kvsize/mm_profile.py vision_dummy)."""
+
+    family: str
+    """The model family and the rule its vLLM file gives (shown in the budget's rule)."""
+    tokens_per_item: int
+    """Embeddings one item puts in the prompt (get_mm_max_tokens_per_item)."""
+    input_elements: int
+    """The processor's output for one item (pixel values), elements."""
+    tower_tokens: int
+    """Tokens one item passes through the vision tower (patches, class tokens, tiles)."""
+    tower_hidden: int
+    tower_intermediate: int
+    output_width: int
+    """Width of each embedding the encoder returns (the language model's hidden size)."""
+
+    def __post_init__(self) -> None:
+        check_at_least(
+            self, 1, "tokens_per_item", "input_elements", "tower_tokens", "tower_hidden", "tower_intermediate"
+        )
+        check_at_least(self, 1, "output_width")
+
+
 class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room for the cached layer groups
     """A model's decoder as kvsize sizes it."""
 
@@ -254,6 +278,8 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     """Layers of the vision tower (`vision_config.num_hidden_layers`), for multimodal memory reserves."""
     vision_hidden_size: int | None = None
     """Width of the vision tower (`vision_config.hidden_size`)."""
+    vision_dummy: VisionDummy | None = None
+    """vLLM's profile-run item for the encoder (None: not a multimodal family kvsize models)."""
     rope_scaling: tuple[RopeScaling, ...] = ()
     """The config's RoPE scaling entries (none: unscaled), for the engines' maximum context."""
     rope_table: RopeTable | None = None

@@ -175,6 +175,13 @@ class VllmRules:
     CUDA wheels; model_executor/layers/rotary_embedding/deepseek_scaling_rope.py, 0.14.0+); earlier releases cast
     it to the model's dtype (kvsize/rope_tables.py)."""
 
+    mm_items_ceil: bool
+    """profile_run's multimodal dummy batch holds cdiv(encoder budget, tokens per item) items (0.8.5-0.9.2,
+    v1/worker/gpu_model_runner.py profile_run); from 0.10.0 budget // tokens per item (kvsize/mm_profile.py)."""
+    mm_items_by_len: bool
+    """The decoder's side of the item count is max_num_seqs x max(1, min(limit, max_model_len // tokens per
+    item)) (v1/worker/utils.py MultiModalBudget.get_max_items, 0.10.1+); before, max_num_seqs x limit."""
+
     # --- the model's maximum context (config/model.py _get_and_verify_max_len) -------------------------------
     unscaled_rope_types: frozenset[str]
     """RoPE types whose `factor` does not scale the derived maximum."""
@@ -261,6 +268,8 @@ R_0_8_5 = VllmRules(
     cuda_graph_estimate=False,
     deepseek_rope_fp32=False,
     mrope_unit_factor_archs=frozenset(),
+    mm_items_ceil=True,
+    mm_items_by_len=False,
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -271,11 +280,15 @@ R_0_9_0 = replace(R_0_8_5, tier_a100_excluded=True)
 R_0_9_1 = replace(R_0_9_0, hybrid_allocator=True, logged_pool="blocks_per_group")
 # 0.9.2: without chunked prefill max_num_batched_tokens = max_model_len (_set_default_args_v1).
 R_0_9_2 = replace(R_0_9_1, no_chunked_tokens="max_model_len")
-# 0.10.0: ChunkedLocalAttentionSpec (v1/kv_cache_interface.py); fp8_inc; async scheduling (off).
-R_0_10_0 = replace(R_0_9_2, chunked_local_window=True, kv_dtypes=KV_DTYPES_0100)
+# 0.10.0: ChunkedLocalAttentionSpec (v1/kv_cache_interface.py); fp8_inc; async scheduling (off); the multimodal
+# profile's items by floor division (gpu_model_runner.py profile_run `encoder_budget // max_tokens_per_mm_item`).
+R_0_10_0 = replace(R_0_9_2, chunked_local_window=True, kv_dtypes=KV_DTYPES_0100, mm_items_ceil=False)
 # 0.10.1: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0 (hybrid allocator off for Llama 4:
-# chunked layers full again); CUTLASS MLA 128 on cc 10.0; max_num_seqs <= max_num_batched_tokens.
-R_0_10_1 = replace(R_0_10_0, chunked_local_window=False, mla_blocks="cutlass100", seqs_capped_by_tokens=True)
+# chunked layers full again); CUTLASS MLA 128 on cc 10.0; max_num_seqs <= max_num_batched_tokens; multimodal
+# items per prompt bounded by max_model_len (v1/worker/utils.py MultiModalBudget.get_max_items).
+R_0_10_1 = replace(
+    R_0_10_0, chunked_local_window=False, mla_blocks="cutlass100", seqs_capped_by_tokens=True, mm_items_by_len=True
+)
 # 0.10.2: hybrids and Whisper on V1 by default (_is_v1_supported_oracle); MambaModelConfig forces prefix caching
 # off; HybridAttentionMambaModelConfig A = 16; cross attention = the encoder length.
 R_0_10_2 = replace(R_0_10_1, v1_state_models=True, v1_whisper=True)

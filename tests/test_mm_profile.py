@@ -1,0 +1,234 @@
+"""vLLM's profile run of a multimodal model (kvsize/mm_profile.py): the encoder's dummy batch and what it leaves
+on the GPU while the language model's profile runs.
+
+Each figure is worked by hand from the config and vLLM's source: v1/worker/gpu_model_runner.py profile_run
+(0.8.5-0.33.0), multimodal/encoder_budget.py MultiModalBudget._get_max_items (0.19.0), gemma3_mm.py,
+mllama4.py, llava.py / clip.py (0.19.0). The published vLLM 0.19.0 H100 logs of Gemma 3 and Llama 4 Scout
+(tests/data/logs/llmd-*) say "profiled with 32 image items" and "profiled with 3 image items".
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kvsize.api import estimate_loaded
+from kvsize.budget import BudgetSettings, kv_budget, vllm_activation_bytes
+from kvsize.config import parse_config
+from kvsize.engines.context import Device
+from kvsize.engines.vllm_releases import VLLM_RELEASES
+from kvsize.mm_profile import mm_items, vision_dummy
+from kvsize.profiles import resolve_gpu
+from kvsize.registry import find_entry, load_registry_config
+from kvsize.resolve import load_model_config
+from kvsize.spec import ArchSpec
+
+H100 = Device.from_profile(resolve_gpu("h100"))
+GIB = 1024**3
+
+
+def registry_raw(hub_id: str) -> dict[str, Any]:
+    entry = find_entry(hub_id)
+    assert entry is not None
+    return copy.deepcopy(dict(load_registry_config(entry)))
+
+
+def spec_of(raw: dict[str, Any]) -> ArchSpec:
+    return parse_config(raw)
+
+
+def activation(spec: ArchSpec, version: str = "0.19.0", tp: int = 1, **settings: Any) -> int:
+    return kv_budget(
+        "vllm",
+        version,
+        spec,
+        memory_bytes=H100.total_memory_bytes,
+        weights_bytes=0,
+        tp=tp,
+        settings=BudgetSettings(**settings),
+        device=H100,
+    ).activation_bytes
+
+
+def language_peak(spec: ArchSpec, tp: int = 1) -> int:
+    # H100 on vLLM 0.19, API server: 8,192 batched tokens, 1,024 sequences (vllm_scheduler batch_defaults).
+    return vllm_activation_bytes(spec, max_batched_tokens=8192, max_num_seqs=1024, tp=tp, gpu=H100.name)
+
+
+# --- the largest item per family ---------------------------------------------------------------------------
+
+
+def test_gemma3_item_is_one_896_crop_of_256_tokens() -> None:
+    d = spec_of(registry_raw("google/gemma-3-27b-it")).vision_dummy
+    assert d is not None
+    assert d.tokens_per_item == 256  # mm_tokens_per_image
+    assert d.input_elements == 3 * 896 * 896  # pixel_values (1, 3, 896, 896)
+    assert d.tower_tokens == 64 * 64  # (896 / 14)^2 SigLIP patches
+    assert (d.tower_hidden, d.tower_intermediate, d.output_width) == (1152, 4304, 5376)
+
+
+def test_llama4_item_is_16_tiles_and_a_global_tile() -> None:
+    d = spec_of(registry_raw("meta-llama/Llama-4-Scout-17B-16E-Instruct")).vision_dummy
+    assert d is not None
+    # (336 / 14)^2 = 576 patches per tile, pixel shuffle 0.5 keeps 576 // 4 = 144 embeddings; 17 tiles.
+    assert d.tokens_per_item == 17 * 144 == 2448
+    assert d.input_elements == 17 * 3 * 336 * 336
+    assert d.tower_tokens == 17 * 577  # each tile's patches and its class token
+    assert (d.tower_hidden, d.tower_intermediate, d.output_width) == (1408, 5632, 5120)
+
+
+def test_llava_item_drops_the_class_token_from_the_prompt_only() -> None:
+    raw = {
+        "architectures": ["LlavaForConditionalGeneration"],
+        "vision_config": {
+            "model_type": "clip_vision_model",
+            "image_size": 336,
+            "patch_size": 14,
+            "hidden_size": 1024,
+            "intermediate_size": 4096,
+        },
+    }
+    d = vision_dummy(raw, 4096)
+    assert d is not None
+    assert (d.tokens_per_item, d.tower_tokens) == (576, 577)  # clip.py get_num_image_tokens = 24^2 + 1
+    assert vision_dummy({**raw, "vision_feature_select_strategy": "full"}, 4096) is None
+
+
+def test_families_not_read_have_no_item() -> None:
+    raw = {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "vision_config": {"image_size": 336, "patch_size": 14, "hidden_size": 1280, "intermediate_size": 3420},
+    }
+    assert vision_dummy(raw, 3584) is None
+    gemma = registry_raw("google/gemma-3-27b-it")
+    gemma["vision_config"]["image_size"] = 900  # not a multiple of the patch: not a shape vLLM builds
+    assert spec_of(gemma).vision_dummy is None
+
+
+# --- how many items --------------------------------------------------------------------------------------
+
+
+def test_items_floor_from_0_10_and_ceil_before() -> None:
+    # 8,192 // 2,448 = 3 (the 0.19 Scout log: "profiled with 3 image items"); cdiv gives 4 (0.8.5-0.9.2).
+    common = {"max_batched_tokens": 8192, "max_num_seqs": 1024, "max_model_len": 8192, "per_prompt_by_len": True}
+    assert mm_items(2448, ceil_budget=False, **common) == 3
+    assert mm_items(2448, ceil_budget=True, **common) == 4
+    assert mm_items(256, ceil_budget=True, **common) == mm_items(256, ceil_budget=False, **common) == 32
+    assert VLLM_RELEASES.resolve("0.9.2").era.rules.mm_items_ceil
+    assert not VLLM_RELEASES.resolve("0.10.0").era.rules.mm_items_ceil
+
+
+def test_items_budget_is_at_least_one_item() -> None:
+    # compute_mm_encoder_budget: max(max_num_batched_tokens, tokens per item) -> one item of 2,448 at 2,048.
+    assert (
+        mm_items(
+            2448,
+            max_batched_tokens=2048,
+            max_num_seqs=256,
+            max_model_len=8192,
+            ceil_budget=False,
+            per_prompt_by_len=True,
+        )
+        == 1
+    )
+
+
+def test_items_per_prompt_bound_by_max_model_len_from_0_10_1() -> None:
+    # One sequence of 4,096 tokens holds 4096 // 2448 = 1 item (0.10.1+); before, 999 items per prompt.
+    args = {"max_batched_tokens": 8192, "max_num_seqs": 1, "max_model_len": 4096, "ceil_budget": False}
+    assert mm_items(2448, per_prompt_by_len=True, **args) == 1
+    assert mm_items(2448, per_prompt_by_len=False, **args) == 3
+    assert not VLLM_RELEASES.resolve("0.10.0").era.rules.mm_items_by_len
+    assert VLLM_RELEASES.resolve("0.10.1").era.rules.mm_items_by_len
+
+
+# --- the peak --------------------------------------------------------------------------------------------
+
+
+def test_gemma3_27b_peak_holds_pixels_and_outputs_over_the_sampler() -> None:
+    spec = spec_of(registry_raw("google/gemma-3-27b-it"))
+    inputs = 32 * 3 * 896 * 896 * 2  # 154,140,672
+    outputs = 32 * 256 * 5376 * 2  # 88,080,384
+    tower = 32 * 4096 * (2 * 1152 + 2 * 4304) * 2  # 2,860,515,328: below the sampler phase
+    language = language_peak(spec)
+    assert language == 1024 * 262208 * 14 + 132 * 262208 * 4 + 8192 * 5376 * 2  # the sampler phase
+    assert tower < outputs + language
+    assert activation(spec) == inputs + outputs + language == 4_227_761_152
+    # The published log: "torch peak memory increase: 3.99GiB"; the language model alone gives 3.71 GiB.
+    assert abs(activation(spec) / GIB - 3.99) < 0.06 < abs(language / GIB - 3.99)
+
+
+def test_llama4_scout_tp4_peak() -> None:
+    spec = spec_of(registry_raw("meta-llama/Llama-4-Scout-17B-16E-Instruct"))
+    inputs = 3 * 17 * 3 * 336 * 336 * 2  # 34,543,104
+    outputs = 3 * 2448 * 5120 * 2  # 75,202,560
+    assert activation(spec, tp=4) == inputs + outputs + language_peak(spec, tp=4)
+    # 0.9.2 rounds the items up: 4 items.
+    four = activation(spec, version="0.9.2", tp=4) - language_peak(spec, tp=4)
+    assert four >= 4 * 17 * 3 * 336 * 336 * 2 + 4 * 2448 * 5120 * 2
+
+
+def test_a_large_encoder_batch_peaks_in_the_tower() -> None:
+    # 32 images of 4,096 patches through a tower 4x wider: its MLP step beats the sampler phase.
+    raw = registry_raw("google/gemma-3-4b-it")
+    raw["vision_config"]["intermediate_size"] = 4 * 4304
+    spec = spec_of(raw)
+    inputs = 32 * 3 * 896 * 896 * 2
+    tower = 32 * 4096 * (2 * 1152 + 2 * 4 * 4304) * 2
+    assert tower > 32 * 256 * 2560 * 2 + language_peak(spec)
+    assert activation(spec) == inputs + tower
+
+
+def test_a_given_activation_replaces_the_profile() -> None:
+    spec = spec_of(registry_raw("google/gemma-3-27b-it"))
+    assert activation(spec, activation_bytes=123) == 123
+
+
+def test_other_engines_take_no_encoder_profile() -> None:
+    raw = registry_raw("google/gemma-3-27b-it")
+    with_vision, text_only = spec_of(raw), spec_of({**raw, "vision_config": None})
+    for engine in ("trtllm", "sglang"):
+        a, b = (
+            kv_budget(engine, None, s, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100)
+            for s in (with_vision, text_only)
+        )
+        assert a.activation_bytes == b.activation_bytes
+
+
+def test_an_unmodelled_multimodal_model_is_flagged(tmp_path: Any) -> None:
+    raw = {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "max_position_embeddings": 128000,
+        "torch_dtype": "bfloat16",
+        "rope_theta": 1000000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14},
+    }
+    (tmp_path / "config.json").write_text(__import__("json").dumps(raw))
+    spec = spec_of(raw)
+    assert spec.vision_dummy is None
+    budget = kv_budget("vllm", "0.19.0", spec, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100)
+    assert budget.activation_bytes == language_peak(spec)
+    assert "not modelled for Qwen2_5_VLForConditionalGeneration" in budget.activation_rule
+    est = estimate_loaded(load_model_config(str(tmp_path)), gpu="h100", engine="vllm", ctx=8192)
+    assert any("not modelled for Qwen2_5_VLForConditionalGeneration" in n for n in est.notes)
+    text = estimate_loaded(load_model_config(str(tmp_path)), engine="vllm", ctx=8192)
+    assert not any("not modelled" in n for n in text.notes)  # no card, no budget: nothing to flag
+
+
+@pytest.mark.parametrize("hub_id", ["google/gemma-3-27b-it", "meta-llama/Llama-4-Scout-17B-16E-Instruct"])
+def test_modelled_families_carry_no_flag(hub_id: str) -> None:
+    spec = spec_of(registry_raw(hub_id))
+    rule = kv_budget(
+        "vllm", "0.19.0", spec, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100
+    ).activation_rule
+    assert "multimodal profile:" in rule and "not modelled" not in rule
