@@ -101,6 +101,15 @@ TEST_MAP: dict[str, list[str]] = {
     ],
     # config.py: the parser's own tests, the never-silent corpus, the family files worked from transformers, and
     # the registry's hand-derived shapes (tests/expected_kv.py through test_registry_models.py).
+    "kvsize/cache_fields.py": [
+        "tests/test_deepseek_v4.py",
+        "tests/test_families_2026.py",
+        "tests/test_families_round4.py",
+        "tests/test_families_round5.py",
+        "tests/test_hostile_inputs.py",
+        "tests/test_never_silent.py",
+        "tests/test_mutants_killed.py",
+    ],
     "kvsize/config.py": [
         "tests/test_config.py",
         "tests/test_never_silent.py",

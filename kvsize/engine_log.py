@@ -126,7 +126,6 @@ class EngineLog(msgspec.Struct):
     hparams: dict[str, int] = msgspec.field(default_factory=dict)
     """llama.cpp's printed hyper-parameters (n_layer, n_head_kv, n_embd_head_k, n_embd_head_v, n_swa)."""
     caches: list[LlamaCppCache] = msgspec.field(default_factory=list)
-    lines: int = 0
     failure: str | None = None
     """Why the start-up failed, when the log says it did (vLLM's negative "Available KV cache memory", "No
     available memory for the cache blocks", SGLang's "Not enough memory", ...); None otherwise."""
@@ -717,7 +716,7 @@ def parse_log(text: str) -> EngineLog | None:
     engine = detect_engine(text)
     if engine is None:
         return None
-    log = EngineLog(engine=engine, lines=text.count("\n") + 1)
+    log = EngineLog(engine=engine)
     matched, cut = _bounded_lines(text)
     reader = _Reader(matched, log)
     _PARSERS[engine](reader)

@@ -1110,3 +1110,153 @@ def test_sglang_mamba_pool_when_the_state_share_is_below_one_request() -> None:
         if layer.attention is not None
     )
     assert pool.max_total_num_tokens == half // per_token
+
+
+# --- round 5 (seed 5): cache_fields, config, engines, engine_log, params ---------------------------------------
+
+
+def test_recurrent_gemma_fields_are_read_only_for_recurrent_gemma() -> None:
+    # cache_fields.py: block_types / lru_width / conv1d_width / attention_window_size are RecurrentGemma's
+    # (modeling_recurrent_gemma.py); on a Llama they change what a layer keeps and kvsize does not read them there.
+    from kvsize.cache_fields import UnmodelledFields
+    from kvsize.config import parse_config
+
+    llama = {"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512}
+    with pytest.raises(UnmodelledFields, match="lru_width"):
+        parse_config({**llama, "lru_width": 512})
+
+
+def test_config_width_limit_is_two_to_the_thirtieth() -> None:
+    # config.py _scalar_int: an informational width up to 1 << 30 = 1,073,741,824; one more is bad input.
+    from kvsize.config import parse_config
+    from kvsize.errors import ConfigError
+
+    llama = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 512}
+    assert parse_config({**llama, "intermediate_size": 1 << 30}).intermediate_size == 1_073_741_824
+    with pytest.raises(ConfigError, match="between 1 and 1073741824"):
+        parse_config({**llama, "intermediate_size": (1 << 30) + 1})
+
+
+def test_vllm_block_size_one_is_accepted() -> None:
+    # vLLM's CacheConfig has taken block_size 1 (config/cache.py BlockSize Literal[1, 8, 16, 32, 64, 128]); only
+    # values below 1 are refused.
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.vllm import VllmEngine
+
+    spec = _registry_spec("meta-llama/Llama-3.1-8B")
+    assert VllmEngine("0.19.0", block_size=1).block_size(spec, KvDtype.BF16, 1) == 1
+    with pytest.raises(UsageError, match="must be positive"):
+        VllmEngine("0.19.0", block_size=0)
+
+
+def test_vllm_skip_layers_realign_only_when_the_skipped_page_is_larger() -> None:
+    # Platform._align_heterogeneous_kv_block_size (0.33): the block grows only when the skipped layers' page per
+    # token S exceeds the primary P: bf16 skipped over a bf16 primary (S = P) keeps --block-size 8; over an fp8
+    # primary (S = 2P) it becomes max(8, 16 x cdiv(16 x 2P, 16 x P)) = 32.
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.vllm import VllmEngine
+
+    spec = _registry_spec("meta-llama/Llama-3.1-8B")
+    engine = VllmEngine("0.33.0", block_size=8, kv_cache_dtype_skip_layers="0")
+    assert engine.block_size(spec, KvDtype.BF16, 1) == 8
+    assert engine.block_size(spec, KvDtype.FP8_E4M3, 1) == 32
+
+
+def test_sglang_0_5_4_mamba2_without_radix_keeps_512_slots() -> None:
+    # model_runner.py handle_max_mamba_cache@0.5.4: radix cache off (forced for nemotron_h) and no
+    # --max-running-requests -> max_mamba_cache_size = 512, one slot per request (ratio 1).
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.sglang import SglangEngine
+
+    pool = SglangEngine("0.5.4").pool(
+        _registry_spec("nvidia/Nemotron-H-56B-Base-8K"), available_bytes=40 * GIB, kv_dtype=KvDtype.BF16
+    )
+    assert (pool.max_mamba_cache_size, pool.mamba_request_limit) == (512, 512)
+
+
+def test_sglang_running_requests_with_no_context_does_not_divide_by_zero() -> None:
+    # int(pool / context_len x 512) with the context taken as at least 1: 10,000 x 512 clamped to 4,096.
+    from kvsize.engines.sglang import RULES_0523, default_max_running_requests
+
+    assert default_max_running_requests(10_000, 0, rules=RULES_0523) == 4096
+
+
+def test_sglang_tiered_reserve_edges_are_strict() -> None:
+    # server_args.py __post_init__@0.4.9.post2: `gpu_mem < 35 * 1024` ... `< 90 * 1024` ... `< 160 * 1024`, else
+    # 32 * 1024 MiB: a card of exactly 160 GiB takes 32 GiB, one MiB less takes 12 + 1/2 GiB.
+    assert tiered_reserve_mib(160 * 1024, 1) == 32 * 1024
+    assert tiered_reserve_mib(160 * 1024 - 1, 1) == 12.5 * 1024
+    assert tiered_reserve_mib(35 * 1024, 1) == 10 * 1024
+    assert tiered_reserve_mib(35 * 1024 - 1, 1) == pytest.approx(2.9 * 1024)
+
+
+def test_sglang_prefill_graph_buckets() -> None:
+    # arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes@0.5.23: 4..32 by 4, 48..256 by 16,
+    # 288..512 by 32, 576..1024 by 64, 1280..4096 by 256, then 4608.. by 512.
+    from kvsize.engines.sglang import prefill_graph_sizes
+
+    sizes = prefill_graph_sizes(5120)
+    assert sizes[:8] == [4, 8, 12, 16, 20, 24, 28, 32]
+    assert sizes[8:22] == [48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
+    assert sizes[22:30] == [288, 320, 352, 384, 416, 448, 480, 512]
+    assert sizes[-3:] == [4096, 4608, 5120]
+
+
+def test_llamacpp_layer_split_allows_one_gpu_per_layer() -> None:
+    # llama_model::load_tensors: device(il) = floor(il x n / (n_layer + 1)); 4 layers on 4 GPUs -> 0, 0, 1, 2 (the
+    # fourth GPU holds none); 5 GPUs for 4 layers is refused.
+    from kvsize.engines.llamacpp import llamacpp_layer_split
+
+    assert llamacpp_layer_split(4, 4) == [range(0, 2), range(2, 3), range(3, 4), range(0, 0)]
+    with pytest.raises(UsageError, match="exceeds"):
+        llamacpp_layer_split(4, 5)
+
+
+def test_llamacpp_bytes_per_token_count_the_attention_layers() -> None:
+    # llama.cpp f16 cache of Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K + V) x 2 B = 131,072 B per token.
+    import kvsize
+
+    est = kvsize.estimate("meta-llama/Llama-3.1-8B", ctx=4096, engine="llamacpp")
+    assert est.scenarios[0].kv_bytes_per_token == 131_072
+
+
+def test_deepseek_moe_layers_start_at_zero_by_default() -> None:
+    # DeepseekV2Config / DeepseekV3Config: first_k_dense_replace defaults to 0 (every layer a MoE layer when
+    # moe_layer_freq is 1): a config without it counts as one that says 0, not 1.
+    from kvsize.params import estimate_parameters
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("deepseek-ai/DeepSeek-V3")
+    assert entry is not None
+    raw = dict(load_registry_config(entry))
+    without = {k: v for k, v in raw.items() if k != "first_k_dense_replace"}
+    assert estimate_parameters(without).total == estimate_parameters({**raw, "first_k_dense_replace": 0}).total
+    assert estimate_parameters(without).total != estimate_parameters({**raw, "first_k_dense_replace": 1}).total
+
+
+def test_whisper_decoder_positions_default_to_448() -> None:
+    # WhisperConfig: max_target_positions = 448 by default; a config without it counts 448 learned positions.
+    from kvsize.params import estimate_parameters
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("openai/whisper-small")
+    assert entry is not None
+    raw = dict(load_registry_config(entry))
+    without = {k: v for k, v in raw.items() if k != "max_target_positions"}
+    assert estimate_parameters(without).total == estimate_parameters({**raw, "max_target_positions": 448}).total
+
+
+def test_vllm_log_reads_a_max_num_batched_tokens_that_is_not_the_default() -> None:
+    # vLLM's config line "max_num_batched_tokens=2048." (a deployment's --max-num-batched-tokens 2048).
+    from kvsize.engine_log import parse_log
+
+    logs = Path(__file__).parent / "data" / "logs"
+    text = (logs / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log").read_text()
+    assert "max_num_batched_tokens=8192." in text
+    text = "\n".join(
+        line
+        for line in text.replace("max_num_batched_tokens=8192.", "max_num_batched_tokens=2048.").splitlines()
+        if "Defaulting max_num_batched_tokens" not in line
+    )
+    log = parse_log(text)
+    assert log is not None and log.settings["max_num_batched_tokens"] == 2048
