@@ -775,7 +775,11 @@ def _text_config(raw: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any]
 
 
 def _model_dtype(raw: Mapping[str, Any], data: Mapping[str, Any]) -> KvDtype | None:
-    for container in (data, raw):
+    """The checkpoint's dtype: the root config's, then the language model's (vLLM 0.19
+    transformers_utils/model_arch_config_convertor.py get_torch_dtype: "Fallbacks for multi-modal models if the
+    root config does not define dtype"; transformers' from_pretrained reads the root config too). Gemma 3 12B's
+    hub config says bfloat16 at the root and float32 in its text_config."""
+    for container in (raw, data):
         for key in ("torch_dtype", "dtype"):
             dtype = dtype_from_torch_name(container.get(key))
             if dtype is not None:

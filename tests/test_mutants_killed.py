@@ -1260,3 +1260,31 @@ def test_vllm_log_reads_a_max_num_batched_tokens_that_is_not_the_default() -> No
     )
     log = parse_log(text)
     assert log is not None and log.settings["max_num_batched_tokens"] == 2048
+
+
+def test_a_log_cut_before_the_kv_cache_has_no_kv_figure() -> None:
+    # EngineLog.has_kv_figure: a vLLM log that ends at "Model loading took" printed no KV figure; the whole log did.
+    from kvsize.engine_log import parse_log
+
+    text = (Path(__file__).parent / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log").read_text()
+    lines = text.splitlines()
+    cut = "\n".join(lines[: next(i for i, line in enumerate(lines) if "Model loading took" in line) + 1])
+    whole, head = parse_log(text), parse_log(cut)
+    assert whole is not None and whole.has_kv_figure()
+    assert head is not None and not head.has_kv_figure()
+
+
+def test_a_zero_count_is_no_count() -> None:
+    # engine_log.py _count: vLLM's counts are positive (max_num_seqs=0 is no setting), 1 is the least.
+    from kvsize.engine_log import _count
+
+    assert _count(0) is None and _count(1) == 1 and _count("32k") == 32 * 1024
+
+
+def test_one_cut_line_is_named_in_the_singular() -> None:
+    from kvsize.engine_log import MAX_LINE_CHARS, parse_log
+
+    text = (Path(__file__).parent / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log").read_text()
+    log = parse_log(text + "\n" + "x" * (MAX_LINE_CHARS + 10))
+    assert log is not None
+    assert any(n.startswith("1 line longer than") for n in log.notes), log.notes
