@@ -605,7 +605,10 @@ def estimate_loaded(
             continue
         scenarios.extend(produced)
         if card is not None and rules.name == "vllm" and settings.activation_bytes is None:
-            notes.extend(_multimodal_notes(spec))
+            from kvsize.mm_profile import unmodelled_note
+
+            if (flag := unmodelled_note(spec)) is not None:
+                notes.append(f"vLLM: {flag}")
         if rules.release_note:
             notes.append(rules.release_note)
         notes.extend(rules.estimate_notes(spec))
@@ -743,15 +746,6 @@ def _latency(
         itl_ms=float(itl_ms),
         tp=tp,
     )
-
-
-def _multimodal_notes(spec: ArchSpec) -> list[str]:
-    """vLLM's budget of a multimodal model whose encoder profile kvsize/mm_profile.py does not model."""
-    from kvsize.mm_profile import UNMODELLED_NOTE
-
-    if not spec.is_multimodal or spec.vision_dummy is not None:
-        return []
-    return ["vLLM: " + UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)]
 
 
 def _past_maximum_notes(rules: Engine, spec: ArchSpec, contexts: Sequence[int]) -> list[str]:

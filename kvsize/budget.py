@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kvsize.engines.context import Device, UsageContext
-from kvsize.mm_profile import UNMODELLED_NOTE, vllm_mm_profile
+from kvsize.mm_profile import unmodelled_note, vllm_mm_profile
 from kvsize.record import Record
 from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
@@ -306,7 +306,7 @@ def _profile_peak(
     if not (multimodal and spec.is_multimodal):
         return language, rule
     if spec.vision_dummy is None:
-        return language, rule + "; " + UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)
+        return language, f"{rule}; {unmodelled_note(spec)}"
     mm = vllm_mm_profile(
         spec,
         spec.vision_dummy,

@@ -298,7 +298,10 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         out.figures.append(_weights_figure(f["weights_gib"], weights_rank, rope))
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(
-            gpu_util=sc.gpu_util, max_batched_tokens=sc.max_num_batched_tokens, max_num_seqs=sc.max_num_seqs
+            gpu_util=sc.gpu_util,
+            max_batched_tokens=sc.max_num_batched_tokens,
+            max_num_seqs=sc.max_num_seqs,
+            max_model_len=sc.max_model_len,
         )
         if cal is not None:  # the measured overheads where the settings leave them to the model
             settings = cal.budget_settings(settings)

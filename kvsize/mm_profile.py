@@ -40,14 +40,14 @@ DEFAULT_ITEMS_PER_PROMPT = 999
 LLAMA4_MAX_TILES = 16
 
 
-def _int(mapping: Mapping[str, Any], key: str) -> int | None:
-    value = mapping.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def vision_dummy(raw: Mapping[str, Any], text_hidden: int | None) -> VisionDummy | None:
     """The largest item vLLM's processor makes for this model, for the families read; None otherwise (or when a
     field they need is missing)."""
+    from kvsize.config import _positive_int  # config imports this module
+
+    def _int(mapping: Mapping[str, Any], key: str) -> int | None:
+        return _positive_int(mapping.get(key))
+
     archs = raw.get("architectures")
     names = set(archs) if isinstance(archs, list) else set()
     vision = raw.get("vision_config")
@@ -89,9 +89,8 @@ def vision_dummy(raw: Mapping[str, Any], text_hidden: int | None) -> VisionDummy
             tower_intermediate=inner,
             output_width=text_hidden,
         )
-    if "LlavaForConditionalGeneration" in names and vision.get("model_type", "clip_vision_model") == (
-        "clip_vision_model"
-    ):
+    clip_tower = vision.get("model_type", "clip_vision_model") == "clip_vision_model"
+    if "LlavaForConditionalGeneration" in names and clip_tower:
         # llava.py LlavaProcessingInfo: a CLIP tower at image_size^2, (S / patch)^2 embeddings with the default
         # feature strategy (the class token dropped); pixel_values (1, 3, S, S).
         if raw.get("vision_feature_select_strategy", "default") != "default":
@@ -182,6 +181,13 @@ def vllm_mm_profile(
             "profile_run)"
         ),
     )
+
+
+def unmodelled_note(spec: ArchSpec) -> str | None:
+    """The flag on a multimodal model whose encoder profile this module does not model; None otherwise."""
+    if not spec.is_multimodal or spec.vision_dummy is not None:
+        return None
+    return UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)
 
 
 UNMODELLED_NOTE = (

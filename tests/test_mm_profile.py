@@ -10,6 +10,7 @@ mllama4.py, llava.py / clip.py (0.19.0). The published vLLM 0.19.0 H100 logs of 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -213,7 +214,7 @@ def test_an_unmodelled_multimodal_model_is_flagged(tmp_path: Any) -> None:
         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
         "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14},
     }
-    (tmp_path / "config.json").write_text(__import__("json").dumps(raw))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
     spec = spec_of(raw)
     assert spec.vision_dummy is None
     budget = kv_budget("vllm", "0.19.0", spec, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100)

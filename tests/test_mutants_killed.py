@@ -1114,6 +1114,9 @@ def test_sglang_mamba_pool_when_the_state_share_is_below_one_request() -> None:
 
 # --- round 5 (seed 5): cache_fields, config, engines, engine_log, params ---------------------------------------
 
+# vLLM 0.19 on one H100 (tests/data/logs/manifest.json), the start-up log the engine_log tests edit.
+LLAMA_8B_LOG = Path(__file__).parent / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log"
+
 
 def test_recurrent_gemma_fields_are_read_only_for_recurrent_gemma() -> None:
     # cache_fields.py: block_types / lru_width / conv1d_width / attention_window_size are RecurrentGemma's
@@ -1250,8 +1253,7 @@ def test_vllm_log_reads_a_max_num_batched_tokens_that_is_not_the_default() -> No
     # vLLM's config line "max_num_batched_tokens=2048." (a deployment's --max-num-batched-tokens 2048).
     from kvsize.engine_log import parse_log
 
-    logs = Path(__file__).parent / "data" / "logs"
-    text = (logs / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log").read_text()
+    text = LLAMA_8B_LOG.read_text()
     assert "max_num_batched_tokens=8192." in text
     text = "\n".join(
         line
@@ -1266,7 +1268,7 @@ def test_a_log_cut_before_the_kv_cache_has_no_kv_figure() -> None:
     # EngineLog.has_kv_figure: a vLLM log that ends at "Model loading took" printed no KV figure; the whole log did.
     from kvsize.engine_log import parse_log
 
-    text = (Path(__file__).parent / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log").read_text()
+    text = LLAMA_8B_LOG.read_text()
     lines = text.splitlines()
     cut = "\n".join(lines[: next(i for i, line in enumerate(lines) if "Model loading took" in line) + 1])
     whole, head = parse_log(text), parse_log(cut)
@@ -1284,7 +1286,7 @@ def test_a_zero_count_is_no_count() -> None:
 def test_one_cut_line_is_named_in_the_singular() -> None:
     from kvsize.engine_log import MAX_LINE_CHARS, parse_log
 
-    text = (Path(__file__).parent / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log").read_text()
+    text = LLAMA_8B_LOG.read_text()
     log = parse_log(text + "\n" + "x" * (MAX_LINE_CHARS + 10))
     assert log is not None
     assert any(n.startswith("1 line longer than") for n in log.notes), log.notes
