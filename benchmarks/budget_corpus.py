@@ -70,6 +70,15 @@ def log_release(engine: str, version: str | None) -> str | None:
     return get_engine(engine, version).version if version else None
 
 
+def _run_dtype(engine: str, version: str | None, spec: Any, profile: Any) -> str:
+    """The engine's run dtype on the log's card; the checkpoint's on trees without Engine.run_dtype."""
+    from kvsize.engines import get_engine
+    from kvsize.engines.context import Device, EngineContext
+
+    rules = get_engine(engine, version, EngineContext(device=Device.from_profile(profile)))
+    return rules.run_dtype(spec) if hasattr(rules, "run_dtype") else spec.model_dtype
+
+
 def budget_cases(root: Path = HERE) -> list[dict[str, Any]]:
     """One row per log with a predictable budget: id, engine, gpu, logged and predicted KV memory (GiB)."""
     return corpus(root)[0]
@@ -136,9 +145,13 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
             dtype = {"float32": "fp32"}.get(str(s.get("dtype")))
             if dtype:
                 spec = msgspec.structs.replace(spec, model_dtype=dtype)
+            # the dtype the engine runs the checkpoint in (Engine.run_dtype: float32 checkpoints in 16 bits)
+            served = _run_dtype(entry["engine"], version, spec, resolve_gpu(entry["gpu"]))
+            cast = {"served_dtype": served} if served != spec.model_dtype else {}
             weights = find_weights(
-                loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype")
+                loaded, model_dtype=spec.model_dtype, weights_dtype=entry.get("weights_dtype"), **cast
             ).bytes
+            spec = msgspec.structs.replace(spec, model_dtype=served)
         except KvsizeError as exc:
             left_out[entry_id] = f"its config is not sized: {exc}"
             continue

@@ -568,16 +568,28 @@ def estimate_loaded(
     if settings.max_num_seqs is None and (engine_options or {}).get("max_num_seqs"):
         settings = msgspec.structs.replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
     weights = None
+    engine_weights: dict[str, WeightsSize] = {}  # by the dtype each engine runs the model in (Engine.run_dtype)
     if card is not None:
         from kvsize.weights import find_weights
 
-        weights = (
-            WeightsSize(weights_bytes, "given")
-            if weights_bytes is not None
-            else find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype)
-        )
-        if weights.estimated:
-            notes.append(f"weights {weights.source}")
+        for rules in engines:
+            try:
+                run = rules.run_dtype(spec)
+            except KvsizeError:  # an engine that refuses the --dtype: said in the loop below
+                continue
+            if run not in engine_weights:
+                engine_weights[run] = (
+                    WeightsSize(weights_bytes, "given")
+                    if weights_bytes is not None
+                    else find_weights(
+                        loaded,
+                        model_dtype=spec.model_dtype,
+                        weights_dtype=weights_dtype,
+                        served_dtype=run if run != spec.model_dtype else None,
+                    )
+                )
+        weights = next(iter(engine_weights.values()), None)
+        notes.extend(f"weights {w.source}" for w in engine_weights.values() if w.estimated)
     hardware = _hardware(loaded, spec, card, offload)
 
     scenarios = []
@@ -587,6 +599,7 @@ def estimate_loaded(
         try:
             rules.check_supported(spec)
             engine_dtypes = _engine_dtypes(rules, spec, dtypes, auto, names_asked)
+            run_spec, run_weights = _as_run(rules, spec, engine_weights, weights)
             if auto is not None and auto not in engine_dtypes:  # the engine stores another dtype for auto
                 served = rules.auto_kv_dtype(spec, auto)
                 notes.append(
@@ -594,7 +607,8 @@ def estimate_loaded(
                 )
             produced = [
                 _scenario(
-                    rules, spec, c, b, dtype, tp, pp, card, weights, settings, hardware, with_max_context, serving
+                    rules, run_spec, c, b, dtype, tp, pp, card, run_weights, settings, hardware, with_max_context,
+                    serving,
                 )
                 for dtype, c, b in product(engine_dtypes, contexts, batches)
             ]
@@ -623,7 +637,11 @@ def estimate_loaded(
             "reserve_bytes": reserve_bytes,
             # The weights found once (a lookup can count parameters): reruns reuse them unless the weights'
             # precision is the change.
-            "weights_bytes": weights.bytes if weights is not None and weights_bytes_per_gpu is None else None,
+            "weights_bytes": (
+                weights.bytes
+                if weights is not None and weights_bytes_per_gpu is None and len(engine_weights) == 1
+                else None  # engines that hold the checkpoint at other widths look their weights up again
+            ),
             "weights_bytes_per_gpu": weights_bytes_per_gpu,  # per GPU whatever tp a suggestion pastes
             "weights_given": weights_bytes is not None,
             "encoder_len": encoder_len,
@@ -759,6 +777,17 @@ def _past_maximum_notes(rules: Engine, spec: ArchSpec, contexts: Sequence[int]) 
         if limit is not None:
             notes.append(limit.reason)
     return notes
+
+
+def _as_run(
+    rules: Engine, spec: ArchSpec, engine_weights: Mapping[str, WeightsSize], weights: WeightsSize | None
+) -> tuple[ArchSpec, WeightsSize | None]:
+    """The model as `rules` runs it: the spec at the dtype its weights and activations are held in (vLLM and
+    SGLang run float32 checkpoints in 16 bits), with the weights found for that dtype."""
+    run = rules.run_dtype(spec)
+    if run == spec.model_dtype:
+        return spec, engine_weights.get(run, weights)
+    return msgspec.structs.replace(spec, model_dtype=run), engine_weights.get(run, weights)
 
 
 def _engine_dtypes(

@@ -722,13 +722,17 @@ WEIGHTS_AGREEMENT = (4, 5)  # measured / kvsize's must lie within [4/5, 5/4]
 
 
 def model_weights(loaded: Any, weights_dtype: str | None = None) -> int | None:
-    """kvsize's figure for the weights of a loaded config (kvsize.weights.find_weights), None when unknown."""
+    """kvsize's figure for the weights of a loaded config (kvsize.weights.find_weights) as the engines a
+    calibration is measured on hold them with --dtype auto (vLLM and SGLang run a float32 checkpoint in 16 bits:
+    Engine.run_dtype), None when unknown."""
     from kvsize.config import parse_config
     from kvsize.weights import find_weights
 
     try:
         spec = parse_config(loaded.raw, source=loaded.location)
-        return find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype).bytes
+        served = "bf16" if spec.model_dtype == "fp32" else None
+        found = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype, served_dtype=served)
+        return found.bytes
     except KvsizeError:
         return None
 

@@ -49,7 +49,7 @@ def vision_dummy(raw: Mapping[str, Any], text_hidden: int | None) -> VisionDummy
         return _positive_int(mapping.get(key))
 
     archs = raw.get("architectures")
-    names = set(archs) if isinstance(archs, list) else set()
+    names = {a for a in archs if isinstance(a, str)} if isinstance(archs, list) else set()
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping) or not text_hidden:
         return None

@@ -169,16 +169,39 @@ def weights_from_safetensors(folder: Path) -> WeightsSize | None:
     return WeightsSize(total, f"{len(files)} safetensors file(s) in {folder} (headers)")
 
 
-def weights_from_hub_counts(counts: dict[str, int], repo: str) -> WeightsSize:
+def weights_from_hub_counts(counts: dict[str, int], repo: str, served_dtype: str | None = None) -> WeightsSize:
+    """The bytes of the hub's per-dtype parameter counts; with `served_dtype` 16-bit, the F32 parameters are
+    priced at 2 bytes (an engine that runs a float32 checkpoint in 16 bits casts them on load)."""
     bad = next(((d, n) for d, n in counts.items() if _byte_count(n) is None), None)
     if bad is not None:
         raise ConfigError(f"hub safetensors metadata of {repo}: {_shown(bad[0])} parameter count {_shown(bad[1])}")
-    total = sum(n * SAFETENSORS_DTYPE_BYTES.get(dtype, 2) for dtype, n in counts.items())
+    cast = served_dtype is not None and weight_bits(served_dtype) == 16
+    width = {**SAFETENSORS_DTYPE_BYTES, "F32": 2} if cast else SAFETENSORS_DTYPE_BYTES
+    total = sum(n * width.get(dtype, 2) for dtype, n in counts.items())
     detail = ", ".join(f"{n:,} {dtype}" for dtype, n in sorted(counts.items()))
     unknown = sorted(dtype for dtype in counts if dtype not in SAFETENSORS_DTYPE_BYTES)
     if unknown:  # said, not assumed silently: a dtype newer than this table
         detail += f"; {', '.join(_shown(d) for d in unknown)} unknown to kvsize, taken as 2 bytes each"
+    if cast and counts.get("F32"):
+        detail += f"; F32 loaded as {served_dtype}"
     return WeightsSize(total, f"hub safetensors metadata of {repo} ({detail})")
+
+
+def _loaded_as(weights: WeightsSize, checkpoint_dtype: str, served_dtype: str | None) -> WeightsSize:
+    """A measured size of a `checkpoint_dtype` checkpoint as an engine that runs it in the narrower
+    `served_dtype` holds it (vLLM and SGLang run float32 checkpoints in 16 bits and cast every weight on
+    load): scaled by the widths, and said. Sizes of the same width, or wider, are kept."""
+    if served_dtype is None:
+        return weights
+    wide, narrow = weight_bits(checkpoint_dtype), weight_bits(served_dtype)
+    if narrow >= wide:
+        return weights
+    return WeightsSize(
+        math.ceil(weights.bytes * narrow / wide),
+        f"{weights.source}, x {float(narrow):g}/{float(wide):g}: the engine loads this {checkpoint_dtype} "
+        f"checkpoint in {served_dtype}",
+        weights.estimated,
+    )
 
 
 # Bits per weight, scales included: AWQ / GPTQ int4 keep an fp16 scale and a 4-bit zero point per group of 128
@@ -670,12 +693,33 @@ def find_weights(
     model_dtype: str = "bf16",
     weights_dtype: str | None = None,
     fetch_hub: Callable[[str], dict[str, int]] | None = None,
+    served_dtype: str | None = None,
 ) -> WeightsSize:
     """In order: the registry's published size, a local index or safetensors headers, the hub's metadata
     (for hub models; `fetch_hub` replaces it in tests), and last a parameter count from the config.
-    `weights_dtype` re-prices the parameters at another precision (a quantized deployment)."""
+    `weights_dtype` re-prices the parameters at another precision (a quantized deployment). `served_dtype` is
+    the dtype the engine runs the model in (Engine.run_dtype) where it differs from the checkpoint's
+    `model_dtype`: where it is narrower, unquantized weights are priced at it, measured sizes scaled to it
+    (_loaded_as)."""
+    if served_dtype is not None and weight_bits(served_dtype) >= weight_bits(model_dtype):
+        served_dtype = None  # only a float32 checkpoint run in 16 bits is cast narrower; upcasts keep its width
+    found = _find_weights(loaded, model_dtype, weights_dtype, fetch_hub, served_dtype)
+    if found.estimated and served_dtype is not None:
+        why = f"the engine runs this {model_dtype} checkpoint in {served_dtype}"
+        return msgspec.structs.replace(found, source=f"{found.source} ({why})")
+    return found
+
+
+def _find_weights(
+    loaded: LoadedConfig,
+    checkpoint_dtype: str,
+    weights_dtype: str | None,
+    fetch_hub: Callable[[str], dict[str, int]] | None,
+    served_dtype: str | None,
+) -> WeightsSize:
     from kvsize.registry import registry_weights
 
+    model_dtype = served_dtype or checkpoint_dtype  # what an estimate prices the unquantized weights at
     if weights_dtype is not None:
         published = registry_weights().get((loaded.hub_id or "").lower()) or {}
         return weights_from_config(
@@ -688,21 +732,33 @@ def find_weights(
         if isinstance(quant, dict) and "quantization_config" not in loaded.raw:
             # The hub repo's hf_quant_config.json (ModelOpt <= 0.29 keeps it out of config.json), with its source.
             loaded = msgspec.structs.replace(loaded, raw={**loaded.raw, "quantization_config": quant})
+        # A published size is of the dtype it names (the checkpoint's where it names none or a mixed format).
+        stored = str(published.get("weights_dtype"))
+        stored = stored if stored in PUBLISHED_DTYPE_BYTES else checkpoint_dtype
         if published.get("weights_bytes"):
-            return WeightsSize(
-                int(published["weights_bytes"]), f"registry: published safetensors size ({published['weights_dtype']})"
+            return _loaded_as(
+                WeightsSize(
+                    int(published["weights_bytes"]),
+                    f"registry: published safetensors size ({published['weights_dtype']})",
+                ),
+                stored,
+                served_dtype,
             )
         per_param = PUBLISHED_DTYPE_BYTES.get(str(published.get("weights_dtype")))
         if published.get("num_parameters") and per_param:
             params = int(published["num_parameters"])
-            return WeightsSize(
-                params * per_param,
-                f"registry: published {params:,} parameters x {per_param} B ({published['weights_dtype']})",
+            return _loaded_as(
+                WeightsSize(
+                    params * per_param,
+                    f"registry: published {params:,} parameters x {per_param} B ({published['weights_dtype']})",
+                ),
+                stored,
+                served_dtype,
             )
     if loaded.folder is not None:
         found = weights_from_index(loaded.folder) or weights_from_safetensors(loaded.folder)
         if found is not None:
-            return found
+            return _loaded_as(found, checkpoint_dtype, served_dtype)
     if loaded.source == "hub" and loaded.hub_id is not None:
         try:
             if fetch_hub is None:
@@ -711,7 +767,7 @@ def find_weights(
                 counts = fetch_weights_from_hub(loaded.hub_id)
             else:
                 counts = fetch_hub(loaded.hub_id)
-            return weights_from_hub_counts(counts, loaded.hub_id)
+            return weights_from_hub_counts(counts, loaded.hub_id, served_dtype)
         except KvsizeError as exc:  # no safetensors on the hub (pytorch_model.bin only), or no network
             counted = _config_estimate(loaded, model_dtype)
             return msgspec.structs.replace(

@@ -233,3 +233,11 @@ def test_modelled_families_carry_no_flag(hub_id: str) -> None:
         "vllm", "0.19.0", spec, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100
     ).activation_rule
     assert "multimodal profile:" in rule and "not modelled" not in rule
+
+
+@pytest.mark.parametrize("archs", [[[]], [{}], [3, None], "Gemma3ForConditionalGeneration", {"a": 1}])
+def test_architectures_that_are_not_names_read_as_none(archs: Any) -> None:
+    # a hostile `architectures` (a list holding lists or dicts was a TypeError, found by the registry fuzz test):
+    # no family is recognised from it, so no encoder dummy is sized
+    raw = {"architectures": archs, "vision_config": {"image_size": 896, "hidden_size": 1152}}
+    assert vision_dummy(raw, 2560) is None

@@ -191,9 +191,11 @@ def measured_deployment(
     weights_mem: str | None,
     weights_dtype: str | None,
     calibration: str | None,
+    served_dtype: str | None = None,
 ) -> Any:
     """The deployment a log or a running server is checked against (kvsize log, kvsize probe): the card from
-    --gpu, the weights from --weights-mem or kvsize's own figure, the layout and settings the user states."""
+    --gpu, the weights from --weights-mem or kvsize's own figure (at `served_dtype`, the dtype the log says the
+    engine ran the checkpoint in), the layout and settings the user states."""
     from kvsize.calibration import Deployment, read_calibration
     from kvsize.engines.context import Device
     from kvsize.units import parse_count, parse_fraction, parse_size
@@ -209,7 +211,10 @@ def measured_deployment(
     elif loaded is not None and spec is not None:
         from kvsize.weights import find_weights
 
-        weights = find_weights(loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype).bytes
+        cast = served_dtype if served_dtype not in (None, spec.model_dtype) else None
+        weights = find_weights(
+            loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype, served_dtype=cast
+        ).bytes
     return Deployment(
         spec=spec,
         memory_bytes=profile.memory_bytes if profile is not None else None,
@@ -261,7 +266,7 @@ def log_command(
     Exit 0: every figure within --tolerance; 1: some are not, or the start-up failed; 2: not an engine log, or
     nothing to predict."""
     with user_errors(debug):
-        from kvsize.calibration import calibration_from_log, check_log
+        from kvsize.calibration import calibration_from_log, check_log, model_spec
         from kvsize.engine_log import parse_log
         from kvsize.errors import UsageError
         from kvsize.resolve import printable
@@ -313,6 +318,7 @@ def log_command(
             weights_mem=weights_mem,
             weights_dtype=weights_dtype,
             calibration=calibration,
+            served_dtype=served.model_dtype if (served := model_spec(log, spec)) is not None else None,
         )
         result = check_log(log, dep)
         result.notes[:0] = notes

@@ -244,6 +244,11 @@ class Engine(ABC):
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:  # noqa: B027  (the formula takes any)
         """Raise UnsupportedArchitecture when the engine offers no KV cache in `dtype` for `spec`."""
 
+    def run_dtype(self, spec: ArchSpec) -> str:
+        """The dtype the engine holds the model's weights and activations in (ArchSpec.model_dtype names);
+        serving engines that cast a checkpoint (vLLM, SGLang --dtype auto on float32) override it."""
+        return spec.model_dtype
+
     def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
         """What `--kv-dtype auto` stores for this engine, given kvsize's choice (a config's KV quantization
         scheme, else the config's dtype); engines that serve a model in another dtype override it."""

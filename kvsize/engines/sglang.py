@@ -606,13 +606,28 @@ class SglangEngine(Engine):
         )
         return min(requests, pool.mamba_request_limit) if pool.mamba_request_limit is not None else requests
 
-    def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
-        """--kv-cache-dtype auto is the served dtype (mem_cache/kv_cache_dtype.py: model_config.dtype): --dtype
-        half / bfloat16 / float32 when given (server_args.py --dtype), else kvsize's choice from the config."""
+    def served_dtype(self, spec: ArchSpec) -> KvDtype:
+        """model_config.dtype (configs/model_config.py _get_and_verify_dtype, read in 0.5.9; the same rule since
+        SGLang copied it from vLLM 0.2): --dtype half / bfloat16 / float32 when given (server_args.py --dtype);
+        with auto, a float32 (or unstated) checkpoint dtype runs in bfloat16 for model types starting "gemma"
+        and in float16 for every other ("Following the common practice, we use float16 for float32 models");
+        any other checkpoint dtype runs as it is."""
         given = served_dtype_name(self.context.dtype)
-        if given is None or chosen in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
+        if given is not None:
+            return KvDtype(given)
+        if spec.model_dtype == KvDtype.FP32.value:
+            return KvDtype.BF16 if spec.model_type.startswith("gemma") else KvDtype.FP16
+        return KvDtype(spec.model_dtype) if spec.model_dtype in KvDtype._value2member_map_ else KvDtype.BF16
+
+    def run_dtype(self, spec: ArchSpec) -> str:
+        return self.served_dtype(spec).value
+
+    def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
+        """--kv-cache-dtype auto is the served dtype (mem_cache/kv_cache_dtype.py: model_config.dtype), unless
+        the config's quantization names an fp8 KV cache (kvsize's choice)."""
+        if chosen in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
             return chosen
-        return KvDtype(given)
+        return self.served_dtype(spec)
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         if dtype not in SUPPORTED_KV_DTYPES:
@@ -801,11 +816,6 @@ class SglangEngine(Engine):
                 )
         if self._encoder_tokens(spec):
             notes.append("SGLang puts the encoder's tokens in the shared token pool: every layer holds them")
-        if spec.model_dtype == KvDtype.FP32.value:
-            notes.append(
-                "SGLang's --dtype auto runs float32 checkpoints in bf16 (Gemma) or fp16, so its auto KV cache is 2 B "
-                "per element; pass --kv-dtype bf16 to mirror that"
-            )
         return tuple(notes)
 
     # --- the pool SGLang logs ---------------------------------------------------------------------------

@@ -377,6 +377,9 @@ class VllmEngine(Engine):
             model = preferred
         return model if model in supported else preferred
 
+    def run_dtype(self, spec: ArchSpec) -> str:
+        return self.served_dtype(spec).value
+
     def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
         """--kv-cache-dtype auto: the served dtype (float32 checkpoints run in 16 bits); DeepSeek-V3.2 on 0.11
         uses fp8_ds_mla (models/config.py DeepseekV32ForCausalLM). A config's fp8 KV scheme is kept."""
