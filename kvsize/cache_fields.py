@@ -488,8 +488,16 @@ READ: dict[str, Reading] = {
     **_family(
         "state",
         "num_heads",
-        when=lambda c: _has_state(c) or c.get("is_encoder_decoder") is True or c.get("model_type") == "gpt_neo",
-        condition="only as Mamba-2 heads, an encoder-decoder's heads or GPT-Neo's attention heads",
+        when=lambda c: (
+            _has_state(c)
+            or c.get("is_encoder_decoder") is True
+            or c.get("model_type") == "gpt_neo"
+            # the hub's LFM2 files keep this older name beside num_attention_heads; neither transformers 5.24
+            # (Lfm2Config, modeling_lfm2) nor vLLM 0.19 (models/lfm2.py) reads it
+            or (_lfm2(c) and c.get("num_heads") == c.get("num_attention_heads"))
+        ),
+        condition="only as Mamba-2 heads, an encoder-decoder's heads, GPT-Neo's attention heads or LFM2's copy of "
+        "num_attention_heads",
     ),
     # AFMoE (Arcee Trinity): every n-th layer global, the rest sliding (AfmoeConfig.__post_init__; kvsize.config
     # _attention_layer_kinds)
@@ -624,6 +632,14 @@ READ.update(
             when=lambda c: _lfm2(c) and c.get("conv_dim") == c.get("hidden_size"),
             condition="only for LFM2 with conv_dim equal to hidden_size (transformers convolves hidden_size "
             "channels, vLLM conv_dim)",
+        ),
+        # The hub's LFM2 files (LiquidAI/LFM2-1.2B, the text_config of LFM2.5-VL) keep an older name no engine
+        # reads: transformers 5.24 modeling_lfm2 and vLLM 0.19 models/lfm2.py map the conv back to hidden_size.
+        **_family(
+            "lfm2",
+            "conv_dim_out",
+            when=lambda c: _lfm2(c) and c.get("conv_dim_out") == c.get("hidden_size"),
+            condition="only for LFM2 with conv_dim_out equal to hidden_size (no engine reads it)",
         ),
     }
 )

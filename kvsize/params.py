@@ -327,6 +327,7 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
         _count_jamba(cfg, acc, tie=tie)
     else:
         _count_decoder(cfg, acc, model_type=model_type, tie=tie)
+    _count_per_layer_embeddings(cfg, acc)
 
     _count_vision(raw, cfg, acc, model_type=str(raw.get("model_type") or ""))
 
@@ -335,6 +336,20 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     return ParamEstimate(
         total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes), layers=tuple(acc.layers)
     )
+
+
+def _count_per_layer_embeddings(cfg: _Cfg, acc: _Acc) -> None:
+    """Gemma 3n / Gemma 4 per-layer embeddings (hidden_size_per_layer_input P; transformers 5.24
+    Gemma4TextModel / Gemma3nTextModel): embed_tokens_per_layer (vocab_size_per_layer_input x layers x P),
+    per_layer_model_projection (hidden x layers x P) and its norm (P), and in every layer per_layer_input_gate
+    (hidden x P), per_layer_projection (P x hidden) and post_per_layer_input_norm (hidden)."""
+    width = cfg.opt_int("hidden_size_per_layer_input")  # 0 on the larger Gemma 4: no per-layer inputs
+    if not width:
+        return
+    hidden, layers = cfg.hidden(), cfg.layers()
+    vocab = cfg.int_("vocab_size_per_layer_input", "vocab_size")
+    acc.add("embeddings", vocab * layers * width)
+    acc.add("other", hidden * layers * width + width + layers * (2 * hidden * width + hidden))
 
 
 def tie_word_embeddings(

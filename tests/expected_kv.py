@@ -717,6 +717,91 @@ EXPECTED: dict[str, Expected] = {
         max_context=1048576,
         indexer_elements_per_token=57 * 128,
     ),
+    # ------------------------------------------------------------------ 2026 families (issue 19)
+    # google/gemma-4-31B-it and nvidia/Gemma-4-31B-IT-NVFP4 (gemma4 wrapper, gemma4_text): 60 layers by layer_types,
+    # 50 sliding (window 1,024) of num_key_value_heads 16 x head_dim 256 x 2 = 8,192; 10 full layers of
+    # num_global_key_value_heads 4 (attention_k_eq_v: V is K, still cached as its own tensor) x global_head_dim
+    # 512 x 2 = 4,096 (transformers 5.24 Gemma4TextAttention: per_layer_config head_dim / num_key_value_heads)
+    **dict.fromkeys(
+        ("google/gemma-4-31B-it", "nvidia/Gemma-4-31B-IT-NVFP4"),
+        Expected(
+            kinds={"sliding": 50, "full": 10},
+            attention="GQA",
+            elements_per_token=50 * 16 * 256 * 2 + 10 * 4 * 512 * 2,
+            windows={"sliding:1024": 50},
+            state_elements_per_request=0,
+            cross_elements_per_token=0,
+            encoder_tokens=0,
+            max_context=262144,
+        ),
+    ),
+    # google/gemma-4-E2B-it: 35 layers; the last num_kv_shared_layers 20 reuse an earlier layer's KV (kv_sharing
+    # "reuse": no k_proj, nothing cached). Of the first 15 (layer_types), 12 sliding (window 512) of 1 KV head x
+    # 256 x 2 = 512 and 3 full of 1 KV head (no num_global_key_value_heads: attention_k_eq_v false) x 512 x 2
+    "google/gemma-4-E2B-it": Expected(
+        kinds={"sliding": 12, "full": 3, "shared": 20},
+        attention="MQA",
+        elements_per_token=12 * 1 * 256 * 2 + 3 * 1 * 512 * 2,
+        windows={"sliding:512": 12},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=131072,
+    ),
+    # nvidia/DeepSeek-V4-Flash-NVFP4 (deepseek_v4): compress_ratios cut to num_hidden_layers 43 (the 44th is the MTP
+    # layer): ratio 0 -> 2 sliding layers, 4 -> 21 CSA, 128 -> 20 HCA; one KV head of head_dim 512 with K = V
+    # stored once: 512 per sliding-layer token. Every layer keeps a window of sliding_window 128 raw tokens; the
+    # compressed entries (floor(T / ratio), CSA with an index key of index_head_dim 128) are hand-worked in
+    # tests/test_deepseek_v4.py, not per-token elements
+    "nvidia/DeepSeek-V4-Flash-NVFP4": Expected(
+        kinds={"sliding": 2, "compressed/4": 21, "compressed/128": 20},
+        attention="MQA",
+        elements_per_token=2 * 512,
+        windows={"sliding:128": 2, "compressed:128": 41},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=1048576,
+    ),
+    # XiaomiMiMo/MiMo-V2-Flash: 48 layers by hybrid_layer_pattern (0 full, 1 sliding): 9 full of 4 KV heads x
+    # (K head_dim 192 + V v_head_dim 128) = 1,280; 39 sliding of swa_num_key_value_heads 8 x (192 + 128) = 2,560, window
+    # sliding_window_size 128 + 1 (transformers 5.24 MiMoV2FlashConfig; vLLM mimo_v2_flash.py)
+    "XiaomiMiMo/MiMo-V2-Flash": Expected(
+        kinds={"full": 9, "sliding": 39},
+        attention="GQA",
+        elements_per_token=9 * 4 * (192 + 128) + 39 * 8 * (192 + 128),
+        windows={"sliding:129": 39},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=262144,
+    ),
+    # LiquidAI/LFM2.5-VL-1.6B (lfm2_vl; text_config lfm2, LFM2-1.2B): 16 layer_types, 6 full_attention of 8 KV
+    # heads x head_dim 2,048 / 32 = 64 x 2 = 1,024; 10 conv layers, each a short-convolution state of
+    # conv_dim 2,048 (= hidden_size) x (conv_L_cache 3 - 1) = 4,096 (vLLM 0.19 models/lfm2.py
+    # short_conv_state_shape)
+    "LiquidAI/LFM2.5-VL-1.6B": Expected(
+        kinds={"short_conv": 10, "full": 6},
+        attention="hybrid",
+        elements_per_token=6 * 8 * 64 * 2,
+        windows={},
+        state_elements_per_request=10 * 2048 * (3 - 1),
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=128000,
+    ),
+    # THUDM/cogvlm2-llama3-caption (no model_type): 32 layers; num_multi_query_heads 8 KV heads (read by its
+    # modeling_cogvlm.py as the KV head count) x head_dim 4,096 / 32 = 128 x 2 = 2,048; max_position_embeddings 2,048
+    "THUDM/cogvlm2-llama3-caption": Expected(
+        kinds={"full": 32},
+        attention="GQA",
+        elements_per_token=32 * 8 * 128 * 2,
+        windows={},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=2048,
+    ),
     # nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B (BF16, FP8, NVFP4; nemotron_h given as layers_block_type): 108 blocks,
     # 48 'mamba', 12 'attention', 48 'moe' (no cache). Attention: 2 KV heads x 128 x 2 = 512 -> 12 x 512 = 6,144.
     # Mamba-2 (NemotronHMamba2Mixer): intermediate = mamba_num_heads 256 x mamba_head_dim 64 = 16,384; conv

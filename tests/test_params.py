@@ -654,3 +654,27 @@ def test_dense_qwen3_5_matches_transformers() -> None:
     result = estimate_parameters(raw)
     assert result.total == 2_022_552_432
     assert result.active is None
+
+
+def test_per_layer_embeddings_gemma4() -> None:
+    # Gemma 4 / Gemma 3n per-layer embeddings (transformers 5.24 Gemma4TextModel, Gemma4TextDecoderLayer), by hand
+    # for 4 layers, P = hidden_size_per_layer_input 8, hidden 64, vocab_size_per_layer_input 384:
+    # embed_tokens_per_layer 384 x (4 x 8) = 12,288; per_layer_model_projection 64 x 32 = 2,048; its norm 8;
+    # per layer per_layer_input_gate 64 x 8 + per_layer_projection 8 x 64 + post_per_layer_input_norm 64 = 1,088,
+    # x 4 = 4,352: 18,696 (transformers' own count of the same two tiny models differs by exactly this)
+    base = {
+        "model_type": "gemma4_text",
+        "vocab_size": 512,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+    }
+    ple = {**base, "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 384}
+    delta = estimate_parameters(ple).total - estimate_parameters(base).total
+    assert delta == 384 * 32 + 64 * 32 + 8 + 4 * (64 * 8 + 8 * 64 + 64) == 18_696
+    # the near twin: without vocab_size_per_layer_input the per-layer table has vocab_size rows
+    no_vocab = {**base, "hidden_size_per_layer_input": 8}
+    assert estimate_parameters(no_vocab).total - estimate_parameters(base).total == 18_696 + (512 - 384) * 32

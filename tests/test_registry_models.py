@@ -69,6 +69,10 @@ def test_layers_match_hand_computed(hub_id: str) -> None:
 def test_formula_bytes_follow_from_elements(hub_id: str) -> None:
     """At bf16 and a context inside every window, bytes = 2 x (per-token elements x ctx + fixed elements)."""
     spec, expected = _spec(hub_id), EXPECTED[hub_id]
+    if any(a.kind is AttentionKind.COMPRESSED for a in (x.attention for x in spec.layers) if a is not None):
+        # DeepSeek-V4's compressed layers hold floor(T / ratio) entries and a partial buffer besides their window:
+        # not linear in T below it; hand-worked at several lengths in tests/test_deepseek_v4.py
+        return
     ctx = 100  # below the smallest window of any registry model (gpt-oss: 128)
     est = get_engine("formula").estimate(spec, ctx=ctx, batch=3, kv_dtype=KvDtype.BF16)
     per_token = expected.elements_per_token + expected.indexer_elements_per_token  # indexer keys at bf16 too
