@@ -11,6 +11,7 @@ from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget,
 from kvsize.config import CONTEXT_LENGTH_KEYS
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
+from kvsize.engines.hf import HfEngine
 from kvsize.engines.sglang import SglangEngine
 from kvsize.engines.trtllm import TrtllmEngine
 from kvsize.engines.vllm import VllmEngine
@@ -636,10 +637,22 @@ def request_bytes(engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, t
     return engine.estimate(spec, ctx=ctx, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp).kv_cache_bytes_per_gpu
 
 
+def grown_request_bytes(
+    engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
+) -> int:
+    """The most one request's cache holds on its way to `ctx` tokens (a request passes every length): its
+    bytes at `ctx`, or more where an engine's bytes can fall as the context grows (the hf engine on
+    DeepSeek-V4: HfEngine.peak_request_bytes)."""
+    at_ctx = request_bytes(engine, spec, ctx, kv_dtype, tp, pp)
+    peak = engine.peak_request_bytes(spec, ctx, kv_dtype, pp) if isinstance(engine, HfEngine) else None
+    return at_ctx if peak is None else max(at_ctx, peak)
+
+
 def max_context(
     engine: Engine, spec: ArchSpec, kv_dtype: KvDtype, *, batch: int, budget: int, tp: int = 1, pp: int = 1
 ) -> int | None:
-    """Largest ctx with batch x request_bytes(ctx) <= budget (bytes grow monotonically with ctx).
+    """Largest ctx with batch x grown_request_bytes(ctx) <= budget (monotone in ctx: the most a request holds
+    on its way there).
 
     A bracketing search: `low` always fits and `high` never does, and it ends when they are adjacent, so the
     answer is exactly the bisection's. The probes are chosen by interpolation, since the bytes grow almost
@@ -647,7 +660,7 @@ def max_context(
     when one estimate walks 100,000 layers. A probe that fails to halve the bracket is followed by a
     bisection step, so the worst case stays within twice bisection's count."""
     target = budget // batch if batch > 0 else budget  # batch x bytes <= budget  <=>  bytes <= budget // batch
-    high_bytes = request_bytes(engine, spec, MAX_SEARCH_CONTEXT, kv_dtype, tp, pp)
+    high_bytes = grown_request_bytes(engine, spec, MAX_SEARCH_CONTEXT, kv_dtype, tp, pp)
     if batch * high_bytes <= budget:
         return None
     low, high = 0, MAX_SEARCH_CONTEXT  # invariant: low fits (0 tokens: trivially), high does not
@@ -660,7 +673,7 @@ def max_context(
         else:
             mid = low + (target - low_bytes) * width // (high_bytes - low_bytes)
             mid = min(max(mid, low + 1), high - 1)
-        mid_bytes = request_bytes(engine, spec, mid, kv_dtype, tp, pp)
+        mid_bytes = grown_request_bytes(engine, spec, mid, kv_dtype, tp, pp)
         if batch * mid_bytes <= budget:
             low, low_bytes = mid, mid_bytes
         else:

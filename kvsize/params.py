@@ -55,6 +55,7 @@ _TIE_DEFAULT_TRUE = frozenset(
         "gemma2",
         "gemma3",
         "gemma3_text",
+        "gemma4_text",
         "gpt2",
         "starcoder2",
         "zamba2",
@@ -325,6 +326,8 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
         _count_mamba1(cfg, acc, tie=tie)
     elif model_type == "jamba" or cfg.has("expert_layer_period"):
         _count_jamba(cfg, acc, tie=tie)
+    elif model_type == "gemma4_text" and cfg.str_list("layer_types") is not None:
+        _count_gemma4(cfg, acc, tie=tie)
     else:
         _count_decoder(cfg, acc, model_type=model_type, tie=tie)
     _count_per_layer_embeddings(cfg, acc)
@@ -336,6 +339,54 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     return ParamEstimate(
         total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes), layers=tuple(acc.layers)
     )
+
+
+def _count_gemma4(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """Gemma 4's language model (transformers 5.24 modeling_gemma4.py), layer by layer from layer_types:
+    Gemma4TextAttention takes global_head_dim on full layers, and num_global_key_value_heads there with
+    attention_k_eq_v (which also drops v_proj); q_norm and k_norm carry a weight, v_norm none; the last
+    num_kv_shared_layers layers reuse earlier KV and have no k_proj, v_proj or k_norm, and with
+    use_double_wide_mlp an MLP twice as wide. Four norms per layer; with enable_moe_block every layer adds a
+    Gemma4TextRouter (proj, scale, per_expert_scale), Gemma4TextExperts (fused gate_up and down) and three norms."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    kinds = cfg.str_list("layer_types") or []
+    if len(kinds) != layers:
+        raise ConfigError(
+            f"config field '{cfg.where}layer_types' has {len(kinds)} layers, num_hidden_layers is {layers}."
+        )
+    heads, kv, head_dim = cfg.heads(), cfg.kv_heads(), cfg.head_dim()
+    global_dim = cfg.int_("global_head_dim", default=head_dim)
+    k_eq_v = cfg.bool_("attention_k_eq_v", False)
+    global_kv = cfg.int_("num_global_key_value_heads", default=kv) if k_eq_v else kv
+    first_shared = layers - cfg.int_("num_kv_shared_layers", default=0, minimum=0)
+    inter, bias = cfg.int_("intermediate_size"), cfg.bool_("attention_bias", False)
+    wide = cfg.bool_("use_double_wide_mlp", False)
+    moe = cfg.bool_("enable_moe_block", False)
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+
+    def count_layer(index: int) -> None:
+        full, shared = kinds[index] == "full_attention", index >= first_shared
+        dim, kv_heads = (global_dim, global_kv) if full else (head_dim, kv)
+        attention = _linear(hidden, heads * dim, bias) + dim + _linear(heads * dim, hidden, bias)  # q, q_norm, o
+        if not shared:  # k_proj and k_norm; v_proj unless V is K
+            attention += _linear(hidden, kv_heads * dim, bias) + dim
+            attention += 0 if (k_eq_v and full) else _linear(hidden, kv_heads * dim, bias)
+        acc.add("attention", attention)
+        acc.add("mlp", _mlp(hidden, inter * (2 if wide and shared else 1), gated=True, bias=False))
+        acc.add("norms", 4 * hidden)
+        if moe:
+            experts, expert_inter = cfg.int_("num_experts"), cfg.int_("moe_intermediate_size")
+            top_k = min(cfg.int_("top_k_experts", "num_experts_per_tok"), experts)
+            per_expert = 3 * expert_inter * hidden
+            acc.add("experts", experts * per_expert)
+            acc.inactive += (experts - top_k) * per_expert
+            acc.add("other", hidden * experts + hidden + experts)  # router proj, scale, per_expert_scale
+            acc.add("norms", 3 * hidden)
+            acc.moe = True
+
+    signatures = [(k, i >= first_shared) for i, k in enumerate(kinds)]
+    _count_layers(acc, signatures, count_layer, kinds)
+    acc.add("norms", hidden)
 
 
 def _count_per_layer_embeddings(cfg: _Cfg, acc: _Acc) -> None:

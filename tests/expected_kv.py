@@ -735,6 +735,22 @@ EXPECTED: dict[str, Expected] = {
             max_context=262144,
         ),
     ),
+    # google/gemma-4-26B-A4B and nvidia/Gemma-4-26B-A4B-NVFP4: 30 layers by layer_types, 25 sliding (window 1,024) of
+    # 8 KV heads x 256 x 2 = 4,096; 5 full of num_global_key_value_heads 2 x global_head_dim 512 x 2 = 2,048
+    # (tests/test_families_round4.py: 225,280 B/token at bf16)
+    **dict.fromkeys(
+        ("google/gemma-4-26B-A4B", "nvidia/Gemma-4-26B-A4B-NVFP4"),
+        Expected(
+            kinds={"sliding": 25, "full": 5},
+            attention="GQA",
+            elements_per_token=25 * 8 * 256 * 2 + 5 * 2 * 512 * 2,
+            windows={"sliding:1024": 25},
+            state_elements_per_request=0,
+            cross_elements_per_token=0,
+            encoder_tokens=0,
+            max_context=262144,
+        ),
+    ),
     # google/gemma-4-E2B-it: 35 layers; the last num_kv_shared_layers 20 reuse an earlier layer's KV (kv_sharing
     # "reuse": no k_proj, nothing cached). Of the first 15 (layer_types), 12 sliding (window 512) of 1 KV head x
     # 256 x 2 = 512 and 3 full of 1 KV head (no num_global_key_value_heads: attention_k_eq_v false) x 512 x 2

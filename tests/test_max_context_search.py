@@ -21,7 +21,7 @@ from kvsize.config import parse_config
 from kvsize.dtypes import KvDtype
 from kvsize.engines import get_engine
 from kvsize.errors import KvsizeError
-from kvsize.fit import MAX_SEARCH_CONTEXT, max_context, request_bytes
+from kvsize.fit import MAX_SEARCH_CONTEXT, grown_request_bytes, max_context, request_bytes
 from kvsize.registry import load_registry_config, registry_entries
 from kvsize.spec import ArchSpec
 
@@ -33,13 +33,14 @@ SPECS: dict[str, ArchSpec] = {
 
 
 def bisection(engine: Any, spec: ArchSpec, kv: KvDtype, *, batch: int, budget: int, tp: int = 1, pp: int = 1) -> Any:
-    """The reference: the search as it was before interpolation."""
-    if batch * request_bytes(engine, spec, MAX_SEARCH_CONTEXT, kv, tp, pp) <= budget:
+    """The reference: the search as it was before interpolation (over the most a request holds on its way to
+    each length, which only the hf engine's DeepSeek-V4 layers make differ from its bytes there)."""
+    if batch * grown_request_bytes(engine, spec, MAX_SEARCH_CONTEXT, kv, tp, pp) <= budget:
         return None
     low, high = 0, MAX_SEARCH_CONTEXT
     while high - low > 1:
         mid = (low + high) // 2
-        if batch * request_bytes(engine, spec, mid, kv, tp, pp) <= budget:
+        if batch * grown_request_bytes(engine, spec, mid, kv, tp, pp) <= budget:
             low = mid
         else:
             high = mid
@@ -118,3 +119,15 @@ def test_hundred_thousand_layers_answer_quickly(engine_name: str, hundred_thousa
     started = time.monotonic()
     max_context(get_engine(engine_name), hundred_thousand_layers, KvDtype.BF16, batch=1, budget=70 * 2**30)
     assert time.monotonic() - started < 8  # llama.cpp, SGLang and TRT-LLM took 10-45 s on a loaded 2-core machine
+
+
+def test_deepseek_v4_hf_max_context_is_the_first_length_that_does_not_fit() -> None:
+    """transformers' DeepSeek-V4 cache shrinks at every m-th token (the compressor's buffer drains into one entry),
+    so its bytes are not monotone in the length. A request passes every length on its way, so the longest context
+    that fits is the last one before the first length that does not: found here by walking every length."""
+    engine, spec = get_engine("hf"), SPECS["nvidia/DeepSeek-V4-Flash-NVFP4"]
+    sizes = [request_bytes(engine, spec, n, KvDtype.BF16) for n in range(1, 1200)]
+    assert any(later < earlier for earlier, later in zip(sizes, sizes[1:], strict=False))  # the case: it falls
+    for budget in (sizes[300], sizes[511], sizes[512] + 1, max(sizes[:1000])):
+        first_over = next(n for n, size in enumerate(sizes, start=1) if size > budget)
+        assert max_context(engine, spec, KvDtype.BF16, batch=1, budget=budget) == first_over - 1

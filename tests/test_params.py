@@ -678,3 +678,59 @@ def test_per_layer_embeddings_gemma4() -> None:
     # the near twin: without vocab_size_per_layer_input the per-layer table has vocab_size rows
     no_vocab = {**base, "hidden_size_per_layer_input": 8}
     assert estimate_parameters(no_vocab).total - estimate_parameters(base).total == 18_696 + (512 - 384) * 32
+
+
+# Gemma 4's language model, against transformers 5.24 itself (Gemma4ForCausalLM built on the meta device):
+# the registry's three layouts (MoE with attention_k_eq_v, dense 31B, E2B with per-layer embeddings, KV-shared
+# layers and their double-wide MLP) count exactly what transformers allocates.
+@pytest.mark.parametrize(
+    ("hub_id", "total"),
+    [
+        ("google/gemma-4-26B-A4B", 25_233_141_760),
+        ("google/gemma-4-31B-it", 30_697_345_280),
+        ("google/gemma-4-E2B-it", 4_628_569_344),
+    ],
+)
+def test_gemma4_parameters_match_transformers(hub_id: str, total: int) -> None:
+    import torch
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    entry = find_entry(hub_id)
+    assert entry is not None
+    text = load_registry_config(entry)["text_config"]
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(CONFIG_MAPPING["gemma4_text"].from_dict(text))
+    assert sum(p.numel() for p in model.parameters()) == total
+    assert estimate_parameters(text).total == total
+
+
+def test_gemma4_layer_parts_by_hand() -> None:
+    # 4 layers (sliding, full, sliding, full), hidden 64, 4 query heads; sliding: 2 KV heads x head_dim 16; full:
+    # global_head_dim 32 with attention_k_eq_v, so num_global_key_value_heads 1 and no v_proj.
+    # sliding: q 64x64 + q_norm 16 + k 64x32 + k_norm 16 + v 64x32 + o 64x64 = 12,320
+    # full:    q 64x128 + q_norm 32 + k 64x32 + k_norm 32 + o 128x64 = 18,496
+    # MLP 3 x 64 x 128 = 24,576 a layer; four norms 256 a layer; final norm 64; tied embedding 512 x 64
+    cfg = {
+        "model_type": "gemma4_text",
+        "vocab_size": 512,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "num_global_key_value_heads": 1,
+        "attention_k_eq_v": True,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    }
+    est = estimate_parameters(cfg)
+    assert est.breakdown["attention"] == 2 * 12_320 + 2 * 18_496
+    assert est.total == 512 * 64 + 2 * 12_320 + 2 * 18_496 + 4 * (24_576 + 256) + 64 == 193_792
+    # the near twin: the last 2 layers share KV: no k_proj, k_norm (and the full one's v_proj is already gone)
+    shared = estimate_parameters({**cfg, "num_kv_shared_layers": 2})
+    assert est.total - shared.total == (64 * 32 + 16 + 64 * 32) + (64 * 32 + 32)
+    # and with use_double_wide_mlp those two layers' MLPs are twice as wide
+    wide = estimate_parameters({**cfg, "num_kv_shared_layers": 2, "use_double_wide_mlp": True})
+    assert wide.total - shared.total == 2 * 24_576

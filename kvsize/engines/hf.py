@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from math import prod
+from math import lcm, prod
 from typing import Any
 
 from kvsize.dtypes import KvDtype
@@ -465,6 +465,29 @@ class HfEngine(Engine):
         if attn.compress_overlap and ctx >= m:  # overlap_kv (activation dtype) and overlap_gate (float32)
             total += m * (self.row_bytes(dims, dtype) + self.row_bytes(dims, KvDtype.FP32))
         return total
+
+    def peak_request_bytes(self, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, pp: int = 1) -> int | None:
+        """The most one request's cache holds on the busiest stage at any length up to `ctx`, where that can be
+        more than at `ctx`: a DeepSeek-V4 compressed layer's buffer drains into one entry at every m-th token
+        (compressor_bytes), so the bytes fall there. Each layer's bytes at t + L (L the lcm of the ratios)
+        are at least those at t, so the most lies in the last L lengths; there the bytes only grow between
+        drains, so the most is at `ctx` or just before a drain (t + 1 a multiple of a ratio). None: no layer
+        whose bytes fall."""
+        ratios = {
+            layer.attention.compress_ratio
+            for layer in spec.layers
+            if layer.attention is not None and layer.attention.compress_ratio
+        }
+        if not ratios or ctx < min(ratios):
+            return None
+        span = lcm(*ratios)
+        lengths = {ctx} | {n for n in range(max(1, ctx - span + 1), ctx) if any((n + 1) % m == 0 for m in ratios)}
+        stages = self.stages(spec.num_layers, pp)
+        most = 0
+        for n in lengths:
+            layers = self.layer_bytes(spec, ctx=n, batch=1, kv_dtype=kv_dtype)
+            most = max(most, max(sum(layers[i] for i in stage) for stage in stages))
+        return most
 
     def layer_bytes(self, spec: ArchSpec, *, ctx: int, batch: int, kv_dtype: KvDtype) -> list[int]:
         """Predicted cache bytes of every decoder layer, in order, for `batch` requests of `ctx` tokens."""
