@@ -78,6 +78,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engines_sglang_trtllm_llamacpp.py",
         "tests/test_engine_truth_others.py",
         "tests/test_serving.py",  # the radix cache's page-aligned prefix hits (prefix_shared_tokens)
+        "tests/test_served_dtype.py",  # float32 checkpoints run in fp16 / bf16 (served_dtype)
         "tests/test_mutants_killed.py",
     ],
     # fit.py: the files that import it (the speed, latency and --bench-result bounds, the pool figures, the
@@ -131,6 +132,8 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_quantized_weights.py",
         "tests/test_reliability_sources.py",
         "tests/test_engine_logs.py",
+        "tests/test_served_dtype.py",
+        "tests/test_weights_named.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/params.py": [
