@@ -254,7 +254,17 @@ def vllm_scenario(log: EngineLog, dep: Deployment) -> Scenario:
 def model_spec(log: EngineLog, spec: ArchSpec | None) -> ArchSpec | None:
     """`spec` with the dtype the engine ran the model in (vLLM --dtype), which `--kv-cache-dtype auto` and the
     activations follow."""
-    dtype = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(str(log.settings.get("dtype")))
+    names = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "half": "fp16"}
+    dtype = names.get(str(log.settings.get("dtype")))
+    if spec is not None and dtype is None and log.engine in ("vllm", "sglang"):
+        # --dtype auto, or a log that prints none: the engine's own choice (Engine.run_dtype: float32
+        # checkpoints run in 16 bits)
+        from kvsize.engines import get_engine
+
+        try:
+            dtype = get_engine(log.engine, log.engine_version).run_dtype(spec)
+        except KvsizeError:  # a release kvsize has not read: the checkpoint's dtype
+            dtype = None
     if spec is None or dtype is None or dtype == spec.model_dtype:
         return spec
     return msgspec.structs.replace(spec, model_dtype=dtype)
@@ -360,6 +370,7 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     from kvsize.engines.sglang import SglangEngine
 
     f, s = log.figures, log.settings
+    dep = msgspec.structs.replace(dep, spec=model_spec(log, dep.spec))  # the dtype SGLang ran it in
     tp = dep.tp or _int_setting(s.get("tp_size")) or 1
     pp = dep.pp or _int_setting(s.get("pp_size")) or 1
     weights_rank = busiest_rank_weights(dep, tp, pp, "sglang") if dep.weights_bytes is not None else None

@@ -133,3 +133,34 @@ def test_a_float32_granite_log_prices_the_weights_vllm_loaded() -> None:
     assert params == 8_170_848_256
     assert weights["logged"] == 15.25
     assert weights["predicted"] == (2 * params + 131072 * 128 * 2) / 2**30
+
+
+@pytest.mark.parametrize(
+    ("log", "config"),
+    [
+        ("sglang-docs-h100-llama31-8b.log", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log", "meta-llama/Llama-3.1-8B-Instruct"),
+    ],
+)
+def test_a_float32_copy_of_a_config_checks_a_log_as_the_bf16_one(tmp_path: Path, log: str, config: str) -> None:
+    # The engine ran the model in bf16 either way (SGLang and vLLM cast a float32 checkpoint to 16 bits), so a
+    # config that says float32 predicts every figure of the log as the bfloat16 config does: weights, KV, pool.
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry(config)
+    assert entry is not None
+    raw = load_registry_config(entry)
+    paths = []
+    for dtype in ("bfloat16", "float32"):
+        path = tmp_path / dtype / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**raw, "torch_dtype": dtype}))
+        paths.append(path)
+    figures = []
+    for path in paths:
+        result = CliRunner().invoke(
+            app, ["log", str(ROOT / "tests/data/logs" / log), "--config", str(path), "--gpu", "h100", "--json"]
+        )
+        figures.append({f["name"]: f["predicted"] for f in json.loads(result.stdout)["figures"]})
+    assert figures[0] == figures[1]
+    assert len(figures[0]) >= 3
