@@ -126,8 +126,11 @@ def test_deepseek_v4_hf_max_context_is_the_first_length_that_does_not_fit() -> N
     so its bytes are not monotone in the length. A request passes every length on its way, so the longest context
     that fits is the last one before the first length that does not: found here by walking every length."""
     engine, spec = get_engine("hf"), SPECS["nvidia/DeepSeek-V4-Flash-NVFP4"]
-    sizes = [request_bytes(engine, spec, n, KvDtype.BF16) for n in range(1, 1200)]
+    sizes = [request_bytes(engine, spec, n, KvDtype.BF16) for n in range(1, 1400)]
     assert any(later < earlier for earlier, later in zip(sizes, sizes[1:], strict=False))  # the case: it falls
-    for budget in (sizes[300], sizes[511], sizes[512] + 1, max(sizes[:1000])):
+    # budgets at and just below the bytes of lengths across the first nine HCA periods (ratios 4 and 128), so
+    # that some first crossings fall on a peak just before a drain and some just after
+    budgets = sorted({b for i in range(0, 1000, 19) for b in (sizes[i], sizes[i] - 1)} | {max(sizes[:1000])})
+    for budget in budgets:
         first_over = next(n for n, size in enumerate(sizes, start=1) if size > budget)
-        assert max_context(engine, spec, KvDtype.BF16, batch=1, budget=budget) == first_over - 1
+        assert max_context(engine, spec, KvDtype.BF16, batch=1, budget=budget) == first_over - 1, budget

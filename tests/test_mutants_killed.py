@@ -1290,3 +1290,174 @@ def test_one_cut_line_is_named_in_the_singular() -> None:
     log = parse_log(text + "\n" + "x" * (MAX_LINE_CHARS + 10))
     assert log is not None
     assert any(n.startswith("1 line longer than") for n in log.notes), log.notes
+
+
+# --- round 6 (seed 6): weights, params, engines/sglang, engines/hf, fit, cache_fields ----------------------------
+
+
+def test_hub_count_of_int16_tensors_is_two_bytes_each() -> None:
+    # safetensors' dtype table: I16 is a 16-bit integer (2 bytes), as U16, F16 and BF16
+    from kvsize.weights import weights_from_hub_counts
+
+    assert weights_from_hub_counts({"I16": 1000, "U16": 10}, "o/m").bytes == 2 * 1010
+
+
+def test_a_bad_hub_count_is_shown_cut_to_forty_characters() -> None:
+    from kvsize.errors import ConfigError
+    from kvsize.weights import weights_from_hub_counts
+
+    with pytest.raises(ConfigError) as caught:
+        weights_from_hub_counts({"F32": "x" * 100}, "o/m")  # type: ignore[dict-item]
+    shown = "'" + "x" * 39 + "..."  # repr's quote and 39 characters: 40, then the ellipsis
+    assert shown in str(caught.value) and "x" * 40 not in str(caught.value)
+
+
+def test_bitsandbytes_double_quant_bits_by_hand() -> None:
+    # bitsandbytes functional.quantize_4bit: 4 bits, an fp32 absmax per block of 64 (4.5 bits); with double quant
+    # the absmax is 8-bit with an fp32 absmax per 256 blocks: 4 + 8/64 + 32/(64 x 256) bits. The 4-layer Llama of
+    # tests/test_reliability_gates.py: 708,837,376 Linear parameters; embeddings and lm_head 524,288,000 B and the
+    # norms 73,728 B stay in bf16. Double: 354,418,688 + 11,075,584 + 173,056 = 365,667,328 B of Linears.
+    import kvsize
+
+    tiny = {
+        "model_type": "llama",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "vocab_size": 32000,
+        "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16",
+    }
+
+    def weights(quant: dict[str, Any]) -> int:
+        config = {**tiny, "quantization_config": {"quant_method": "bitsandbytes", **quant}}
+        fit = kvsize.estimate(config, ctx=8192, gpu="h100", engine="formula").scenarios[0].gpu
+        assert fit is not None
+        return int(fit.weights_bytes)
+
+    rest = 524_288_000 + 73_728
+    assert weights({"load_in_4bit": True}) == 708_837_376 * 45 // 80 + rest == 923_082_752
+    double = weights({"load_in_4bit": True, "bnb_4bit_use_double_quant": True})
+    assert double == 354_418_688 + 11_075_584 + 173_056 + rest == 890_029_056
+
+
+def test_zamba2_adapter_rank_defaults_to_128() -> None:
+    # transformers Zamba2Config: adapter_rank defaults to 128 (the hub's Zamba2-7B states lora_rank 128)
+    from kvsize.params import estimate_parameters
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("Zyphra/Zamba2-7B")
+    assert entry is not None
+    raw = load_registry_config(entry)
+    stated = estimate_parameters(raw).total
+    unstated = estimate_parameters({k: v for k, v in raw.items() if k != "lora_rank"}).total
+    assert unstated == stated
+    assert estimate_parameters({**raw, "lora_rank": 129}).total != stated
+
+
+def test_sglang_extra_buffer_by_model_type_when_no_architecture_is_named() -> None:
+    # uses_mamba_extra_buffer: the architectures decide when the config names them, else the model type
+    import msgspec
+
+    from kvsize.config import parse_config
+    from kvsize.engines.sglang import uses_mamba_extra_buffer
+    from kvsize.registry import find_entry, load_registry_config
+
+    def spec_of(hub_id: str) -> ArchSpec:
+        entry = find_entry(hub_id)
+        assert entry is not None
+        return msgspec.structs.replace(parse_config(load_registry_config(entry)), architectures=())
+
+    assert uses_mamba_extra_buffer(spec_of("Qwen/Qwen3-Next-80B-A3B-Thinking"))  # qwen3_next
+    assert not uses_mamba_extra_buffer(spec_of("mistralai/Mamba-Codestral-7B-v0.1"))  # mamba2
+
+
+def test_hf_old_mla_rule_refuses_deepseek_sparse_attention() -> None:
+    # kvsize read transformers' DynamicIndexedLayer in 5.24; under the <5.15 per-head MLA rule it refuses DSA,
+    # and 5.24 sizes it
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.engines.base import UnsupportedArchitecture
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("deepseek-ai/DeepSeek-V3.2")
+    assert entry is not None
+    raw = load_registry_config(entry)
+    spec = parse_config(raw)
+    with pytest.raises(UnsupportedArchitecture, match="5.24 only"):
+        get_engine("hf", "5.14.0", raw_config=raw).estimate(spec, ctx=64, batch=1, kv_dtype=KvDtype.BF16)
+    assert get_engine("hf", "5.24.0", raw_config=raw).estimate(spec, ctx=64, batch=1, kv_dtype=KvDtype.BF16)
+
+
+def _not_understood(raw: dict[str, Any]) -> list[str]:
+    """The fields the never-silent guard refuses in a flat config, as kvsize.config.parse_config asks it."""
+    from kvsize.cache_fields import unknown_cache_fields
+    from kvsize.config import KNOWN_MODEL_TYPES
+
+    return [f.field for f in unknown_cache_fields(raw, raw, "", raw["model_type"], KNOWN_MODEL_TYPES)]
+
+
+def test_indexer_types_with_shared_layers_refused_outside_glm5() -> None:
+    # `shared` indexer layers are read for GLM-5.2's type only (its transformers class reads the schedule);
+    # DeepSeek-V3.2's reads none, so a list naming shared layers there is refused by name
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("deepseek-ai/DeepSeek-V3.2")
+    assert entry is not None
+    raw = load_registry_config(entry)
+    layers = raw["num_hidden_layers"]
+    assert _not_understood({**raw, "indexer_types": ["full"] * layers}) == []  # every layer keeps its indexer
+    assert _not_understood({**raw, "indexer_types": ["full"] + ["shared"] * (layers - 1)}) == ["indexer_types"]
+
+
+def test_unknown_type_with_heads_and_a_recurrent_layout_reads_its_state() -> None:
+    # an unknown model type with attention heads, Mamba state fields and attn_layer_indices (which layers attend)
+    # gets recurrent layers to size, so its state fields are understood; without the layout field they are not
+    hybrid = {
+        "model_type": "some_new_hybrid",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "hidden_size": 512,
+        "mamba_d_state": 64,
+        "attn_layer_indices": [3],
+    }
+    assert _not_understood(hybrid) == []
+    assert _not_understood({k: v for k, v in hybrid.items() if k != "attn_layer_indices"}) == ["mamba_d_state"]
+
+
+def test_sglang_swa_pool_with_no_full_layers_by_hand() -> None:
+    # gpt-oss-20b with every layer sliding (layer_types): SGLang's hybrid SWA pool has no full layers, so one
+    # cell is every pooled layer's K and V: 24 x 8 KV heads x 64 x 2 x 2 B = 49,152 B, and both pools get the
+    # same tokens: 49,152,000 B hold 1,000
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("openai/gpt-oss-20b")
+    assert entry is not None
+    raw = load_registry_config(entry)
+    spec = parse_config({**raw, "layer_types": ["sliding_attention"] * raw["num_hidden_layers"]})
+    pool = get_engine("sglang").pool(spec, available_bytes=1000 * 24 * 8 * 64 * 2 * 2, kv_dtype=KvDtype.BF16)
+    assert pool.cell_size == 49_152
+    assert pool.max_total_num_tokens == pool.swa_max_total_num_tokens == 1000
+
+
+def test_sglang_pure_ssm_pool_without_a_context_length_is_empty() -> None:
+    # no KV on the stage: SGLang falls back to the context length; a config that states none gives no tokens,
+    # never a negative count
+    import msgspec
+
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("mistralai/Mamba-Codestral-7B-v0.1")
+    assert entry is not None
+    spec = msgspec.structs.replace(parse_config(load_registry_config(entry)), max_context=None)
+    assert get_engine("sglang").pool(spec, available_bytes=40 * GIB, kv_dtype=KvDtype.BF16).max_total_num_tokens == 0
