@@ -1461,3 +1461,46 @@ def test_sglang_pure_ssm_pool_without_a_context_length_is_empty() -> None:
     assert entry is not None
     spec = msgspec.structs.replace(parse_config(load_registry_config(entry)), max_context=None)
     assert get_engine("sglang").pool(spec, available_bytes=40 * GIB, kv_dtype=KvDtype.BF16).max_total_num_tokens == 0
+
+
+def test_hf_old_mla_rule_needs_the_head_dims_and_524_does_not() -> None:
+    # The <5.15 per-head MLA rule sizes K and V per head from qk_nope_head_dim and v_head_dim; a spec that
+    # lacks them (and no raw config to read them from) is refused there, while 5.24's latent rule needs neither.
+    import msgspec
+
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.engines.base import UnsupportedArchitecture
+    from kvsize.registry import find_entry, load_registry_config
+    from kvsize.spec import AttentionKind
+
+    entry = find_entry("deepseek-ai/DeepSeek-V3")
+    assert entry is not None
+    spec = parse_config(load_registry_config(entry))
+    bare = msgspec.structs.replace(
+        spec,
+        layers=tuple(
+            msgspec.structs.replace(
+                layer,
+                attention=msgspec.structs.replace(layer.attention, qk_nope_head_dim=None, v_head_dim=None),
+            )
+            if layer.attention is not None and layer.attention.kind is AttentionKind.MLA
+            else layer
+            for layer in spec.layers
+        ),
+    )
+    with pytest.raises(UnsupportedArchitecture, match="needs qk_nope_head_dim and v_head_dim"):
+        get_engine("hf", "5.14.0").estimate(bare, ctx=64, batch=1, kv_dtype=KvDtype.BF16)
+    latent = get_engine("hf", "5.24.0").estimate(bare, ctx=64, batch=1, kv_dtype=KvDtype.BF16)
+    assert latent.kv_bytes_per_token == 61 * (512 + 64) * 2
+
+
+def test_a_shown_value_of_41_characters_is_cut() -> None:
+    # _shown cuts past 40 characters: a 39-letter string's repr is 41 long, so it is cut to 40 and marked
+    from kvsize.errors import ConfigError
+    from kvsize.weights import weights_from_hub_counts
+
+    with pytest.raises(ConfigError) as caught:
+        weights_from_hub_counts({"F32": "y" * 39}, "o/m")  # type: ignore[dict-item]
+    assert "'" + "y" * 39 + "..." in str(caught.value)
