@@ -191,3 +191,25 @@ def test_unknown_type_that_lays_out_its_mamba_layers_is_sized() -> None:
     # Mamba-1: d_inner = expand 2 x hidden 512 = 1,024; state 1,024 x d_state 16 (transformers MambaCache)
     assert state is not None and state.kind is StateKind.MAMBA and state.ssm_shape == (1024, 16)
     assert spec.layers[3].attention is not None
+
+
+def test_the_hubs_lfm2_names_are_understood_only_at_their_copies() -> None:
+    # The hub's LFM2 files (LiquidAI/LFM2-1.2B, the text_config of LiquidAI/LFM2.5-VL-1.6B) keep num_heads and
+    # conv_dim_out beside num_attention_heads and hidden_size; no engine reads them (transformers 5.24
+    # modeling_lfm2, vLLM 0.19 models/lfm2.py). Equal, they size; different, kvsize cannot say which is meant.
+    import pytest as _pytest
+
+    from kvsize.cache_fields import UnmodelledFields
+    from kvsize.config import parse_config as _parse
+    from kvsize.registry import find_entry, load_registry_config
+
+    entry = find_entry("LiquidAI/LFM2.5-VL-1.6B")
+    assert entry is not None
+    text = load_registry_config(entry)["text_config"]
+    assert text["num_heads"] == text["num_attention_heads"] and text["conv_dim_out"] == text["hidden_size"]
+    spec = _parse(text)
+    assert sum(layer.state is not None for layer in spec.layers) == 10
+    with _pytest.raises(UnmodelledFields, match="num_heads"):
+        _parse({**text, "num_heads": 16})
+    with _pytest.raises(UnmodelledFields, match="conv_dim_out"):
+        _parse({**text, "conv_dim_out": 1024})
