@@ -85,3 +85,24 @@ def test_cli_url_and_current_id_offline() -> None:
     assert '"kv_bytes_per_token": 327680' in current.stdout
     clash = run("https://huggingface.co/Qwen/Qwen3-8B/tree/v1", "--revision", "v2")
     assert clash.returncode == 2 and "revision v1" in clash.stderr and clash.stderr.count("\n") == 1
+
+
+def test_models_search_typed_without_quotes_is_the_quoted_search() -> None:
+    # `kvsize models qwen3 235b` and `kvsize models --search qwen3 235b` (the shell splits the words) list what
+    # `--search "qwen3 235b"` lists
+    import json as _json
+
+    from typer.testing import CliRunner as _Runner
+
+    from kvsize.cli import app as _app
+
+    def listed(*args: str) -> list[str]:
+        result = _Runner().invoke(_app, ["models", *args, "--json"])
+        assert result.exit_code == 0, result.output
+        return [m["hub_id"] for m in _json.loads(result.stdout)["models"]]
+
+    quoted = listed("--search", "qwen3 235b")
+    assert quoted and quoted[0] == "Qwen/Qwen3-235B-A22B"
+    assert listed("qwen3", "235b") == quoted
+    assert listed("--search", "qwen3", "235b") == quoted
+    assert listed("--search", "gemma 4") == listed("gemma", "4") != listed()

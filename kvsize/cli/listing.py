@@ -128,7 +128,19 @@ FitsTpOpt = Annotated[
 ]
 
 
+NameWordsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="A loose name typed without quotes ('kvsize models qwen3 235b'): its words search as --search does "
+        "(after --search's own word, they join it).",
+        metavar="[NAME]...",
+        show_default=False,
+    ),
+]
+
+
 def models(
+    words: NameWordsArg = None,
     search: SearchOpt = None,
     family: FamilyOpt = None,
     attention: AttentionOpt = None,
@@ -146,6 +158,7 @@ def models(
     --fits GPU --ctx TOKENS: only those that fit, ranked by the requests they serve at once (exit 1 when none
     does). --json prints one object whose "models" lists each hub_id with its family and a summary (with
     --fits: its figures)."""
+    search = " ".join(w for w in (search, *(words or ())) if w) or None  # `--search gemma 4` reads as 'gemma 4'
     fit_options = {"--ctx": ctx, "--concurrency": concurrency, "--engine": engine, "--kv-dtype": kv_dtype, "--tp": tp}
     if fits is not None or any(v is not None for v in fit_options.values()):
         models_that_fit(
