@@ -186,7 +186,10 @@ def models(
             spec = parse_config(load_registry_config(entry), source=entry.hub_id)
             if attention and not spec_has_attention(spec, attention):
                 continue
-            kinds = ", ".join(f"{n} {layer.kind}" for layer, n in spec.layer_groups())
+            counts: dict[str, int] = {}  # layers by kind, in order (groups of one kind that differ in detail merge)
+            for layer, n in spec.layer_groups():
+                counts[layer.kind] = counts.get(layer.kind, 0) + n
+            kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items())
             rows.append((entry, f"{spec.model_type}: {spec.attention_label} ({kinds})"))
     if not rows:
         filters = (("search", search), ("family", family), ("attention", attention))
