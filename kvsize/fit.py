@@ -11,7 +11,6 @@ from kvsize.budget import DEFAULT_SETTINGS, BudgetSettings, KvBudget, kv_budget,
 from kvsize.config import CONTEXT_LENGTH_KEYS
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import Engine
-from kvsize.engines.hf import HfEngine
 from kvsize.engines.sglang import SglangEngine
 from kvsize.engines.trtllm import TrtllmEngine
 from kvsize.engines.vllm import VllmEngine
@@ -644,7 +643,7 @@ def grown_request_bytes(
     bytes at `ctx`, or more where an engine's bytes can fall as the context grows (the hf engine on
     DeepSeek-V4: HfEngine.peak_request_bytes)."""
     at_ctx = request_bytes(engine, spec, ctx, kv_dtype, tp, pp)
-    peak = engine.peak_request_bytes(spec, ctx, kv_dtype, pp) if isinstance(engine, HfEngine) else None
+    peak = engine.peak_request_bytes(spec, ctx, kv_dtype, pp)
     return at_ctx if peak is None else max(at_ctx, peak)
 
 

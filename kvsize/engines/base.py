@@ -244,6 +244,11 @@ class Engine(ABC):
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:  # noqa: B027  (the formula takes any)
         """Raise UnsupportedArchitecture when the engine offers no KV cache in `dtype` for `spec`."""
 
+    def peak_request_bytes(self, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, pp: int = 1) -> int | None:
+        """The most one request's cache holds on the busiest stage at any length up to `ctx`, where that can
+        exceed its bytes at `ctx` (the hf engine on DeepSeek-V4); None where the bytes never fall as ctx grows."""
+        return None
+
     def run_dtype(self, spec: ArchSpec) -> str:
         """The dtype the engine holds the model's weights and activations in (ArchSpec.model_dtype names);
         serving engines that cast a checkpoint (vLLM, SGLang --dtype auto on float32) override it."""
