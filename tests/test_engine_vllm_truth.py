@@ -3,13 +3,13 @@ version beside each case; the sources are the sdists of vLLM 0.33.0, 0.19.0 and 
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from tiny_configs import registry_config as raw_config
 from typer.testing import CliRunner
 
 from kvsize.cli.app import app
@@ -136,12 +136,6 @@ def spec(hub_id: str) -> ArchSpec:
     entry = find_entry(hub_id)
     assert entry is not None, hub_id
     return parse_config(load_registry_config(entry))
-
-
-def raw_config(hub_id: str) -> dict[str, Any]:
-    entry = find_entry(hub_id)
-    assert entry is not None, hub_id
-    return copy.deepcopy(load_registry_config(entry))
 
 
 def vllm(version: str = "0.33", gpu: str | None = None, **options: Any) -> VllmEngine:

@@ -198,14 +198,12 @@ def test_the_hubs_lfm2_names_are_understood_only_at_their_copies() -> None:
     # conv_dim_out beside num_attention_heads and hidden_size; no engine reads them (transformers 5.24
     # modeling_lfm2, vLLM 0.19 models/lfm2.py). Equal, they size; different, kvsize cannot say which is meant.
     import pytest as _pytest
+    from tiny_configs import registry_config
 
     from kvsize.cache_fields import UnmodelledFields
     from kvsize.config import parse_config as _parse
-    from kvsize.registry import find_entry, load_registry_config
 
-    entry = find_entry("LiquidAI/LFM2.5-VL-1.6B")
-    assert entry is not None
-    text = load_registry_config(entry)["text_config"]
+    text = registry_config("LiquidAI/LFM2.5-VL-1.6B")["text_config"]
     assert text["num_heads"] == text["num_attention_heads"] and text["conv_dim_out"] == text["hidden_size"]
     spec = _parse(text)
     assert sum(layer.state is not None for layer in spec.layers) == 10

@@ -11,7 +11,6 @@ Bugs found while writing these tests were fixed; their tests stay as regression 
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import resource
@@ -23,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_configs import registry_config
 from typer.testing import CliRunner, Result
 
 from kvsize.cli import app
-from kvsize.registry import find_entry, load_registry_config
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 FEW_SECONDS = 10.0  # CPU seconds one invocation may spend (in-process, or a child's); its load-free cost
@@ -44,12 +43,6 @@ TINY: dict[str, Any] = {
 }
 
 runner = CliRunner()
-
-
-def registry_config(hub_id: str) -> dict[str, Any]:
-    entry = find_entry(hub_id)
-    assert entry is not None, hub_id
-    return copy.deepcopy(load_registry_config(entry))
 
 
 def invoke(*args: str) -> Result:

@@ -9,11 +9,11 @@ mllama4.py, llava.py / clip.py (0.19.0). The published vLLM 0.19.0 H100 logs of 
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
+from tiny_configs import registry_config as registry_raw
 
 from kvsize.api import estimate_loaded
 from kvsize.budget import BudgetSettings, kv_budget, vllm_activation_bytes
@@ -22,18 +22,11 @@ from kvsize.engines.context import Device
 from kvsize.engines.vllm_releases import VLLM_RELEASES
 from kvsize.mm_profile import mm_items, vision_dummy
 from kvsize.profiles import resolve_gpu
-from kvsize.registry import find_entry, load_registry_config
 from kvsize.resolve import load_model_config
 from kvsize.spec import ArchSpec
 
 H100 = Device.from_profile(resolve_gpu("h100"))
 GIB = 1024**3
-
-
-def registry_raw(hub_id: str) -> dict[str, Any]:
-    entry = find_entry(hub_id)
-    assert entry is not None
-    return copy.deepcopy(dict(load_registry_config(entry)))
 
 
 def spec_of(raw: dict[str, Any]) -> ArchSpec:

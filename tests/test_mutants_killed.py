@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_configs import TINY, registry_config
 
 from kvsize.engines.context import Device, UsageContext
 from kvsize.engines.sglang import tiered_reserve_mib
@@ -1319,17 +1320,7 @@ def test_bitsandbytes_double_quant_bits_by_hand() -> None:
     # norms 73,728 B stay in bf16. Double: 354,418,688 + 11,075,584 + 173,056 = 365,667,328 B of Linears.
     import kvsize
 
-    tiny = {
-        "model_type": "llama",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "hidden_size": 4096,
-        "intermediate_size": 11008,
-        "vocab_size": 32000,
-        "max_position_embeddings": 8192,
-        "torch_dtype": "bfloat16",
-    }
+    tiny = {**TINY, "intermediate_size": 11008}  # tests/test_reliability_gates.py's TINY
 
     def weights(quant: dict[str, Any]) -> int:
         config = {**tiny, "quantization_config": {"quant_method": "bitsandbytes", **quant}}
@@ -1346,11 +1337,8 @@ def test_bitsandbytes_double_quant_bits_by_hand() -> None:
 def test_zamba2_adapter_rank_defaults_to_128() -> None:
     # transformers Zamba2Config: adapter_rank defaults to 128 (the hub's Zamba2-7B states lora_rank 128)
     from kvsize.params import estimate_parameters
-    from kvsize.registry import find_entry, load_registry_config
 
-    entry = find_entry("Zyphra/Zamba2-7B")
-    assert entry is not None
-    raw = load_registry_config(entry)
+    raw = registry_config("Zyphra/Zamba2-7B")
     stated = estimate_parameters(raw).total
     unstated = estimate_parameters({k: v for k, v in raw.items() if k != "lora_rank"}).total
     assert unstated == stated
@@ -1363,12 +1351,9 @@ def test_sglang_extra_buffer_by_model_type_when_no_architecture_is_named() -> No
 
     from kvsize.config import parse_config
     from kvsize.engines.sglang import uses_mamba_extra_buffer
-    from kvsize.registry import find_entry, load_registry_config
 
     def spec_of(hub_id: str) -> ArchSpec:
-        entry = find_entry(hub_id)
-        assert entry is not None
-        return msgspec.structs.replace(parse_config(load_registry_config(entry)), architectures=())
+        return msgspec.structs.replace(parse_config(registry_config(hub_id)), architectures=())
 
     assert uses_mamba_extra_buffer(spec_of("Qwen/Qwen3-Next-80B-A3B-Thinking"))  # qwen3_next
     assert not uses_mamba_extra_buffer(spec_of("mistralai/Mamba-Codestral-7B-v0.1"))  # mamba2
@@ -1381,11 +1366,8 @@ def test_hf_old_mla_rule_refuses_deepseek_sparse_attention() -> None:
     from kvsize.dtypes import KvDtype
     from kvsize.engines import get_engine
     from kvsize.engines.base import UnsupportedArchitecture
-    from kvsize.registry import find_entry, load_registry_config
 
-    entry = find_entry("deepseek-ai/DeepSeek-V3.2")
-    assert entry is not None
-    raw = load_registry_config(entry)
+    raw = registry_config("deepseek-ai/DeepSeek-V3.2")
     spec = parse_config(raw)
     with pytest.raises(UnsupportedArchitecture, match="5.24 only"):
         get_engine("hf", "5.14.0", raw_config=raw).estimate(spec, ctx=64, batch=1, kv_dtype=KvDtype.BF16)
@@ -1403,11 +1385,8 @@ def _not_understood(raw: dict[str, Any]) -> list[str]:
 def test_indexer_types_with_shared_layers_refused_outside_glm5() -> None:
     # `shared` indexer layers are read for GLM-5.2's type only (its transformers class reads the schedule);
     # DeepSeek-V3.2's reads none, so a list naming shared layers there is refused by name
-    from kvsize.registry import find_entry, load_registry_config
 
-    entry = find_entry("deepseek-ai/DeepSeek-V3.2")
-    assert entry is not None
-    raw = load_registry_config(entry)
+    raw = registry_config("deepseek-ai/DeepSeek-V3.2")
     layers = raw["num_hidden_layers"]
     assert _not_understood({**raw, "indexer_types": ["full"] * layers}) == []  # every layer keeps its indexer
     assert _not_understood({**raw, "indexer_types": ["full"] + ["shared"] * (layers - 1)}) == ["indexer_types"]
@@ -1436,11 +1415,8 @@ def test_sglang_swa_pool_with_no_full_layers_by_hand() -> None:
     from kvsize.config import parse_config
     from kvsize.dtypes import KvDtype
     from kvsize.engines import get_engine
-    from kvsize.registry import find_entry, load_registry_config
 
-    entry = find_entry("openai/gpt-oss-20b")
-    assert entry is not None
-    raw = load_registry_config(entry)
+    raw = registry_config("openai/gpt-oss-20b")
     spec = parse_config({**raw, "layer_types": ["sliding_attention"] * raw["num_hidden_layers"]})
     pool = get_engine("sglang").pool(spec, available_bytes=1000 * 24 * 8 * 64 * 2 * 2, kv_dtype=KvDtype.BF16)
     assert pool.cell_size == 49_152
@@ -1455,11 +1431,8 @@ def test_sglang_pure_ssm_pool_without_a_context_length_is_empty() -> None:
     from kvsize.config import parse_config
     from kvsize.dtypes import KvDtype
     from kvsize.engines import get_engine
-    from kvsize.registry import find_entry, load_registry_config
 
-    entry = find_entry("mistralai/Mamba-Codestral-7B-v0.1")
-    assert entry is not None
-    spec = msgspec.structs.replace(parse_config(load_registry_config(entry)), max_context=None)
+    spec = msgspec.structs.replace(parse_config(registry_config("mistralai/Mamba-Codestral-7B-v0.1")), max_context=None)
     assert get_engine("sglang").pool(spec, available_bytes=40 * GIB, kv_dtype=KvDtype.BF16).max_total_num_tokens == 0
 
 
@@ -1472,12 +1445,9 @@ def test_hf_old_mla_rule_needs_the_head_dims_and_524_does_not() -> None:
     from kvsize.dtypes import KvDtype
     from kvsize.engines import get_engine
     from kvsize.engines.base import UnsupportedArchitecture
-    from kvsize.registry import find_entry, load_registry_config
     from kvsize.spec import AttentionKind
 
-    entry = find_entry("deepseek-ai/DeepSeek-V3")
-    assert entry is not None
-    spec = parse_config(load_registry_config(entry))
+    spec = parse_config(registry_config("deepseek-ai/DeepSeek-V3"))
     bare = msgspec.structs.replace(
         spec,
         layers=tuple(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_configs import registry_config
 
 from kvsize.errors import ConfigError
 from kvsize.params import ParamEstimate, estimate_parameters
@@ -656,13 +657,8 @@ def test_dense_qwen3_5_matches_transformers() -> None:
     assert result.active is None
 
 
-def test_per_layer_embeddings_gemma4() -> None:
-    # Gemma 4 / Gemma 3n per-layer embeddings (transformers 5.24 Gemma4TextModel, Gemma4TextDecoderLayer), by hand
-    # for 4 layers, P = hidden_size_per_layer_input 8, hidden 64, vocab_size_per_layer_input 384:
-    # embed_tokens_per_layer 384 x (4 x 8) = 12,288; per_layer_model_projection 64 x 32 = 2,048; its norm 8;
-    # per layer per_layer_input_gate 64 x 8 + per_layer_projection 8 x 64 + post_per_layer_input_norm 64 = 1,088,
-    # x 4 = 4,352: 18,696 (transformers' own count of the same two tiny models differs by exactly this)
-    base = {
+# A 4-layer Gemma 4 language model, hidden 64, 4 query heads, 2 KV heads of 16 (the Gemma 4 tests below).
+GEMMA4_TINY: dict[str, Any] = {
         "model_type": "gemma4_text",
         "vocab_size": 512,
         "hidden_size": 64,
@@ -671,7 +667,16 @@ def test_per_layer_embeddings_gemma4() -> None:
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 16,
-    }
+}
+
+
+def test_per_layer_embeddings_gemma4() -> None:
+    # Gemma 4 / Gemma 3n per-layer embeddings (transformers 5.24 Gemma4TextModel, Gemma4TextDecoderLayer), by hand
+    # for 4 layers, P = hidden_size_per_layer_input 8, hidden 64, vocab_size_per_layer_input 384:
+    # embed_tokens_per_layer 384 x (4 x 8) = 12,288; per_layer_model_projection 64 x 32 = 2,048; its norm 8;
+    # per layer per_layer_input_gate 64 x 8 + per_layer_projection 8 x 64 + post_per_layer_input_norm 64 = 1,088,
+    # x 4 = 4,352: 18,696 (transformers' own count of the same two tiny models differs by exactly this)
+    base = GEMMA4_TINY
     ple = {**base, "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 384}
     delta = estimate_parameters(ple).total - estimate_parameters(base).total
     assert delta == 384 * 32 + 64 * 32 + 8 + 4 * (64 * 8 + 8 * 64 + 64) == 18_696
@@ -696,9 +701,7 @@ def test_gemma4_parameters_match_transformers(hub_id: str, total: int) -> None:
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    entry = find_entry(hub_id)
-    assert entry is not None
-    text = load_registry_config(entry)["text_config"]
+    text = registry_config(hub_id)["text_config"]
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(CONFIG_MAPPING["gemma4_text"].from_dict(text))
     assert sum(p.numel() for p in model.parameters()) == total
@@ -712,14 +715,7 @@ def test_gemma4_layer_parts_by_hand() -> None:
     # full:    q 64x128 + q_norm 32 + k 64x32 + k_norm 32 + o 128x64 = 18,496
     # MLP 3 x 64 x 128 = 24,576 a layer; four norms 256 a layer; final norm 64; tied embedding 512 x 64
     cfg = {
-        "model_type": "gemma4_text",
-        "vocab_size": 512,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
+        **GEMMA4_TINY,
         "global_head_dim": 32,
         "num_global_key_value_heads": 1,
         "attention_k_eq_v": True,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_configs import registry_config
 from typer.testing import CliRunner
 
 import kvsize
@@ -32,11 +33,7 @@ LLAMA_8B_PARAMS = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2
 
 
 def _llama_8b(dtype: str) -> dict[str, Any]:
-    from kvsize.registry import find_entry, load_registry_config
-
-    entry = find_entry("meta-llama/Llama-3.1-8B")
-    assert entry is not None
-    return {**load_registry_config(entry), "torch_dtype": dtype}
+    return {**registry_config("meta-llama/Llama-3.1-8B"), "torch_dtype": dtype}
 
 
 def _first(config: Any, **options: Any) -> Any:
@@ -145,11 +142,7 @@ def test_a_float32_granite_log_prices_the_weights_vllm_loaded() -> None:
 def test_a_float32_copy_of_a_config_checks_a_log_as_the_bf16_one(tmp_path: Path, log: str, config: str) -> None:
     # The engine ran the model in bf16 either way (SGLang and vLLM cast a float32 checkpoint to 16 bits), so a
     # config that says float32 predicts every figure of the log as the bfloat16 config does: weights, KV, pool.
-    from kvsize.registry import find_entry, load_registry_config
-
-    entry = find_entry(config)
-    assert entry is not None
-    raw = load_registry_config(entry)
+    raw = registry_config(config)
     paths = []
     for dtype in ("bfloat16", "float32"):
         path = tmp_path / dtype / "config.json"

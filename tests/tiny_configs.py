@@ -1,8 +1,19 @@
-"""Small configs shared by the subprocess tests (each test module keeps its own hand-worked figures)."""
+"""Configs shared by the tests: small hand-made ones, and the registry's by hub id (each test module keeps its
+own hand-worked figures)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+from kvsize.registry import find_entry, load_registry_config
+
+
+def registry_config(hub_id: str) -> dict[str, Any]:
+    """A fresh copy of the built-in registry's config.json for `hub_id` (the test may change it)."""
+    entry = find_entry(hub_id)
+    assert entry is not None, hub_id
+    return copy.deepcopy(load_registry_config(entry))
 
 # 4 layers, 8 KV heads of 128 (hidden 4096 / 32 heads): 2 x 4 x 8 x 128 x 2 B = 16,384 B per token in bf16.
 TINY: dict[str, Any] = {
