@@ -749,10 +749,13 @@ def _tied_embeddings(raw: Mapping[str, Any], data: Mapping[str, Any], model_type
 
 
 def _scalar_int(f: _Fields, *keys: str) -> int | None:
-    """An informational width that some families give per layer (Gemma 3n lists intermediate_size)."""
+    """A width that some families give per layer (Gemma 3n lists intermediate_size): the widest layer's, which
+    sets the profile run's activation peak (budget.py); None when the list holds anything but positive integers."""
     present = [k for k in keys if f.has(k)]
     if present and isinstance(f.raw(present[0]), list):
-        return None
+        widths = f.raw(present[0])
+        ok = widths and all(isinstance(w, int) and not isinstance(w, bool) and 0 < w <= 1 << 30 for w in widths)
+        return max(widths) if ok else None
     return f.integer(*keys, maximum=1 << 30)
 
 

@@ -308,6 +308,15 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     cfg = _Cfg(text_raw, where=where, defaults=_DEFAULTS.get(model_type, {}))
     tie = tie_word_embeddings(cfg.data, raw, model_type)
 
+    if model_type in ("gemma3n", "gemma3n_text"):
+        # modeling_gemma3n.py: per-layer MLP widths, AltUp and LAuReL blocks in every layer, and towers built by
+        # name (timm MobileNetV5, a Conformer audio encoder) whose sizes no config field gives.
+        raise ConfigError(
+            "kvsize cannot count Gemma 3n's weights from its config (per-layer intermediate_size, AltUp and LAuReL "
+            "blocks, and vision and audio towers that timm and the modelling code build by name)",
+            hint="Pass --weights-mem with the checkpoint's size, or give a hub id or local folder whose safetensors "
+            "kvsize can read.",
+        )
     if model_type == "t5":
         _count_t5(cfg, acc, tie=tie)
     elif model_type == "bart":

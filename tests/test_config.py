@@ -244,5 +244,8 @@ def test_falcon_h1_every_layer_has_attention_and_mamba() -> None:
 
 
 def test_per_layer_intermediate_size_is_not_an_error() -> None:
-    spec = parse(intermediate_size=[1024] * 4)  # Gemma 3n lists one MLP width per layer
-    assert spec.intermediate_size is None and spec.num_layers == 4
+    # Gemma 3n lists one MLP width per layer: the widest sets the profile run's activation peak
+    spec = parse(intermediate_size=[1024, 3072, 2048, 1024])
+    assert spec.intermediate_size == 3072 and spec.num_layers == 4
+    assert parse(intermediate_size=[1024, "wide", 2048, 1024]).intermediate_size is None
+    assert parse(intermediate_size=[1024, True, 2048, 1024]).intermediate_size is None

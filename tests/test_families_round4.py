@@ -1,6 +1,7 @@
 """Families issue 19 found refused and now sizes exactly for `--engine formula` and `--engine hf`: Gemma 4 (full
 layers of global_head_dim x num_global_key_value_heads), MiMo-V2-Flash (sliding layers of swa_num_key_value_heads,
-K 192 / V 128) and Gemma 3n (KV shared by the last layers). The serving engines refuse Gemma 4 and MiMo-V2-Flash.
+K 192 / V 128) and Gemma 3n (KV shared by the last layers). SGLang, TensorRT-LLM and llama.cpp refuse Gemma 4
+and MiMo-V2-Flash; vLLM sizes Gemma 4 and Gemma 3n (tests/test_vllm_gemma4.py).
 
 Every expected value is worked by hand from the fixture config (tests/data/never_silent, sources in its SOURCES.tsv)
 and the transformers 5.24.0 modelling code named beside it; the oracle tests at the end build the models with
@@ -274,17 +275,21 @@ def test_gemma3n_defaults_when_the_config_leaves_the_layout_out() -> None:
 # --- the serving engines -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp"])
-@pytest.mark.parametrize("config", [GEMMA4, MIMO], ids=["gemma4", "mimo"])
+# vLLM's Gemma 4 and Gemma 3n were read: tests/test_vllm_gemma4.py.
+@pytest.mark.parametrize(
+    ("engine", "config"),
+    [(e, c) for e in ("sglang", "trtllm", "llamacpp") for c in (GEMMA4, MIMO)] + [("vllm", MIMO)],
+    ids=[f"{e}-{n}" for e in ("sglang", "trtllm", "llamacpp") for n in ("gemma4", "mimo")] + ["vllm-mimo"],
+)
 def test_serving_engines_refuse_layers_of_different_widths(engine: str, config: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):
         _scenario(config, engine, 4096)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "llamacpp"])
+@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp"])
 def test_gemma3n_refused_by_the_serving_engines(engine: str) -> None:
-    # One width on every layer, but 15 layers reuse earlier layers' KV: how each engine pages (or skips) them is
-    # not read, so a serving engine refuses rather than size them as layers of their own.
+    # One width on every layer, but 15 layers reuse earlier layers' KV: how these engines page (or skip) them is
+    # not read, so they refuse rather than size them as layers of their own.
     with pytest.raises(UnsupportedArchitecture, match="reuse earlier layers' KV cache"):
         get_engine(engine).check_supported(parse_config(GEMMA3N))
 

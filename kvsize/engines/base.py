@@ -23,8 +23,9 @@ CLASSIC_STATE_KINDS = frozenset({StateKind.MAMBA, StateKind.MAMBA2, StateKind.GA
 # Engines whose rules were read for models whose sliding and full layers differ in KV heads or head sizes (Gemma 4's
 # full layers: global_head_dim x num_global_key_value_heads; MiMo-V2-Flash's sliding layers: swa_num_key_value_heads)
 # and for these families' own layouts. The serving engines refuse them (`check_layout`): kvsize has not read how
-# their allocators page layers of different page sizes (vLLM's unified page size, SGLang's SWA pool, TensorRT-LLM's
-# per-window pools, llama.cpp's iSWA cache) nor these releases' model files.
+# their allocators page layers of different page sizes (SGLang's SWA pool, TensorRT-LLM's per-window pools,
+# llama.cpp's iSWA cache) nor these releases' model files. vLLM's Gemma 4 and Gemma 3n were read
+# (VllmEngine.reads_layout).
 MIXED_WIDTH_ENGINES = frozenset({"formula", "hf"})
 _MIXED = "sliding and full layers of different KV heads or head sizes"
 UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read these engines' paging of)
@@ -213,8 +214,8 @@ class Engine(ABC):
         """The engine's own refusals; an engine that refuses some models overrides this."""
 
     def check_layout(self, spec: ArchSpec) -> None:
-        """Refuse layouts this engine's rules were not read for (MIXED_WIDTH_ENGINES)."""
-        if self.name in MIXED_WIDTH_ENGINES:
+        """Refuse layouts this engine's rules were not read for (MIXED_WIDTH_ENGINES, reads_layout)."""
+        if self.name in MIXED_WIDTH_ENGINES or self.reads_layout(spec):
             return
         family, what = UNREAD_LAYOUT_FAMILIES.get(spec.model_type, (spec.model_type, _MIXED))
         # an indexer key on anything but an MLA layer (MiniMax-M3's full layers, DeepSeek-V4's compressed ones) is
@@ -232,6 +233,12 @@ class Engine(ABC):
                 "cannot size them",
                 hint="Use --engine formula or --engine hf.",
             )
+
+    def reads_layout(self, spec: ArchSpec) -> bool:
+        """Whether this engine's paging was read for `spec`'s family although check_layout would refuse it (a
+        serving engine that models some of UNREAD_LAYOUT_FAMILIES); its check_serves then refuses the releases,
+        devices and dtypes that were not read."""
+        return False
 
     def check_encoder_decoder(self, spec: ArchSpec) -> None:
         if spec.is_encoder_decoder and not self.serves_encoder_decoder:

@@ -64,6 +64,18 @@ _KV_DTYPE_NAMES: dict[KvDtype, str] = {
 PER_TOKEN_HEAD = frozenset({KvDtype.INT8_PER_TOKEN_HEAD, KvDtype.FP8_PER_TOKEN_HEAD, KvDtype.INT4_PER_TOKEN_HEAD})
 PER_TOKEN_HEAD_SCALE_BYTES = 4  # one fp32 scale after each head's K row and each V row
 DS_MLA = frozenset({KvDtype.FP8_DS_MLA, KvDtype.NVFP4_DS_MLA})
+# Gemma 4 (models/gemma4.py, Gemma4ForCausalLM / Gemma4ForConditionalGeneration) and Gemma 3n (models/gemma3n.py):
+# the families whose per-layer shapes and KV-shared layers were read (VllmEngine.reads_layout).
+GEMMA4_TYPES = ("gemma4", "gemma4_text")
+GEMMA3N_TYPES = ("gemma3n", "gemma3n_text")
+# The KV formats of the backends vLLM runs Gemma 4 on (supported_kv_cache_dtypes): v1/attention/backends/
+# triton_attn.py TritonAttentionBackend (0.19-0.33, with the per-token-head formats once offered) and flash_attn.py
+# FlashAttentionBackend (no fp8_e5m2).
+TRITON_KV_DTYPES = frozenset({KvDtype.FP16, KvDtype.BF16, KvDtype.FP8_E4M3, KvDtype.FP8_E5M2, *PER_TOKEN_HEAD})
+FLASH_ATTN_KV_DTYPES = frozenset({KvDtype.FP16, KvDtype.BF16, KvDtype.FP8_E4M3})
+FA3_MAX_HEAD = 256  # models/config.py Gemma4Config: FlashAttention's head_size <= 256 kernel limit
+FA4_MAX_HEAD = 512  # Gemma4Config (0.24+): FA4 only when the largest head size is at most 512
+Gemma4Backend = Literal["default", "triton", "flash_attn"]
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (0.33; 0.11 also lists plamo2).
 FLOAT16_NOT_SUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4", "plamo2"})
 MLLAMA_TYPES = frozenset({"mllama", "mllama_text_model"})
@@ -284,6 +296,67 @@ class VllmEngine(Engine):
                 f"vLLM's v1 engine serves Whisper as its only encoder-decoder model, not {spec.model_type}",
                 hint="Use --engine formula for T5 / BART style models (the engine-independent cache size).",
             )
+        if spec.model_type in GEMMA3N_TYPES and not r.serves_gemma3n:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} has no Gemma3nForConditionalGeneration (model_executor/models/registry.py; "
+                "added in 0.9.2)",
+                hint="Pass --engine-version 0.9.2 or later.",
+            )
+        if spec.model_type in GEMMA4_TYPES:
+            self.gemma4_backend(spec)
+
+    def reads_layout(self, spec: ArchSpec) -> bool:
+        """Gemma 4's per-layer head sizes and KV heads (models/gemma4.py Gemma4DecoderLayer: global_head_dim, and
+        num_global_key_value_heads under attention_k_eq_v; 0.33 reads the same from per_layer_config) and the
+        KV-shared layers of Gemma 4 and Gemma 3n, which name a kv_sharing_target_layer_name and so get no
+        KV-cache spec (v1/worker/gpu_model_runner.py get_kv_cache_spec). Layers of different pages are then paged
+        by unify_kv_cache_spec_page_size (_unified), as any hybrid model's."""
+        return spec.model_type in GEMMA4_TYPES or spec.model_type in GEMMA3N_TYPES
+
+    def gemma4_backend(self, spec: ArchSpec) -> Gemma4Backend:
+        """The attention backend vLLM runs a Gemma 4 model on (VllmRules.gemma4), refusing the paths kvsize has
+        not read. Both kvsize-modelled backends take any multiple of 16 tokens as a kernel block
+        (get_supported_kernel_block_sizes: MultipleOf(16)), so every layer starts from 16-token blocks."""
+        heads = {
+            a.head_dim
+            for layer, _ in spec.layer_groups()
+            if (a := layer.attention) is not None and a.kind is not AttentionKind.SHARED
+        }
+        mode = self.rules.gemma4
+        if mode == "absent":
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} has no Gemma4ForCausalLM (model_executor/models/registry.py; added in 0.19.0)",
+                hint="Pass --engine-version 0.19 or later.",
+            )
+        if len(heads) <= 1:
+            return "default"  # Gemma4Config changes nothing when the head sizes agree
+        top = max(heads)
+        dev = self.device
+        if mode == "triton":
+            # 0.19-0.23 Gemma4Config: TRITON_ATTN on every platform when the sizes differ and one exceeds 256
+            if top <= FA3_MAX_HEAD:
+                return "default"
+            if dev.platform in ("cuda", "rocm"):
+                return "triton"
+        elif dev.platform == "cuda" and dev.capability is not None:
+            # 0.24+ Gemma4Config: FA4 where flash_attn_interface._is_fa4_supported (capability 9.x, 10.x, 11.x)
+            # and the largest head is at most 512, else TRITON_ATTN
+            if dev.capability[0] not in (9, 10, 11) or top > FA4_MAX_HEAD:
+                return "triton"
+            if dev.capability[0] == 9:
+                return "flash_attn"
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} runs Gemma 4 on FlashAttention 4 on {dev.name or 'this GPU'} "
+                f"(compute capability {dev.capability[0]}.x; models/config.py Gemma4Config), where the platform "
+                "puts FlashInfer first for the sliding layers and FA4 pages head size 256 in 128 tokens from 0.29 "
+                "(flash_attn.py _get_fa4_hd256_block_size): kvsize has not modelled those blocks",
+                hint="Use --engine-version 0.23 (TRITON_ATTN), a Hopper or Ampere --gpu, or --engine formula / hf.",
+            )
+        raise UnsupportedArchitecture(
+            f"vLLM {self.version}: kvsize has not read which attention backend Gemma 4 runs on for "
+            f"{dev.name or dev.platform} (models/config.py Gemma4Config chooses by platform and compute capability)",
+            hint="Pass --gpu with a CUDA card, or use --engine formula / hf.",
+        )
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         """Only the --kv-cache-dtype values the release offers (config/cache.py CacheDType), plus the dtype
@@ -302,11 +375,35 @@ class VllmEngine(Engine):
                     f"vLLM's {name} KV cache (Triton attention backend) does not serve MLA models",
                     hint="Choose fp8, bfloat16 or auto.",
                 )
+            if spec.model_type in GEMMA4_TYPES:
+                self._check_gemma4_dtype(spec, dtype)
             return
         raise UnsupportedArchitecture(
             f"vLLM {self.version} has no {dtype.value} KV cache; --kv-cache-dtype offers {', '.join(offered)}",
             hint="Choose one of those (kvsize names: fp16, bf16, fp8_e4m3, fp8_e5m2, ...), or another --engine.",
         )
+
+    def _check_gemma4_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
+        backend = self.gemma4_backend(spec)
+        if backend == "default":
+            return
+        offered = TRITON_KV_DTYPES if backend == "triton" else FLASH_ATTN_KV_DTYPES
+        label = "TRITON_ATTN" if backend == "triton" else "FLASH_ATTN"
+        if dtype not in offered:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} runs Gemma 4 on {label} here (models/config.py Gemma4Config), which has no "
+                f"{dtype.value} KV cache (supported_kv_cache_dtypes); kvsize has not read the blocks of a backend "
+                "vLLM would pick instead",
+                hint="Choose auto, bf16, fp16 or fp8_e4m3.",
+            )
+        largest = max(a.head_dim for layer, _ in spec.layer_groups() if (a := layer.attention) is not None)
+        sm90_fp8_pages = self.rules.gemma4 == "fa4_sm90_fp8_pages" and largest == FA4_MAX_HEAD
+        if backend == "flash_attn" and dtype is KvDtype.FP8_E4M3 and sm90_fp8_pages:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} pages an fp8 cache of Gemma 4's head-size-512 layers in 64 tokens on "
+                "Hopper (flash_attn.py _get_sm90_fa4_fp8_kv_block_size), which kvsize has not modelled",
+                hint="Use --engine-version 0.30, a 16-bit --kv-dtype, or --engine formula / hf.",
+            )
 
     def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:
         """ModelConfig.verify_with_parallel_config: attention heads must divide over tp; pp may not exceed the
@@ -335,6 +432,18 @@ class VllmEngine(Engine):
                 )
         if pp > spec.num_layers:
             raise UsageError(f"--pp {pp} exceeds the model's {spec.num_layers} layers")
+        if pp > 1 and spec.model_type in GEMMA3N_TYPES:
+            raise UsageError(
+                "vLLM's Gemma 3n does not support pipeline parallelism (models/gemma3n.py implements no SupportsPP; "
+                "ModelConfig.verify_with_parallel_config)",
+                hint="Drop --pp, or use --tp.",
+            )
+        if pp > 1 and any(layer.attention and layer.attention.kind is AttentionKind.SHARED for layer in spec.layers):
+            raise UnsupportedArchitecture(
+                "kvsize has not read how vLLM serves KV-shared layers whose target layer lies on another pipeline "
+                "stage (kv_sharing_target_layer_name)",
+                hint="Drop --pp, or use --tp.",
+            )
         for state in {layer.state for layer, _ in spec.layer_groups() if layer.state is not None}:
             if state.kind is StateKind.MAMBA2 and state.ssm_shape[0] % tp:
                 raise UsageError(

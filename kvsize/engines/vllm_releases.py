@@ -85,6 +85,16 @@ class VllmRules:
     does so only on the FLASHMLA_SPARSE backend (FlashInfer-MLA sparse on sm_10x keeps standard fp8)."""
     sparse_fa4: bool
     """sm_10x puts FA4-sparse (64-token blocks) first at <= 16 heads per rank (platforms/cuda.py)."""
+    serves_gemma3n: bool
+    """Gemma3nForConditionalGeneration is in models/registry.py (from 0.9.2; absent in 0.9.1). Its last
+    num_kv_shared_layers attention layers name a kv_sharing_target_layer_name and get no KV-cache spec
+    (gpu_model_runner.get_kv_cache_spec); the model has no SupportsPP."""
+    gemma4: Literal["absent", "triton", "fa4", "fa4_sm90_fp8_pages"]
+    """Gemma 4 (models/gemma4.py, registry: from 0.19.0) when its sliding and full layers differ in head size
+    (models/config.py Gemma4Config.verify_and_update_config): absent; TRITON_ATTN forced on every platform
+    (0.19-0.23); FlashAttention 4 forced on compute capability 9.x-11.x (fa_utils / flash_attn_interface
+    _is_fa4_supported), TRITON_ATTN elsewhere (0.24-0.30); as before, and on 9.x an fp8 cache of head size 512
+    takes 64-token FA4 pages (flash_attn.py _get_sm90_fa4_fp8_kv_block_size, from 0.31.0)."""
     serves_glm_moe_dsa: bool
     """GlmMoeDsaForCausalLM (GLM-5) is in model_executor/models/registry.py (from 0.16.0; absent in 0.14.1)."""
     glm_dsa_fp8_on_sm100: bool
@@ -239,6 +249,8 @@ R_0_8_5 = VllmRules(
     sparse_mla_auto_ds_mla=False,
     sparse_fp8="config",
     sparse_fa4=False,
+    serves_gemma3n=False,
+    gemma4="absent",
     serves_glm_moe_dsa=False,
     glm_dsa_fp8_on_sm100=False,
     dsa_shared_layers_unindexed=False,
@@ -279,7 +291,7 @@ R_0_9_0 = replace(R_0_8_5, tier_a100_excluded=True)
 # disable_hybrid_kv_cache_manager); concurrency by blocks per request; multi-group log num_blocks // groups x bs.
 R_0_9_1 = replace(R_0_9_0, hybrid_allocator=True, logged_pool="blocks_per_group")
 # 0.9.2: without chunked prefill max_num_batched_tokens = max_model_len (_set_default_args_v1).
-R_0_9_2 = replace(R_0_9_1, no_chunked_tokens="max_model_len")
+R_0_9_2 = replace(R_0_9_1, no_chunked_tokens="max_model_len", serves_gemma3n=True)
 # 0.10.0: ChunkedLocalAttentionSpec (v1/kv_cache_interface.py); fp8_inc; async scheduling (off); the multimodal
 # profile's items by floor division (gpu_model_runner.py profile_run `encoder_budget // max_tokens_per_mm_item`).
 R_0_10_0 = replace(R_0_9_2, chunked_local_window=True, kv_dtypes=KV_DTYPES_0100, mm_items_ceil=False)
@@ -360,8 +372,8 @@ R_0_18_0 = replace(
     blackwell_hd256_align32=False,
     sparse_fp8="backend",
 )
-# 0.19.0: --kv-cache-dtype-skip-layers (config/cache.py).
-R_0_19_0 = replace(R_0_18_0, skip_layers="unify")
+# 0.19.0: --kv-cache-dtype-skip-layers (config/cache.py); Gemma 4 on TRITON_ATTN (models/config.py Gemma4Config).
+R_0_19_0 = replace(R_0_18_0, skip_layers="unify", gemma4="triton")
 # 0.20.0: gpu_memory_utilization 0.92 and the CUDA-graph estimate subtracted (config/cache.py, envs.py
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1"); NemotronH SSM float32; _align_hybrid_block_size; turboquant,
 # per-token-head and nvfp4 KV; "align" for SupportsMambaPrefixCaching models when speculating.
@@ -382,10 +394,11 @@ R_0_21_0 = replace(R_0_20_1, nvfp4_sliding_packed=True)
 # max_concurrent_batches into VllmConfig (pp + 1 on the V2 runner), which sizes nothing until 0.26.0.
 R_0_22_0 = replace(R_0_21_0, all_mode_speculative_blocks=True, all_mode_under_speculation=True)
 # 0.24.0: a non-divisible attention page is padded on num-blocks-first backends; BambaForCausalLM removed; DSA
-# layers that share a top-k build no indexer (deepseek_v2.py).
+# layers that share a top-k build no indexer (deepseek_v2.py); Gemma 4 on FA4 where supported (Gemma4Config).
 R_0_24_0 = replace(
     R_0_22_0,
     page_unify="pad_block_stride",
+    gemma4="fa4",
     mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS - {"bamba"},
     dsa_shared_layers_unindexed=True,
 )
@@ -407,8 +420,11 @@ R_0_28_0 = replace(
 )
 # 0.29.0: every non-MLA attention page padded (unify_kv_cache_spec_page_size); the V2 runner for every model.
 R_0_29_0 = replace(R_0_28_0, page_unify="pad", v2_runner="all")
-# 0.30.0: YaRN maxima unscaled (_get_and_verify_max_len); nvfp4_ds_mla. 0.31.0 changes no sizing rule.
+# 0.30.0: YaRN maxima unscaled (_get_and_verify_max_len); nvfp4_ds_mla.
 R_0_30_0 = replace(R_0_29_0, unscaled_rope_types=UNSCALED_ROPE_030, yarn_from_original=False, kv_dtypes=KV_DTYPES_0300)
+# 0.31.0: FA4 on sm_90 pages an fp8 cache of head size 512 in 64 tokens (flash_attn.py
+# _get_sm90_fa4_fp8_kv_block_size), which only Gemma 4's full layers reach.
+R_0_31_0 = replace(R_0_30_0, gemma4="fa4_sm90_fp8_pages")
 # 0.32.0: the mamba_mixer2 checkpoint block (MambaMixer2.get_kv_cache_spec); "all" removed; ultraquant_4bit;
 # GLM-5's auto cache is fp8_e4m3 on sm_10x (models/config.py GlmMoeDsaForCausalLM); Qwen3-VL and Qwen3.5 build
 # their multimodal RoPE table over max_position once (models/qwen3_vl.py mrope_positions_factor).
@@ -423,7 +439,7 @@ MROPE_UNIT_0320 = frozenset(
     }
 )
 R_0_32_0 = replace(
-    R_0_30_0,
+    R_0_31_0,
     checkpoint_mixer2=True,
     kv_dtypes=KV_DTYPES_0320,
     glm_dsa_fp8_on_sm100=True,
@@ -463,7 +479,8 @@ VLLM_RELEASES: ReleaseTable[VllmRules] = ReleaseTable(
         Era("0.27.0", "0.27.1", R_0_27_0, ("0.27.0", "0.27.1")),
         Era("0.28.0", "0.28.0", R_0_28_0, ("0.28.0",)),
         Era("0.29.0", "0.29.0", R_0_29_0, ("0.29.0",)),
-        Era("0.30.0", "0.31.0", R_0_30_0, ("0.30.0", "0.31.0")),
+        Era("0.30.0", "0.30.0", R_0_30_0, ("0.30.0",)),
+        Era("0.31.0", "0.31.0", R_0_31_0, ("0.31.0",)),
         Era("0.32.0", "0.32.0", R_0_32_0, ("0.32.0",)),
         Era("0.33.0", "0.33.0", R_0_33_0, ("0.33.0",)),
     ),
