@@ -200,6 +200,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_families_2026.py",
         "tests/test_log_corpus.py",
         "tests/test_serving.py",  # prefix caching's whole blocks and windows (prefix_shared_tokens)
+        "tests/test_vllm_gemma4.py",
         "tests/test_mutants_killed.py",
     ],
 }
@@ -496,18 +497,47 @@ def run_tests(
     return ("survived" if proc.returncode == 0 else "killed"), time.monotonic() - start
 
 
+def changed_lines(module: str, since: str, ref: str | None) -> set[int]:
+    """Lines of `module` (at `ref`, else in the working tree) that `git diff` adds or changes since `since`."""
+    target = [since, ref] if ref else [since]
+    diff = subprocess.run(
+        ["git", "-C", str(ROOT), "diff", "-U0", *target, "--", module], capture_output=True, text=True, check=True
+    ).stdout
+    lines: set[int] = set()
+    for hunk in diff.splitlines():
+        if hunk.startswith("@@"):
+            added = hunk.split()[2].lstrip("+")  # "+start[,count]"
+            start, _, count = added.partition(",")
+            lines.update(range(int(start), int(start) + (int(count) if count else 1)))
+    return lines
+
+
+def sample_mutants(module: str, source: str, per_module: int, seed: int, lines: set[int] | None) -> tuple[int, list]:
+    """(candidates, the sample): `per_module` of the module's mutants (those on `lines` only, when given), drawn
+    with random.Random(f"{seed}:{module}") from the list sorted by position."""
+    everything = sorted(enumerate_mutants(module, source), key=lambda m: (m.line, m.col, m.op))
+    if lines is not None:
+        everything = [m for m in everything if m.line in lines]
+    rng = random.Random(f"{seed}:{module}")
+    picked = rng.sample(everything, min(per_module, len(everything)))
+    return len(everything), sorted(picked, key=lambda m: (m.line, m.col, m.op))
+
+
 def run_module(
-    tmp: Path, module: str, per_module: int, seed: int, log: bool, known: dict[str, str] | None = None
+    tmp: Path,
+    module: str,
+    per_module: int,
+    seed: int,
+    log: bool,
+    known: dict[str, str] | None = None,
+    lines: set[int] | None = None,
 ) -> tuple[list[Mutant], dict]:
     """Sample and run `module`'s mutants; those `known` to be killed already (by id) keep that status."""
     path = tmp / module
     original = path.read_text(encoding="utf-8")
     tests = [t for t in mapped_tests(module) if (tmp / t).exists()]
-    everything = enumerate_mutants(module, original)
-    everything.sort(key=lambda m: (m.line, m.col, m.op))
-    rng = random.Random(f"{seed}:{module}")
-    sample = sorted(rng.sample(everything, min(per_module, len(everything))), key=lambda m: (m.line, m.col, m.op))
-    info = {"module": module, "tests": tests, "candidates": len(everything), "baseline": "pass", "seconds": 0.0}
+    candidates, sample = sample_mutants(module, original, per_module, seed, lines)
+    info = {"module": module, "tests": tests, "candidates": candidates, "baseline": "pass", "seconds": 0.0}
     try:
         path.write_text(ast.unparse(ast.parse(original)), encoding="utf-8")
         # The unmutated module runs every mapped test once; a test that fails already is deselected (and named
@@ -612,10 +642,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rerun", type=Path, help="a previous --json report: its killed mutants are kept, the others run again"
     )
+    parser.add_argument(
+        "--changed-since",
+        metavar="COMMIT",
+        help="sample only mutants on the lines git diff adds or changes since COMMIT (a change's own rules)",
+    )
     parser.add_argument("--list", action="store_true", help="list the sampled mutants, run nothing")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     command = "python benchmarks/mutants.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    lines = {
+        module: changed_lines(module, args.changed_since, args.ref) if args.changed_since else None
+        for module in args.modules
+    }
     if args.list:
         for module in args.modules:
             source = (
@@ -625,11 +664,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.ref
                 else (ROOT / module).read_text(encoding="utf-8")
             )
-            everything = sorted(enumerate_mutants(module, source), key=lambda m: (m.line, m.col, m.op))
-            rng = random.Random(f"{args.seed}:{module}")
-            for m in sorted(
-                rng.sample(everything, min(args.per_module, len(everything))), key=lambda m: (m.line, m.col, m.op)
-            ):
+            for m in sample_mutants(module, source, args.per_module, args.seed, lines[module])[1]:
                 print(f"{m.id}  {m.before} => {m.after}  [{', '.join(mapped_tests(module))}]")
         return 0
     known = (
@@ -646,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(name)
         base = make_tree(tmp, args.ref, args.overlay)
         for module in args.modules:
-            results.append(run_module(tmp, module, args.per_module, args.seed, not args.quiet, known))
+            results.append(run_module(tmp, module, args.per_module, args.seed, not args.quiet, known, lines[module]))
     text = markdown(results, command, base)
     print(text)
     if args.json:

@@ -249,3 +249,7 @@ def test_per_layer_intermediate_size_is_not_an_error() -> None:
     assert spec.intermediate_size == 3072 and spec.num_layers == 4
     assert parse(intermediate_size=[1024, "wide", 2048, 1024]).intermediate_size is None
     assert parse(intermediate_size=[1024, True, 2048, 1024]).intermediate_size is None
+    assert parse(intermediate_size=[0, 2048, 2048, 1024]).intermediate_size is None
+    assert parse(intermediate_size=[1 << 30, 1, 1, 1]).intermediate_size == 1 << 30
+    assert parse(intermediate_size=[(1 << 30) + 1, 1, 1, 1]).intermediate_size is None
+    assert parse(intermediate_size=[]).intermediate_size is None

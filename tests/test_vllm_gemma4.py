@@ -141,12 +141,12 @@ def test_gemma3n(ctx: int, blocks: int) -> None:
     [
         (GEMMA4_31B, "0.18.1", "h100", "bf16", "no Gemma4ForCausalLM"),
         (GEMMA3N, "0.9.1", "h100", "bf16", "no Gemma3nForConditionalGeneration"),
-        (GEMMA4_31B, "0.24.0", "b200", "bf16", "FlashAttention 4"),
+        (GEMMA4_31B, "0.24.0", "b200", "bf16", "FlashAttention 4 on NVIDIA B200"),
         (GEMMA4_31B, "0.33.0", "b200", "bf16", "FlashAttention 4"),
         (GEMMA4_31B, "0.31.0", "h100", "fp8_e4m3", "64 tokens"),
         (GEMMA4_31B, "0.33.0", "h100", "fp8_e5m2", "FLASH_ATTN"),
         (GEMMA4_31B, "0.33.0", "a100-80gb", "nvfp4", "TRITON_ATTN"),
-        (GEMMA4_31B, "0.33.0", "mi300x", "bf16", "which attention backend"),
+        (GEMMA4_31B, "0.33.0", "mi300x", "bf16", "which attention backend Gemma 4 runs on for AMD Instinct MI300X"),
     ],
 )
 def test_refused(config: dict[str, Any], version: str, gpu: str, kv: str, match: str) -> None:
@@ -163,6 +163,7 @@ def test_refused(config: dict[str, Any], version: str, gpu: str, kv: str, match:
         # batch tier (get_batch_defaults), so 2,048 tokens a batch, 2 batches in flight at 0.33.
         ("0.33.0", "a100-80gb", "fp8_e5m2", 4_096),
         ("0.30.0", "h100", "fp8_e4m3", 16_384),  # the 64-token fp8 pages arrive in 0.31
+        ("0.33.0", "a100-80gb", "fp8_e4m3", 4_096),  # TRITON_ATTN: no FA4 page rule
     ],
 )
 def test_the_16_token_paths_size_as_the_rest(version: str, gpu: str, kv: str, in_flight: int) -> None:
@@ -198,3 +199,47 @@ def test_the_device_decides_the_backend() -> None:
     assert get_engine("vllm", "0.33.0", hopper).gemma4_backend(spec) == "flash_attn"
     assert get_engine("vllm", "0.33.0", ada).gemma4_backend(spec) == "triton"
     assert get_engine("vllm", "0.23.0", hopper).gemma4_backend(spec) == "triton"
+
+
+def _gemma4_heads(head_dim: int, global_head_dim: int) -> dict[str, Any]:
+    text = {**GEMMA4_31B["text_config"], "head_dim": head_dim, "global_head_dim": global_head_dim}
+    return {**GEMMA4_31B, "text_config": text}
+
+
+def _backend(config: dict[str, Any], version: str, capability: tuple[int, int] | None, platform: str = "cuda") -> str:
+    device = Device(total_memory_bytes=80 << 30, capability=capability, platform=platform)  # type: ignore[arg-type]
+    return get_engine("vllm", version, EngineContext(device=device)).gemma4_backend(parse_config(config))
+
+
+def test_backend_boundaries() -> None:
+    # 0.19-0.23 Gemma4Config forces TRITON_ATTN only when the head sizes differ and one exceeds 256.
+    assert _backend(_gemma4_heads(128, 256), "0.23.0", (9, 0)) == "default"
+    assert _backend(_gemma4_heads(128, 272), "0.23.0", (9, 0)) == "triton"
+    assert _backend(_gemma4_heads(256, 256), "0.23.0", (9, 0)) == "default"
+    # one head size: Gemma4Config changes nothing, even where FA4 would be forced (10.x)
+    assert _backend(_gemma4_heads(256, 256), "0.33.0", (10, 0)) == "default"
+    # 0.24+: FA4 on 9.x-11.x for heads up to 512; 11.x is refused like 10.x; 12.x (RTX 50) takes TRITON_ATTN
+    assert _backend(_gemma4_heads(256, 576), "0.33.0", (9, 0)) == "triton"
+    with pytest.raises(UnsupportedArchitecture, match="compute capability 11.x"):
+        _backend(GEMMA4_31B, "0.33.0", (11, 0))
+    assert _backend(GEMMA4_31B, "0.33.0", (12, 0)) == "triton"
+    with pytest.raises(UnsupportedArchitecture, match="which attention backend"):
+        _backend(GEMMA4_31B, "0.33.0", None)  # a CUDA card of unknown capability
+    with pytest.raises(UnsupportedArchitecture, match="which attention backend"):
+        _backend(GEMMA4_31B, "0.19.0", None, platform="tpu")
+
+
+def test_the_fp8_page_rule_needs_head_size_512() -> None:
+    # _get_sm90_fa4_fp8_kv_block_size: head_size == 512 only; a 384 full layer keeps 16-token blocks.
+    s = kvsize.estimate(
+        _gemma4_heads(256, 384), ctx=4_096, engine="vllm", kv_dtype="fp8_e4m3", gpu="h100", weights_bytes=1 << 30
+    )
+    assert s.scenarios[0].block_size == 16
+
+
+def test_gemma3n_weights_are_not_counted_from_the_config() -> None:
+    from kvsize.errors import ConfigError
+    from kvsize.params import estimate_parameters
+
+    with pytest.raises(ConfigError, match="cannot count Gemma 3n's weights"):
+        estimate_parameters(GEMMA3N)
