@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from kvsize.config import MODEL_TYPE_DEFAULTS
+from kvsize.config import GEMMA3N_MODEL_TYPES, MODEL_TYPE_DEFAULTS
 from kvsize.errors import ConfigError
 from kvsize.text import shown
 
@@ -308,7 +308,7 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     cfg = _Cfg(text_raw, where=where, defaults=_DEFAULTS.get(model_type, {}))
     tie = tie_word_embeddings(cfg.data, raw, model_type)
 
-    if model_type in ("gemma3n", "gemma3n_text"):
+    if model_type in GEMMA3N_MODEL_TYPES:
         # modeling_gemma3n.py: per-layer MLP widths, AltUp and LAuReL blocks in every layer, and towers built by
         # name (timm MobileNetV5, a Conformer audio encoder) whose sizes no config field gives.
         raise ConfigError(

@@ -70,11 +70,6 @@ CASES_31B = [
 ]
 
 
-@pytest.mark.parametrize(("ctx", "version", "expected"), CASES_31B, ids=[f"{v}-{c}" for c, v, _ in CASES_31B])
-def test_gemma4_31b(ctx: int, version: str, expected: int) -> None:
-    assert _bytes(GEMMA4_31B, ctx, version) == expected
-
-
 def test_gemma4_31b_at_tp2_halves_every_page() -> None:
     # tp 2: sliding 8 heads per rank (131,072 B page), full 2 (65,536 B, unified to 32 tokens): blocks as at tp 1.
     assert _bytes(GEMMA4_31B, 32_768, "0.19.0", tp=2) == 3_909 * BLOCK_31B // 2
@@ -102,10 +97,16 @@ CASES_E2B = [
     (32_768, "0.33.0", 4_164 * BLOCK_E2B),
 ]
 
+CASES = [("31B", GEMMA4_31B, *c) for c in CASES_31B] + [
+    ("E2B, KV-shared layers cost nothing", GEMMA4_E2B, *c) for c in CASES_E2B
+]
 
-@pytest.mark.parametrize(("ctx", "version", "expected"), CASES_E2B, ids=[f"{v}-{c}" for c, v, _ in CASES_E2B])
-def test_gemma4_e2b_shared_layers_cost_nothing(ctx: int, version: str, expected: int) -> None:
-    assert _bytes(GEMMA4_E2B, ctx, version) == expected
+
+@pytest.mark.parametrize(
+    ("config", "ctx", "version", "expected"), [c[1:] for c in CASES], ids=[f"{c[0]}-{c[3]}-{c[2]}" for c in CASES]
+)
+def test_gemma4(config: dict[str, Any], ctx: int, version: str, expected: int) -> None:
+    assert _bytes(config, ctx, version) == expected
 
 
 def test_the_logged_pool_counts_groups_of_the_smallest_block() -> None:

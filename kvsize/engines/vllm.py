@@ -33,6 +33,7 @@ from typing import Literal
 
 import msgspec
 
+from kvsize.config import GEMMA3N_MODEL_TYPES
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import CLASSIC_STATE_KINDS, Engine, UnsupportedArchitecture, cdiv, pipeline_stages
 from kvsize.engines.context import Device, served_dtype_name
@@ -66,8 +67,7 @@ PER_TOKEN_HEAD_SCALE_BYTES = 4  # one fp32 scale after each head's K row and eac
 DS_MLA = frozenset({KvDtype.FP8_DS_MLA, KvDtype.NVFP4_DS_MLA})
 # Gemma 4 (models/gemma4.py, Gemma4ForCausalLM / Gemma4ForConditionalGeneration) and Gemma 3n (models/gemma3n.py):
 # the families whose per-layer shapes and KV-shared layers were read (VllmEngine.reads_layout).
-GEMMA4_TYPES = ("gemma4", "gemma4_text")
-GEMMA3N_TYPES = ("gemma3n", "gemma3n_text")
+GEMMA4_TYPES = ("gemma4", "gemma4_text")  # not gemma4_unified (Gemma4UnifiedForConditionalGeneration, 0.23+): not read
 # The KV formats of the backends vLLM runs Gemma 4 on (supported_kv_cache_dtypes): v1/attention/backends/
 # triton_attn.py TritonAttentionBackend (0.19-0.33, with the per-token-head formats once offered) and flash_attn.py
 # FlashAttentionBackend (no fp8_e5m2).
@@ -296,7 +296,7 @@ class VllmEngine(Engine):
                 f"vLLM's v1 engine serves Whisper as its only encoder-decoder model, not {spec.model_type}",
                 hint="Use --engine formula for T5 / BART style models (the engine-independent cache size).",
             )
-        if spec.model_type in GEMMA3N_TYPES and not r.serves_gemma3n:
+        if spec.model_type in GEMMA3N_MODEL_TYPES and not r.serves_gemma3n:
             raise UnsupportedArchitecture(
                 f"vLLM {self.version} has no Gemma3nForConditionalGeneration (model_executor/models/registry.py; "
                 "added in 0.9.2)",
@@ -311,7 +311,7 @@ class VllmEngine(Engine):
         KV-shared layers of Gemma 4 and Gemma 3n, which name a kv_sharing_target_layer_name and so get no
         KV-cache spec (v1/worker/gpu_model_runner.py get_kv_cache_spec). Layers of different pages are then paged
         by unify_kv_cache_spec_page_size (_unified), as any hybrid model's."""
-        return spec.model_type in GEMMA4_TYPES or spec.model_type in GEMMA3N_TYPES
+        return spec.model_type in GEMMA4_TYPES or spec.model_type in GEMMA3N_MODEL_TYPES
 
     def gemma4_backend(self, spec: ArchSpec) -> Gemma4Backend:
         """The attention backend vLLM runs a Gemma 4 model on (VllmRules.gemma4), refusing the paths kvsize has
@@ -432,7 +432,7 @@ class VllmEngine(Engine):
                 )
         if pp > spec.num_layers:
             raise UsageError(f"--pp {pp} exceeds the model's {spec.num_layers} layers")
-        if pp > 1 and spec.model_type in GEMMA3N_TYPES:
+        if pp > 1 and spec.model_type in GEMMA3N_MODEL_TYPES:
             raise UsageError(
                 "vLLM's Gemma 3n does not support pipeline parallelism (models/gemma3n.py implements no SupportsPP; "
                 "ModelConfig.verify_with_parallel_config)",
