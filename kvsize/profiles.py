@@ -152,6 +152,12 @@ class GpuProfile(Record, frozen=True, kw_only=True):
     `memory_bytes` less kvsize.budget.CUDA_CONTEXT_BYTES)."""
     cuda_total_source: str | None = None
     """The log line or file behind `cuda_total_bytes`, or why none was found."""
+    nvml_memory_info: bool = True
+    """Whether NVML answers nvmlDeviceGetMemoryInfo for this device. False on integrated parts that have no
+    device memory of their own (GB10: NVML_ERROR_NOT_SUPPORTED, nvidia-smi memory.total [N/A]); vLLM's NVML
+    platform then cannot read the total its batch tiers key on (kvsize/engines/vllm_scheduler.py)."""
+    nvml_memory_source: str | None = None
+    """Where `nvml_memory_info: false` comes from (needed then)."""
     memory_advertised: str | None
     """Marketing memory figure as text (`80 GB`)."""
     memory_advertised_bytes: ByteCount | None
@@ -209,6 +215,8 @@ class GpuProfile(Record, frozen=True, kw_only=True):
         unknown = [f for f in self.uncertain_fields if f not in UNCERTAIN_FIELD_NAMES]
         if unknown:
             raise ValueError(f"uncertain_fields entry '{unknown[0]}' is not a profile field")
+        if not self.nvml_memory_info and not self.nvml_memory_source:
+            raise ValueError("nvml_memory_info: false needs its nvml_memory_source")
         if self.cuda_total_bytes is not None and self.cuda_total_source is None:
             raise ValueError("cuda_total_bytes needs its cuda_total_source")
         if self.cuda_total_bytes is not None and self.cuda_total_bytes > self.memory_bytes:

@@ -50,7 +50,10 @@ TIERS = [
     ("a100-80gb", "0.33", API, (2048, 256)),  # "a100" in the device name: small tier despite 80 GiB
     ("a100-80gb", "0.19", LLM, (8192, 256)),
     ("dgx-spark", "0.33", API, (2048, 256)),  # GB10, capability (12, 1): small tier in 0.33
-    ("dgx-spark", "0.19", API, (8192, 1024)),  # 119.71 GiB, no GB10 check in 0.19
+    # 0.19 has no GB10 check, but NVML answers NOT_SUPPORTED for GB10's memory: get_device_total_memory raises
+    # and the defaults' `except Exception` sets device_memory = 0 -> the small tier (as logged in vllm#39734).
+    ("dgx-spark", "0.19", API, (2048, 256)),
+    ("dgx-spark", "0.19", LLM, (8192, 256)),
     ("l40s", "0.33", API, (2048, 256)),  # 44.99 GiB < 70
     ("l4", "0.11", API, (2048, 256)),
     ("rtx-pro-6000-blackwell", "0.33", API, (8192, 1024)),  # 95.59 GiB, capability (12, 0) is not GB10
@@ -171,7 +174,7 @@ GEMMA3_BLOCK = 5 * 16 * 4096
         ("h100-sxm", "0.19", 577),  # cdiv(1023 + 8192, 16) + 1 = 576 + 1
         ("l40s", "0.19", 193),  # cdiv(1023 + 2048, 16) + 1 = 192 + 1
         ("b200", "0.19", 577),  # no 16384 tier in 0.19
-        ("dgx-spark", "0.19", 577),  # 119.7 GiB, no GB10 check in 0.19 -> 8192
+        ("dgx-spark", "0.19", 193),  # NVML reads no total on GB10 -> device_memory 0 -> 2048, as L40S
     ],
 )
 def test_gemma3_sliding_admission_by_gpu(gpu: str, version: str, sliding_blocks: int) -> None:

@@ -164,13 +164,40 @@ API = UsageContext.API_SERVER
         # 0.27.1 has no 160 GiB tier; 0.28.0 get_batch_defaults: `if device_memory >= 160 * GiB_bytes:` 16384.
         ("b200", "0.27.1", (8192, 1024)),
         ("b200", "0.28.0", (16384, 1024)),
-        # 0.33.0: GB10 (cc 12.1, 119.7 GiB) kept out of the 70 GiB tier; 0.32.0 puts it in.
-        ("dgx-spark", "0.32.0", (8192, 1024)),
+        # GB10 is small in every era, for two causes: to 0.32.0 NVML's memory query raises there (the
+        # defaults' `except Exception`: device_memory = 0); 0.33.0 reads torch's 119.7 GiB and excludes
+        # capability 12.1 by name. The twins below tell the two rules apart.
+        ("dgx-spark", "0.8.5", (2048, 256)),
+        ("dgx-spark", "0.32.0", (2048, 256)),
         ("dgx-spark", "0.33.0", (2048, 256)),
     ],
 )
 def test_batch_tiers_by_era(gpu: str, release: str, expected: tuple[int, int]) -> None:
     assert batch_defaults(release, Device.from_profile(resolve_gpu(gpu)), API) == expected
+
+
+# Near twins of GB10, 119.7 GiB each: capability 12.1 with a working NVML query (only 0.33's capability check
+# makes it small), and an integrated part of capability 11.0 whose NVML query fails (small only before 0.33's
+# platforms/cuda.py fallback to torch's total_memory; then >= 70 GiB: 8192 / 1024).
+SPARK_BYTES = 128_538_451_968
+NVML_OK_12_1 = Device(SPARK_BYTES, name="a 12.1 card", capability=(12, 1))
+NVML_FAILS_11_0 = Device(SPARK_BYTES, name="an integrated 11.0 part", capability=(11, 0), nvml_memory_info=False)
+
+
+@pytest.mark.parametrize(
+    ("device", "release", "expected"),
+    [
+        (NVML_OK_12_1, "0.32.0", (8192, 1024)),
+        (NVML_OK_12_1, "0.33.0", (2048, 256)),
+        (NVML_FAILS_11_0, "0.32.0", (2048, 256)),
+        (NVML_FAILS_11_0, "0.33.0", (8192, 1024)),
+        (Device(SPARK_BYTES, capability=(11, 0), platform="rocm", nvml_memory_info=False), "0.32.0", (8192, 1024)),
+    ],
+)
+def test_gb10_small_tier_and_the_nvml_query_are_separate_rules(
+    device: Device, release: str, expected: tuple[int, int]
+) -> None:
+    assert batch_defaults(release, device, API) == expected
 
 
 def test_batches_in_flight_by_era() -> None:
@@ -252,6 +279,8 @@ def test_0_26_sliding_layers_reserve_the_batches_in_flight() -> None:
     assert per_request(vllm("0.28.0", "b200"), model, 32768) == (6 * 2049 + 2048) * block
     # 0.33.0 on GB10: B = 2048, 2 x 2048 in flight -> cdiv(1023 + 4096, 16) + 1 = 321 blocks.
     assert per_request(vllm("0.33.0", "dgx-spark"), model, 32768) == (6 * 321 + 2048) * block
+    # 0.26.0 on GB10: NVML reads no total -> B = 2048, 2 x 2048 in flight -> the same 321 blocks.
+    assert per_request(vllm("0.26.0", "dgx-spark"), model, 32768) == (6 * 321 + 2048) * block
 
 
 def test_0_20_1_logged_pool_tokens() -> None:

@@ -70,6 +70,18 @@ CASES_31B = [
 ]
 
 
+def test_gemma4_31b_on_dgx_spark_as_logged() -> None:
+    # vllm#39734 (0.19.1rc1.dev301, DGX Spark, `vllm serve google/gemma-4-31B-it --gpu-memory-utilization 0.8`,
+    # L = 262,144): "GPU KV cache size: 37,392 tokens", "Maximum concurrency for 262,144 tokens per request:
+    # 1.53x". NVML answers NOT_SUPPORTED for GB10's memory, so the batch defaults read device_memory 0: 2,048
+    # tokens a batch. Per request: full cdiv(262,144, 32) = 8,192; sliding cdiv(1,023 + 2,048, 16) + 1 = 193,
+    # x 5 = 965; 9,157 blocks. The logged pool (num_blocks // 6 groups x 16 = 37,392) puts num_blocks in
+    # 14,022-14,027, and 14,022 / 9,157 = 1.531: the 1.53x. (At 8,192 tokens a batch: 8,192 + 5 x 577 = 11,077
+    # blocks, 1.27x.)
+    assert _bytes(GEMMA4_31B, 262_144, "0.19.1", gpu="dgx-spark") == 9_157 * BLOCK_31B
+    assert 14_022 // 6 * 16 == 37_392 and round(14_022 / 9_157, 2) == 1.53
+
+
 def test_gemma4_31b_at_tp2_halves_every_page() -> None:
     # tp 2: sliding 8 heads per rank (131,072 B page), full 2 (65,536 B, unified to 32 tokens): blocks as at tp 1.
     assert _bytes(GEMMA4_31B, 32_768, "0.19.0", tp=2) == 3_909 * BLOCK_31B // 2

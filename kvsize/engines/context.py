@@ -41,6 +41,9 @@ class Device(msgspec.Struct, frozen=True):
     """Where `cuda_total_bytes` comes from (a published log line)."""
     unified_memory: bool = False
     """CPU and GPU share one memory (DGX Spark, Jetson): the engine's free memory is the OS's (see budget.py)."""
+    nvml_memory_info: bool = True
+    """NVML answers nvmlDeviceGetMemoryInfo (False on GB10: NOT_SUPPORTED), so vLLM's NvmlCudaPlatform
+    get_device_total_memory returns `total_memory_bytes` rather than raising (see vllm_scheduler)."""
 
     @classmethod
     def from_profile(cls, profile: GpuProfile, memory_bytes: int | None = None) -> Device:
@@ -64,6 +67,7 @@ class Device(msgspec.Struct, frozen=True):
             cuda_total_bytes=None if given else profile.cuda_total_bytes,
             cuda_total_source=None if given else profile.cuda_total_source,
             unified_memory=inter is not None and inter.host_link_kind == "unified",
+            nvml_memory_info=profile.nvml_memory_info,
         )
 
     @property

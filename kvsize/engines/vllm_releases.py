@@ -31,6 +31,10 @@ class VllmRules:
     """get_batch_defaults: a >= 160 GiB tier of 16384 tokens / 1024 sequences for both usage contexts."""
     gb10_small_tier: bool
     """get_batch_defaults: GB10 (capability 12.1) is kept out of the 70 GiB tier."""
+    nvml_total_fallback: bool
+    """platforms/cuda.py NvmlCudaPlatform.get_device_total_memory falls back to torch's total_memory when
+    nvmlDeviceGetMemoryInfo raises (0.33+). Before, it raises on such a device (GB10) and the batch defaults'
+    `except Exception` takes device_memory = 0: the small tier."""
     seqs_capped_by_tokens: bool
     """The default max_num_seqs is at most max_num_batched_tokens (`min(default_max_num_seqs, B)`)."""
     seqs_x_len_clamp: bool
@@ -229,6 +233,7 @@ R_0_8_5 = VllmRules(
     tier_a100_excluded=False,  # arg_utils.py _set_default_args_v1: `if device_memory >= 70 * GiB_bytes:`
     tier_160gib=False,
     gb10_small_tier=False,
+    nvml_total_fallback=False,
     seqs_capped_by_tokens=False,
     seqs_x_len_clamp=False,
     throughput_mode=False,
@@ -445,9 +450,17 @@ R_0_32_0 = replace(
     glm_dsa_fp8_on_sm100=True,
     mrope_unit_factor_archs=MROPE_UNIT_0320,
 )
-# 0.33.0: GB10 on the small tier; the GDN checkpoint block and 64 alignment (qwen_gdn_linear_attn.py); FA4
+# 0.33.0: GB10 on the small tier by its capability, now that NVML's memory query falls back to torch's total
+# (before, the failed query put it there); the GDN checkpoint block and 64 alignment (qwen_gdn_linear_attn.py); FA4
 # sparse MLA; octave KV formats.
-R_0_33_0 = replace(R_0_32_0, gb10_small_tier=True, checkpoint_gdn=True, sparse_fa4=True, kv_dtypes=KV_DTYPES_0330)
+R_0_33_0 = replace(
+    R_0_32_0,
+    gb10_small_tier=True,
+    nvml_total_fallback=True,
+    checkpoint_gdn=True,
+    sparse_fa4=True,
+    kv_dtypes=KV_DTYPES_0330,
+)
 
 VLLM_RELEASES: ReleaseTable[VllmRules] = ReleaseTable(
     engine="vllm",

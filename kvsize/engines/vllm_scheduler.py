@@ -54,6 +54,17 @@ def _rules(release: str | VllmRules | None) -> VllmRules:
     return release if isinstance(release, VllmRules) else VLLM_RELEASES.resolve(release).era.rules
 
 
+def _reads_no_total(rules: VllmRules, device: Device | None) -> bool:
+    """vLLM's NVML platform raises reading this device's total (NVML answers NOT_SUPPORTED, and the release
+    has no fallback to torch's total_memory)."""
+    return (
+        device is not None
+        and device.platform == "cuda"
+        and not device.nvml_memory_info
+        and not rules.nvml_total_fallback
+    )
+
+
 def batch_defaults(
     release: str | VllmRules | None, device: Device | None, usage: UsageContext, world_size: int = 1
 ) -> tuple[int, int]:
@@ -67,10 +78,15 @@ def batch_defaults(
     - otherwise API 2048, LLM 8192, 256 sequences.
     - TPU chips override the batched tokens (V6E 1024/2048, V5E 512/1024, V5P 256/512 for API/LLM); the CPU
       platform scales with the world size (2048 / 4096 tokens, 128 / 256 sequences per rank).
-    - No device (vLLM could not query one): the small tier.
+    - No device (vLLM could not query one): the small tier. So is a CUDA device whose NVML memory query
+      fails (GB10: NOT_SUPPORTED) before 0.33: NvmlCudaPlatform.get_device_total_memory raises and the
+      defaults' `except Exception` sets device_memory = 0 (arg_utils.py, 0.8.5-0.32.0); 0.33 falls back to
+      torch's total (nvml_total_fallback) and keeps GB10 small by its capability instead.
     """
     rules = _rules(release)
     memory = device.total_memory_bytes if device is not None else 0
+    if _reads_no_total(rules, device):
+        memory = 0
     name = device.name.lower() if device is not None else ""
     api = usage is UsageContext.API_SERVER
     is_gb10 = rules.gb10_small_tier and device is not None and device.capability == (12, 1)
@@ -159,6 +175,7 @@ def scheduler_settings(
     notes.append(
         f"vLLM {version} defaults {tier} on "
         + (f"{device.name or 'a custom card'} ({device.total_memory_bytes / GIB:.1f} GiB)" if device else "no GPU")
+        + (" (NVML reports no memory total there, so vLLM reads 0 GiB)" if _reads_no_total(rules, device) else "")
     )
     batches = max_concurrent_batches(rules, pp, async_scheduling=async_scheduling, v2_runner=v2_runner)
     in_flight = batches * tokens if rules.sliding_reserve == "in_flight_batches" else tokens
