@@ -228,6 +228,7 @@ def test_backend_boundaries() -> None:
     # 0.19-0.23 Gemma4Config forces TRITON_ATTN only when the head sizes differ and one exceeds 256.
     assert _backend(_gemma4_heads(128, 256), "0.23.0", (9, 0)) == "default"
     assert _backend(_gemma4_heads(128, 272), "0.23.0", (9, 0)) == "triton"
+    assert _backend(_gemma4_heads(128, 257), "0.23.0", (9, 0)) == "triton"  # one past the limit
     assert _backend(_gemma4_heads(256, 256), "0.23.0", (9, 0)) == "default"
     # one head size: Gemma4Config changes nothing, even where FA4 would be forced (10.x)
     assert _backend(_gemma4_heads(256, 256), "0.33.0", (10, 0)) == "default"
