@@ -275,11 +275,11 @@ def test_gemma3n_defaults_when_the_config_leaves_the_layout_out() -> None:
 # --- the serving engines -------------------------------------------------------------------------------------------
 
 
-# vLLM's Gemma 4 and Gemma 3n were read: tests/test_vllm_gemma4.py.
+# vLLM's Gemma 4 and Gemma 3n were read (tests/test_vllm_gemma4.py), and its MiMo-V2 (tests/test_vllm_mimo.py).
 @pytest.mark.parametrize(
     ("engine", "config"),
-    [(e, c) for e in ("sglang", "trtllm", "llamacpp") for c in (GEMMA4, MIMO)] + [("vllm", MIMO)],
-    ids=[f"{e}-{n}" for e in ("sglang", "trtllm", "llamacpp") for n in ("gemma4", "mimo")] + ["vllm-mimo"],
+    [(e, c) for e in ("sglang", "trtllm", "llamacpp") for c in (GEMMA4, MIMO)],
+    ids=[f"{e}-{n}" for e in ("sglang", "trtllm", "llamacpp") for n in ("gemma4", "mimo")],
 )
 def test_serving_engines_refuse_layers_of_different_widths(engine: str, config: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):

@@ -200,9 +200,6 @@ def test_other_serving_engines_still_refuse() -> None:
     for engine in ("sglang", "trtllm", "llamacpp"):
         with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):
             get_engine(engine).check_supported(parse_config(GEMMA4_31B))
-    # vLLM's MiMo-V2-Flash (models/mimo_v2_flash.py pads V to the K head size through 0.19) is not read
-    with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):
-        get_engine("vllm").check_supported(parse_config(registry_config("XiaomiMiMo/MiMo-V2-Flash")))
 
 
 def test_the_device_decides_the_backend() -> None:

@@ -33,7 +33,7 @@ from typing import Literal
 
 import msgspec
 
-from kvsize.config import GEMMA3N_MODEL_TYPES
+from kvsize.config import GEMMA3N_MODEL_TYPES, MIMO_V2_MODEL_TYPES
 from kvsize.dtypes import KvDtype
 from kvsize.engines.base import CLASSIC_STATE_KINDS, Engine, UnsupportedArchitecture, cdiv, pipeline_stages
 from kvsize.engines.context import Device, served_dtype_name
@@ -76,6 +76,16 @@ FLASH_ATTN_KV_DTYPES = frozenset({KvDtype.FP16, KvDtype.BF16, KvDtype.FP8_E4M3})
 FA3_MAX_HEAD = 256  # models/config.py Gemma4Config: FlashAttention's head_size <= 256 kernel limit
 FA4_MAX_HEAD = 512  # Gemma4Config (0.24+): FA4 only when the largest head size is at most 512
 Gemma4Backend = Literal["default", "triton", "flash_attn"]
+# What pages MiMo-V2's K 192 / V 128 heads (VllmRules.mimo_v2): V padded to K on the default backend, or K and V
+# packed at their own widths on FLASH_ATTN_DIFFKV / TRITON_ATTN_DIFFKV.
+MimoBackend = Literal["v_padded", "flash_attn_diffkv", "triton_attn_diffkv"]
+# The KV formats each DiffKV backend takes (0.33 v1/attention/backends/triton_attn_diffkv.py
+# supported_kv_cache_dtypes: auto, bfloat16, fp8, fp8_e4m3; FLASH_ATTN_DIFFKV inherits FlashAttentionBackend's
+# 16-bit formats, its fp8 depending on the FlashAttention version, which kvsize has not read for DiffKV).
+MIMO_KV_DTYPES: dict[MimoBackend, frozenset[KvDtype]] = {
+    "flash_attn_diffkv": frozenset({KvDtype.FP16, KvDtype.BF16}),
+    "triton_attn_diffkv": frozenset({KvDtype.BF16, KvDtype.FP8_E4M3}),
+}
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (0.33; 0.11 also lists plamo2).
 FLOAT16_NOT_SUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4", "plamo2"})
 MLLAMA_TYPES = frozenset({"mllama", "mllama_text_model"})
@@ -304,6 +314,8 @@ class VllmEngine(Engine):
             )
         if spec.model_type in GEMMA4_TYPES:
             self.gemma4_backend(spec)
+        if spec.model_type in MIMO_V2_MODEL_TYPES:
+            self.mimo_backend(spec)
 
     def reads_layout(self, spec: ArchSpec) -> bool:
         """Gemma 4's per-layer head sizes and KV heads (models/gemma4.py Gemma4DecoderLayer: global_head_dim, and
@@ -311,7 +323,50 @@ class VllmEngine(Engine):
         KV-shared layers of Gemma 4 and Gemma 3n, which name a kv_sharing_target_layer_name and so get no
         KV-cache spec (v1/worker/gpu_model_runner.py get_kv_cache_spec). Layers of different pages are then paged
         by unify_kv_cache_spec_page_size (_unified), as any hybrid model's."""
-        return spec.model_type in GEMMA4_TYPES or spec.model_type in GEMMA3N_MODEL_TYPES
+        return spec.model_type in (*GEMMA4_TYPES, *GEMMA3N_MODEL_TYPES, *MIMO_V2_MODEL_TYPES)
+
+    def mimo_backend(self, spec: ArchSpec) -> MimoBackend:
+        """How vLLM pages MiMo-V2's attention (VllmRules.mimo_v2), refusing what kvsize has not read: releases
+        without the model, platforms other than CUDA, and FLASH_ATTN_DIFFKV forced (0.20-0.23) where neither
+        FlashAttention 3 nor 4 runs (0.24's own test: fa_utils.get_flash_attn_version, 3 on 9.x, 4 on 10.x)."""
+        mode = self.rules.mimo_v2
+        if mode == "absent":
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} has no MiMoV2FlashForCausalLM (model_executor/models/registry.py; added "
+                "in 0.14.0)",
+                hint="Pass --engine-version 0.14 or later.",
+            )
+        dev = self.device
+        if dev.platform != "cuda" or dev.capability is None:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version}: kvsize has not read which attention backend MiMo-V2 runs on for "
+                f"{dev.name or 'this device'} (it has read NVIDIA GPUs of known compute capability)",
+                hint="Pick an NVIDIA --gpu, or use --engine formula / hf.",
+            )
+        if mode == "v_padded":
+            return "v_padded"
+        fa = dev.capability[0] in (9, 10)
+        if mode == "diffkv_fa" and not fa:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} forces FLASH_ATTN_DIFFKV on MiMo-V2 (models/mimo_v2*.py), which needs "
+                f"FlashAttention 3 or 4; kvsize has not read what runs on compute capability "
+                f"{dev.capability[0]}.{dev.capability[1]}",
+                hint="Use --engine-version 0.24 or later (TRITON_ATTN_DIFFKV there), or a Hopper or B200-class GPU.",
+            )
+        return "flash_attn_diffkv" if fa else "triton_attn_diffkv"
+
+    def served_attention(self, spec: ArchSpec, attn: AttentionSpec) -> AttentionSpec:
+        """A layer's attention as vLLM caches it. MiMo-V2 (models/mimo_v2_flash.py, mimo_v2.py): its sliding layers
+        take `sliding_window_size` as the window (kvsize's spec holds transformers' sliding_window_size + 1), and
+        through 0.19 V is padded to K's width (VllmRules.mimo_v2). Every other model: as parsed."""
+        if spec.model_type not in MIMO_V2_MODEL_TYPES or attn.kind is AttentionKind.SHARED:
+            return attn
+        changes: dict[str, int] = {}
+        if attn.kind is AttentionKind.SLIDING and attn.window is not None and attn.window > 1:
+            changes["window"] = attn.window - 1
+        if self.rules.mimo_v2 == "v_padded" and attn.head_dim_v < attn.head_dim:
+            changes["head_dim_v"] = attn.head_dim
+        return msgspec.structs.replace(attn, **changes) if changes else attn
 
     def gemma4_backend(self, spec: ArchSpec) -> Gemma4Backend:
         """The attention backend vLLM runs a Gemma 4 model on (VllmRules.gemma4), refusing the paths kvsize has
@@ -377,11 +432,33 @@ class VllmEngine(Engine):
                 )
             if spec.model_type in GEMMA4_TYPES:
                 self._check_gemma4_dtype(spec, dtype)
+            if spec.model_type in MIMO_V2_MODEL_TYPES:
+                self._check_mimo_dtype(spec, dtype)
             return
         raise UnsupportedArchitecture(
             f"vLLM {self.version} has no {dtype.value} KV cache; --kv-cache-dtype offers {', '.join(offered)}",
             hint="Choose one of those (kvsize names: fp16, bf16, fp8_e4m3, fp8_e5m2, ...), or another --engine.",
         )
+
+    def _check_mimo_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
+        served = self.served_dtype(spec)
+        if not self.rules.mimo_v2_cache_config:
+            if dtype != served:
+                raise UsageError(
+                    f"vLLM {self.version} ignores --kv-cache-dtype for MiMo-V2: its attention is built without the "
+                    'cache config (models/mimo_v2*.py; Attention keeps kv_cache_dtype "auto"), so the cache is '
+                    f"{served.value} (the cache config reaches it from 0.32.0)",
+                    hint=f"Drop --kv-dtype (or pass {served.value}), or use --engine-version 0.32 or later.",
+                )
+            return
+        backend = self.mimo_backend(spec)
+        offered = MIMO_KV_DTYPES.get(backend)
+        if offered is not None and dtype not in offered:
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} runs MiMo-V2 on {backend.upper()} here (models/mimo_v2.py), and kvsize has "
+                f"read no {dtype.value} KV cache for it",
+                hint="Choose " + " or ".join(sorted(d.value for d in offered)) + ".",
+            )
 
     def _check_gemma4_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
         backend = self.gemma4_backend(spec)
@@ -717,7 +794,9 @@ class VllmEngine(Engine):
         KV heads per rank and head size)): the smallest page of the model's attention layers."""
         return min(
             (
-                self.attention_bytes_per_token(layer.attention, self.layer_dtype(spec, layer, dtype), tp)
+                self.attention_bytes_per_token(
+                    self.served_attention(spec, layer.attention), self.layer_dtype(spec, layer, dtype), tp
+                )
                 for layer, _ in spec.layer_groups()
                 if layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
             ),
@@ -817,7 +896,7 @@ class VllmEngine(Engine):
         """Model-wide bytes per token of one attention layer in `dtype` (the platform's FullAttentionSpec)."""
         return min(
             (
-                self.attention_bytes_per_token(layer.attention, dtype, tp)
+                self.attention_bytes_per_token(self.served_attention(spec, layer.attention), dtype, tp)
                 for layer, _ in spec.layer_groups()
                 if layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
             ),
@@ -872,9 +951,10 @@ class VllmEngine(Engine):
         """The cache specs of one layer (attention or cross-attention, Mamba mixer) before page unification."""
         bs = self.block_size(spec, dtype, tp)
         found = []
-        for a in (layer.attention, layer.cross):
-            if a is None or a.kind is AttentionKind.SHARED:
+        for raw in (layer.attention, layer.cross):
+            if raw is None or raw.kind is AttentionKind.SHARED:
                 continue
+            a = self.served_attention(spec, raw)
             per_token = self.attention_bytes_per_token(a, layer_dtype, tp)
             block, page = bs, bs * per_token
             primary = self.attention_bytes_per_token_model(spec, dtype, tp)
@@ -1105,12 +1185,25 @@ class VllmEngine(Engine):
                 f"vLLM {self.version} builds the DSA indexer (and its key cache) on the {spec.shared_indexer_layers} "
                 "layers that share a top-k as well (deepseek_v2.py; none there from 0.24.0)"
             )
+        if spec.model_type in MIMO_V2_MODEL_TYPES:
+            notes.append(self._mimo_note(spec))
         if self.all_full(spec):
             notes.append(
                 f"vLLM {self.version} pages every attention layer as full attention for this model (no hybrid "
                 "KV-cache manager for it): sliding and chunked layers hold the whole context"
             )
         return tuple(notes)
+
+    def _mimo_note(self, spec: ArchSpec) -> str:
+        pages = {
+            "v_padded": "V padded to K's width before the cache (MiMoV2Attention.forward): K and V both 192 wide",
+            "flash_attn_diffkv": "K and V packed at their own widths on FLASH_ATTN_DIFFKV (192 + 128)",
+            "triton_attn_diffkv": "K and V packed at their own widths on TRITON_ATTN_DIFFKV (192 + 128)",
+        }[self.mimo_backend(spec)]
+        note = f"vLLM {self.version} caches MiMo-V2 with {pages}; sliding layers keep sliding_window_size tokens"
+        if not self.rules.mimo_v2_cache_config:
+            note += f", in {self.served_dtype(spec).value} (its attention takes no cache config before 0.32)"
+        return note
 
     # --- the pool vLLM logs ---------------------------------------------------------------------------
 

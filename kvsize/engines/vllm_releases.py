@@ -99,6 +99,17 @@ class VllmRules:
     (0.19-0.23); FlashAttention 4 forced on compute capability 9.x-11.x (fa_utils / flash_attn_interface
     _is_fa4_supported), TRITON_ATTN elsewhere (0.24-0.30); as before, and on 9.x an fp8 cache of head size 512
     takes 64-token FA4 pages (flash_attn.py _get_sm90_fa4_fp8_kv_block_size, from 0.31.0)."""
+    mimo_v2: Literal["absent", "v_padded", "diffkv_fa", "diffkv"]
+    """MiMoV2FlashForCausalLM (models/mimo_v2_flash.py from 0.14.0, mimo_v2.py from 0.21.0), whose K heads are 192
+    wide and V heads 128: absent; V zero-padded to K's width before the cache (MiMoV2Attention.forward
+    torch.nn.functional.pad, 0.14-0.19: pages of 2 x 192); K and V packed at their own widths (head_size_v,
+    pages of 192 + 128) on FLASH_ATTN_DIFFKV, forced on every device (0.20-0.23); or on FLASH_ATTN_DIFFKV where
+    FlashAttention 3 or 4 runs (capability 9.x, 10.x: FlashAttentionDiffKVBackend.is_supported_on_current_device)
+    and TRITON_ATTN_DIFFKV elsewhere (0.24+)."""
+    mimo_v2_cache_config: bool
+    """MiMoV2Attention hands the cache config to Attention (0.32+). Before, Attention(cache_config=None) keeps
+    kv_cache_dtype "auto" (models/layers/attention/attention.py): the model's dtype whatever --kv-cache-dtype
+    asks."""
     serves_glm_moe_dsa: bool
     """GlmMoeDsaForCausalLM (GLM-5) is in model_executor/models/registry.py (from 0.16.0; absent in 0.14.1)."""
     glm_dsa_fp8_on_sm100: bool
@@ -256,6 +267,8 @@ R_0_8_5 = VllmRules(
     sparse_fa4=False,
     serves_gemma3n=False,
     gemma4="absent",
+    mimo_v2="absent",
+    mimo_v2_cache_config=False,
     serves_glm_moe_dsa=False,
     glm_dsa_fp8_on_sm100=False,
     dsa_shared_layers_unindexed=False,
@@ -352,8 +365,10 @@ R_0_13_0 = replace(
 )
 # 0.14.0: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (Llama 4 chunked again); async
 # scheduling on by default (config/vllm.py VllmConfig.__post_init__); DeepSeek's scaled RoPE table in float32
-# where FlashInfer applies it (deepseek_scaling_rope.py use_flashinfer).
-R_0_14_0 = replace(R_0_13_0, chunked_local_window=True, async_scheduling_default=True, deepseek_rope_fp32=True)
+# where FlashInfer applies it (deepseek_scaling_rope.py use_flashinfer); MiMo-V2-Flash, V padded to K.
+R_0_14_0 = replace(
+    R_0_13_0, chunked_local_window=True, async_scheduling_default=True, deepseek_rope_fp32=True, mimo_v2="v_padded"
+)
 # 0.16.0 (0.15.x has no sdist): mamba_cache_mode none/align/all (MambaModelConfig); MambaSpec counts speculative
 # blocks; Blackwell FlashInfer-MLA 64 for qk_nope_head_dim 128; max_concurrent_batches 2 only at pp 1.
 R_0_16_0 = replace(
@@ -382,6 +397,7 @@ R_0_19_0 = replace(R_0_18_0, skip_layers="unify", gemma4="triton")
 # 0.20.0: gpu_memory_utilization 0.92 and the CUDA-graph estimate subtracted (config/cache.py, envs.py
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1"); NemotronH SSM float32; _align_hybrid_block_size; turboquant,
 # per-token-head and nvfp4 KV; "align" for SupportsMambaPrefixCaching models when speculating.
+# MiMo-V2 on FLASH_ATTN_DIFFKV (K and V at their own widths).
 R_0_20_0 = replace(
     R_0_19_0,
     gpu_memory_utilization=0.92,
@@ -390,6 +406,7 @@ R_0_20_0 = replace(
     hybrid_align="backend",
     kv_dtypes=KV_DTYPES_0200,
     all_mode_under_speculation=False,
+    mimo_v2="diffkv_fa",
 )
 # 0.20.1: the logged pool is int(max_concurrency x max_model_len) (_report_kv_cache_config).
 R_0_20_1 = replace(R_0_20_0, logged_pool="concurrency_x_len")
@@ -400,10 +417,12 @@ R_0_21_0 = replace(R_0_20_1, nvfp4_sliding_packed=True)
 R_0_22_0 = replace(R_0_21_0, all_mode_speculative_blocks=True, all_mode_under_speculation=True)
 # 0.24.0: a non-divisible attention page is padded on num-blocks-first backends; BambaForCausalLM removed; DSA
 # layers that share a top-k build no indexer (deepseek_v2.py); Gemma 4 on FA4 where supported (Gemma4Config).
+# MiMo-V2 on TRITON_ATTN_DIFFKV where FlashAttention 3/4 does not run.
 R_0_24_0 = replace(
     R_0_22_0,
     page_unify="pad_block_stride",
     gemma4="fa4",
+    mimo_v2="diffkv",
     mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS - {"bamba"},
     dsa_shared_layers_unindexed=True,
 )
@@ -443,12 +462,14 @@ MROPE_UNIT_0320 = frozenset(
         "Qwen3_5MoeForConditionalGeneration",
     }
 )
+# MiMo-V2's attention takes the cache config: --kv-cache-dtype applies.
 R_0_32_0 = replace(
     R_0_31_0,
     checkpoint_mixer2=True,
     kv_dtypes=KV_DTYPES_0320,
     glm_dsa_fp8_on_sm100=True,
     mrope_unit_factor_archs=MROPE_UNIT_0320,
+    mimo_v2_cache_config=True,
 )
 # 0.33.0: GB10 on the small tier by its capability, now that NVML's memory query falls back to torch's total
 # (before, the failed query put it there); the GDN checkpoint block and 64 alignment (qwen_gdn_linear_attn.py); FA4
