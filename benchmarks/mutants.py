@@ -258,7 +258,15 @@ _PREFILL_BUCKET_END = (
     "sglang.py prefill_graph_sizes: range(288, 513, 32) and range(288, 514, 32) yield the same buckets, 288 .. 512 "
     "(the next, 544, is past either end)."
 )
+_NVML_ZERO = (
+    "batch_defaults reads `memory` only against the 160 GiB and 70 GiB tier bounds, so the 0 GiB a failed NVML "
+    "query gives (arg_utils.py: device_memory = 0) and -1 or 1 byte fall in the same small tier; the note names "
+    "the cause from _reads_no_total, not from this value."
+)
+
 EQUIVALENT: dict[str, str] = {
+    "kvsize/engines/vllm_scheduler.py:89:17:0 -> -1": _NVML_ZERO,
+    "kvsize/engines/vllm_scheduler.py:89:17:0 -> 1": _NVML_ZERO,
     "kvsize/engines/hf.py:369:28:and -> or": _FALCON_OLD_HEADS,
     "kvsize/config.py:1243:22:1 -> 2": _LIGHTNING_NO_CONV,
     "kvsize/capacity_file.py:444:67:0 -> -1": _POSITIVE_MINIMUM,

@@ -34,9 +34,7 @@ from tests.tiny_configs import registry_config
 MIMO = registry_config("XiaomiMiMo/MiMo-V2-Flash")
 
 
-def _bytes(
-    ctx: int, version: str, gpu: str = "h100", kv: str = "auto", tp: int = 1, **engine_options: Any
-) -> int:
+def _bytes(ctx: int, version: str, gpu: str = "h100", kv: str = "auto", tp: int = 1, **engine_options: Any) -> int:
     s = kvsize.estimate(
         MIMO,
         ctx=ctx,
