@@ -127,3 +127,21 @@ def test_the_note_says_how_it_pages() -> None:
     assert any("V padded to K's width" in n and "in bf16" in n for n in notes)
     notes = get_engine("vllm", "0.33.0").estimate_notes(parse_config(MIMO))
     assert any("FLASH_ATTN_DIFFKV (192 + 128)" in n for n in notes)
+
+
+def test_a_shared_prefix_leaves_the_window_at_sliding_window_size() -> None:
+    # vLLM frees a sliding layer's blocks before floor((ctx - W) / 16) (remove_skipped_blocks) with W = 128: at
+    # ctx 2,176 that is 2,048 / 16 = 128 blocks, the whole 2,048-token prefix, so the sliding layers share
+    # nothing (W = 129 would keep 128 - 127 = 1 block). Full layers share the prefix's 2,048 tokens.
+    from kvsize.dtypes import KvDtype
+    from kvsize.serving import prefix_share
+
+    got = prefix_share(
+        get_engine("vllm", "0.33.0"),
+        parse_config(MIMO),
+        prefix_len=2_048,
+        prompt_len=2_176,
+        ctx=2_176,
+        kv_dtype=KvDtype.BF16,
+    )
+    assert got.shared_tokens_by_kind == {"sliding": 0, "full": 2_048}

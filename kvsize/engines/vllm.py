@@ -1248,6 +1248,7 @@ class VllmEngine(Engine):
     def prefix_shared_tokens(self, spec: ArchSpec, attn: AttentionSpec, hit: int, ctx: int, block: int) -> int:
         from kvsize.engines.base import blocks_in_window
 
+        attn = self.served_attention(spec, attn)
         # At a request's last step num_computed_tokens = ctx - 1: get_num_skipped_tokens frees the blocks before
         # max(0, ctx - W) (sliding) or (ctx - 1) // C x C (chunked local).
         if attn.kind is AttentionKind.SLIDING:
