@@ -275,11 +275,12 @@ def test_gemma3n_defaults_when_the_config_leaves_the_layout_out() -> None:
 # --- the serving engines -------------------------------------------------------------------------------------------
 
 
-# vLLM's Gemma 4 and Gemma 3n were read (tests/test_vllm_gemma4.py), and its MiMo-V2 (tests/test_vllm_mimo.py).
+# vLLM's Gemma 4 and Gemma 3n were read (tests/test_vllm_gemma4.py), vLLM's and SGLang's MiMo-V2
+# (tests/test_vllm_mimo.py, tests/test_sglang_mimo.py).
 @pytest.mark.parametrize(
     ("engine", "config"),
-    [(e, c) for e in ("sglang", "trtllm", "llamacpp") for c in (GEMMA4, MIMO)],
-    ids=[f"{e}-{n}" for e in ("sglang", "trtllm", "llamacpp") for n in ("gemma4", "mimo")],
+    [(e, GEMMA4) for e in ("sglang", "trtllm", "llamacpp")] + [(e, MIMO) for e in ("trtllm", "llamacpp")],
+    ids=[f"{e}-gemma4" for e in ("sglang", "trtllm", "llamacpp")] + [f"{e}-mimo" for e in ("trtllm", "llamacpp")],
 )
 def test_serving_engines_refuse_layers_of_different_widths(engine: str, config: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):

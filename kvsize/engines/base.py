@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from copy import copy
 from typing import Any, ClassVar
 
+import msgspec
 from typing_extensions import Self
 
+from kvsize.config import MIMO_V2_MODEL_TYPES
 from kvsize.dtypes import KvDtype
 from kvsize.engines.context import DEFAULT_CONTEXT, EngineContext
 from kvsize.engines.releases import Era, ReleaseTable
@@ -24,8 +26,8 @@ CLASSIC_STATE_KINDS = frozenset({StateKind.MAMBA, StateKind.MAMBA2, StateKind.GA
 # full layers: global_head_dim x num_global_key_value_heads; MiMo-V2-Flash's sliding layers: swa_num_key_value_heads)
 # and for these families' own layouts. The serving engines refuse them (`check_layout`): kvsize has not read how
 # their allocators page layers of different page sizes (SGLang's SWA pool, TensorRT-LLM's per-window pools,
-# llama.cpp's iSWA cache) nor these releases' model files. vLLM's Gemma 4 and Gemma 3n were read
-# (VllmEngine.reads_layout).
+# llama.cpp's iSWA cache) nor these releases' model files. vLLM's Gemma 4, Gemma 3n and MiMo-V2 and SGLang's MiMo-V2
+# were read (VllmEngine / SglangEngine.reads_layout).
 MIXED_WIDTH_ENGINES = frozenset({"formula", "hf"})
 _MIXED = "sliding and full layers of different KV heads or head sizes"
 UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read these engines' paging of)
@@ -51,6 +53,16 @@ UNREAD_LAYOUT_FAMILIES = {  # model type -> (family, what kvsize has not read th
 PER_TOKEN_KINDS = frozenset(
     {AttentionKind.FULL, AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.MLA, AttentionKind.COMPRESSED}
 )
+
+
+def sliding_window_size_attention(spec: ArchSpec, attn: AttentionSpec) -> AttentionSpec:
+    """`attn` with the window vLLM and SGLang attend over. MiMo-V2-Flash's layers take the config's
+    sliding_window_size (vLLM models/mimo_v2*.py, SGLang models/mimo_v2.py and configs/model_config.py
+    _get_sliding_window_size), where transformers' MiMoV2FlashConfig (and kvsize's spec) hold it + 1, the query
+    counted; every other layer as parsed."""
+    if spec.model_type in MIMO_V2_MODEL_TYPES and attn.kind is AttentionKind.SLIDING and (attn.window or 0) > 1:
+        return msgspec.structs.replace(attn, window=(attn.window or 0) - 1)
+    return attn
 
 
 class UnsupportedArchitecture(KvsizeError):

@@ -62,8 +62,16 @@ from copy import copy
 
 import msgspec
 
+from kvsize.config import MIMO_V2_MODEL_TYPES
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import Engine, UnsupportedArchitecture, cdiv, check_head_split, group_layers
+from kvsize.engines.base import (
+    Engine,
+    UnsupportedArchitecture,
+    cdiv,
+    check_head_split,
+    group_layers,
+    sliding_window_size_attention,
+)
 from kvsize.engines.context import served_dtype_name
 from kvsize.engines.sglang_releases import LARGE_TIER, RULES_0523, SGLANG_RELEASES, TP_FRACTIONS, SglangRules
 from kvsize.errors import UsageError
@@ -543,7 +551,39 @@ class SglangEngine(Engine):
 
     # --- what SGLang serves -----------------------------------------------------------------------------
 
+    def reads_layout(self, spec: ArchSpec) -> bool:
+        """MiMo-V2-Flash's SWA and full layers of their own KV heads and K / V widths, each pool with its own
+        geometry (SglangRules.swa_own_geometry); check_serves refuses the releases and GPUs not read."""
+        return spec.model_type in MIMO_V2_MODEL_TYPES
+
+    def _check_mimo(self, spec: ArchSpec) -> None:
+        rules = self.rules
+        if not (rules.swa_own_geometry and is_hybrid_swa(spec, rules)):
+            raise UnsupportedArchitecture(
+                f"{self.release_label} sizes MiMo-V2-Flash's pools by a rule kvsize has not read (0.5.7-0.5.8: "
+                "model_runner_kv_cache_mixin.py adds its SWA rows by architecture name; earlier releases have no "
+                "hybrid SWA pool for it)",
+                hint="Pass --engine-version 0.5.9 or later.",
+            )
+        device = self.context.device
+        if device is not None and device.platform != "cuda":
+            raise UnsupportedArchitecture(
+                f"{self.release_label}: kvsize has not read which attention backend SGLang runs MiMo-V2-Flash's "
+                f"K and V heads of different widths on for {device.name or 'this device'}",
+                hint="Pick an NVIDIA --gpu, or use --engine formula.",
+            )
+        cap = device.capability if device is not None else None
+        if cap is not None and cap[0] == 10 and rules.sm100_mha != "trtllm_mha_fa4":
+            raise UnsupportedArchitecture(
+                f"{self.release_label}: kvsize has not read which attention backend (and page size) SGLang "
+                "picks on SM100 for K and V heads of different widths before 0.5.23 (trtllm_mha takes equal "
+                "widths only; arg_groups/overrides.py)",
+                hint="Pass --engine-version 0.5.23 or another --gpu.",
+            )
+
     def check_serves(self, spec: ArchSpec) -> None:
+        if spec.model_type in MIMO_V2_MODEL_TYPES:
+            self._check_mimo(spec)
         if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
             raise UnsupportedArchitecture(
                 "SGLang has no CogVLMForCausalLM (sglang/srt/models, 0.5.x): it cannot serve CogVLM2",
@@ -738,8 +778,9 @@ class SglangEngine(Engine):
         if encoder:
             slots += self._pages(encoder)  # encoder tokens share the token pool (encoder_out_cache_loc)
         if self._is_pooled_window(spec, attn):
-            assert attn.window is not None
-            slots = min(slots, self.swa_request_slots(attn.window))
+            window = sliding_window_size_attention(spec, attn).window
+            assert window is not None
+            slots = min(slots, self.swa_request_slots(window))
         return slots
 
     def swa_request_slots(self, window: int) -> int:
@@ -914,8 +955,9 @@ class SglangEngine(Engine):
             return 0
         shared = hit // self.page_size * self.page_size
         if self._is_pooled_window(spec, attn):
-            assert attn.window is not None
+            window = sliding_window_size_attention(spec, attn).window
+            assert window is not None
             from kvsize.engines.base import blocks_in_window
 
-            return blocks_in_window(shared, ctx, max(0, ctx - attn.window), self.page_size)
+            return blocks_in_window(shared, ctx, max(0, ctx - window), self.page_size)
         return shared

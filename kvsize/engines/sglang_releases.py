@@ -99,6 +99,12 @@ class SglangRules:
     handle_gpu_memory_settings, 0.5.23)."""
     serves_glm_moe_dsa: bool
     """GlmMoeDsaForCausalLM (GLM-5) has a model class (srt/models/glm4_moe.py) from 0.5.9; 0.5.8 has none."""
+    swa_own_geometry: bool
+    """The hybrid SWA pool sizes its SWA rows as get_swa_num_kv_heads(tp) x (swa_head_dim + swa_v_head_dim) and
+    its full rows as get_num_kv_heads(tp) x (head_dim + v_head_dim), for any model (0.5.9+:
+    model_runner_kv_cache_mixin.py get_cell_size_per_token / set_num_token_hybrid; 0.5.23
+    pool_configurator.py HybridSWAPoolConfigurator). 0.5.7-0.5.8 add MiMo-V2-Flash's SWA rows to the cell by a
+    rule of their own (`if "MiMoV2FlashForCausalLM" in architectures`, is_hybrid_swa_compress), not read."""
 
     # --- load-time buffers ------------------------------------------------------------------------------
     rope_table_fp32: bool
@@ -158,6 +164,7 @@ RULES_0409P2 = SglangRules(
     decode_bs_capped_by_requests=False,
     unified_free="mem_get_info",
     serves_glm_moe_dsa=False,
+    swa_own_geometry=False,
     rope_table_fp32=True,
 )
 # server_args.py ServerArgs.__post_init__@0.4.0 .. 0.4.9.post1, read for the default mem_fraction_static only
@@ -181,7 +188,9 @@ RULES_057 = replace(
     RULES_055, swa_archs=frozenset({"MiMoV2FlashForCausalLM"}), mamba_pool="plus_one", sm100_mha="trtllm_mha"
 )
 RULES_058 = replace(RULES_057, swa_archs=SWA_058)
-RULES_059 = replace(RULES_058, swa_archs=SWA_059, unified_free="psutil_available", serves_glm_moe_dsa=True)
+RULES_059 = replace(
+    RULES_058, swa_archs=SWA_059, unified_free="psutil_available", serves_glm_moe_dsa=True, swa_own_geometry=True
+)
 RULES_0510 = replace(RULES_059, prefill_graph="text_only")
 RULES_0511 = replace(RULES_0510, swa_archs=SWA_0511)
 RULES_0512 = replace(RULES_0511, swa_archs=SWA_0512)

@@ -35,7 +35,14 @@ import msgspec
 
 from kvsize.config import GEMMA3N_MODEL_TYPES, MIMO_V2_MODEL_TYPES
 from kvsize.dtypes import KvDtype
-from kvsize.engines.base import CLASSIC_STATE_KINDS, Engine, UnsupportedArchitecture, cdiv, pipeline_stages
+from kvsize.engines.base import (
+    CLASSIC_STATE_KINDS,
+    Engine,
+    UnsupportedArchitecture,
+    cdiv,
+    pipeline_stages,
+    sliding_window_size_attention,
+)
 from kvsize.engines.context import Device, served_dtype_name
 from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules
 from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
@@ -361,12 +368,10 @@ class VllmEngine(Engine):
         through 0.19 V is padded to K's width (VllmRules.mimo_v2). Every other model: as parsed."""
         if spec.model_type not in MIMO_V2_MODEL_TYPES or attn.kind is AttentionKind.SHARED:
             return attn
-        changes: dict[str, int] = {}
-        if attn.kind is AttentionKind.SLIDING and attn.window is not None and attn.window > 1:
-            changes["window"] = attn.window - 1
+        attn = sliding_window_size_attention(spec, attn)
         if self.rules.mimo_v2 == "v_padded" and attn.head_dim_v < attn.head_dim:
-            changes["head_dim_v"] = attn.head_dim
-        return msgspec.structs.replace(attn, **changes) if changes else attn
+            attn = msgspec.structs.replace(attn, head_dim_v=attn.head_dim)
+        return attn
 
     def gemma4_backend(self, spec: ArchSpec) -> Gemma4Backend:
         """The attention backend vLLM runs a Gemma 4 model on (VllmRules.gemma4), refusing the paths kvsize has
