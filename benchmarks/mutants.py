@@ -80,6 +80,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engine_truth_others.py",
         "tests/test_serving.py",  # the radix cache's page-aligned prefix hits (prefix_shared_tokens)
         "tests/test_served_dtype.py",  # float32 checkpoints run in fp16 / bf16 (served_dtype)
+        "tests/test_sglang_mimo.py",
         "tests/test_mutants_killed.py",
     ],
     # fit.py: the files that import it (the speed, latency and --bench-result bounds, the pool figures, the
@@ -202,6 +203,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_log_corpus.py",
         "tests/test_serving.py",  # prefix caching's whole blocks and windows (prefix_shared_tokens)
         "tests/test_vllm_gemma4.py",
+        "tests/test_vllm_mimo.py",
         "tests/test_mutants_killed.py",
     ],
 }
