@@ -410,7 +410,7 @@ def quant_scheme(raw: Mapping[str, Any]) -> QuantScheme | None:
     )
     linear = ("Linear",)
     if method == "fp8":  # vLLM fp8.py:Fp8Config.__init__@0.33.0 (weight_block_size None: per-tensor scales)
-        fmt = _fp8_format(quant.get("weight_block_size"), per_channel=False, in_features=None, what="fp8")
+        fmt = _fp8_format(quant.get("weight_block_size"), per_channel=False, in_features=None, what="e4m3")
         return QuantScheme(method, ((linear, fmt),), exclude)
     if method == "modelopt":  # modelopt.py:ModelOptNvFp4Config / ModelOptFp8Config@0.33.0
         algo = str(quant.get("quant_algo", "")).upper()
