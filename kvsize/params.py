@@ -32,7 +32,7 @@ class ParamEstimate(msgspec.Struct, frozen=True):
     active: int | None
     """Per-token parameters of MoE models (top-k routed experts + shared + all dense parts); else None."""
     breakdown: dict[str, int]
-    """total split by kind: embeddings, lm_head, attention, mlp, experts, mamba, norms, vision, other."""
+    """total split by kind: embeddings, lm_head, attention, mlp, experts, mamba, norms, vision, audio, other."""
     notes: tuple[str, ...]
     """Assumptions made and parts left out (vision tower, MTP layers)."""
     layers: tuple[tuple[str, dict[str, int]], ...] = ()
@@ -342,6 +342,7 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     _count_per_layer_embeddings(cfg, acc)
 
     _count_vision(raw, cfg, acc, model_type=str(raw.get("model_type") or ""))
+    _count_audio(raw, cfg, acc)
 
     total = sum(acc.parts.values())
     active = total - acc.inactive if acc.moe else None
@@ -1129,6 +1130,8 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
             n = _mllama_vision(v, text)
         elif vtype == "llama4_vision_model":
             n = _llama4_vision(v, text)
+        elif vtype == "gemma4_vision":
+            n = _gemma4_vision(v) + v.hidden() * text.hidden()  # Gemma4MultimodalEmbedder.embedding_projection
         else:
             acc.notes.append(f"vision tower ({vtype or 'unknown type'}) not counted.")
             return
@@ -1137,6 +1140,69 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
         return
     acc.add("vision", n)
     acc.notes.append(f"vision tower ({vtype or model_type}) and projector counted.")
+
+
+def _count_audio(top: Mapping[str, Any], text: _Cfg, acc: _Acc) -> None:
+    """An audio tower beside the language model, for the families read (Gemma 4's Conformer); else a note."""
+    audio = top.get("audio_config")
+    if not isinstance(audio, Mapping):
+        return
+    atype = str(audio.get("model_type") or "")
+    if atype != "gemma4_audio":
+        acc.notes.append(f"audio tower ({atype or 'unknown type'}) not counted.")
+        return
+    a = _Cfg(audio, where="audio_config.")
+    try:
+        n = _gemma4_audio(a) + a.int_("output_proj_dims") * text.hidden()  # its Gemma4MultimodalEmbedder
+    except ConfigError as exc:
+        acc.notes.append(f"audio tower not counted: {exc}")
+        return
+    acc.add("audio", n)
+    acc.notes.append(f"audio tower ({atype}) and projector counted.")
+
+
+def _clipped_buffers(c: _Cfg, linears: int) -> int:
+    """Gemma4ClippableLinear with use_clipped_linears keeps four scalar bounds (input/output min/max) as
+    persistent buffers, so the checkpoint holds them."""
+    return 4 * linears if c.bool_("use_clipped_linears", False) else 0
+
+
+def _gemma4_vision(v: _Cfg) -> int:
+    """transformers 5.24 models/gemma4/modeling_gemma4.py Gemma4VisionModel: the patch embedder (a bias-free
+    3 x patch^2 -> hidden projection and a (2, position_embedding_size, hidden) position table), per layer q/k/v/o
+    projections of heads x head_dim (bias-free), q_norm and k_norm of head_dim (v_norm has no scale), four
+    RMSNorms of hidden and a gated bias-free MLP; the pooler has no weights; `standardize` adds std_bias and
+    std_scale buffers of hidden."""
+    width, layers = v.hidden(), v.layers()
+    heads, kv = v.heads(), v.kv_heads()
+    head_dim = v.int_("head_dim", default=width // heads)
+    patch, positions = v.int_("patch_size"), v.int_("position_embedding_size")
+    inter = v.int_("intermediate_size")
+    attn = width * heads * head_dim * 2 + width * kv * head_dim * 2 + 2 * head_dim
+    layer = attn + 4 * width + 3 * width * inter + _clipped_buffers(v, 7)
+    std = 2 * width if v.bool_("standardize", False) else 0
+    return 3 * patch * patch * width + 2 * positions * width + layers * layer + std
+
+
+def _gemma4_audio(a: _Cfg) -> int:
+    """transformers 5.24 modeling_gemma4.py Gemma4AudioModel: two 3x3 bias-free Conv2d (1 -> c0 -> c1) each with a
+    bias-free LayerNorm, a (c0 // 4 x c1) -> hidden projection; per Conformer layer two feed-forward blocks
+    (hidden -> 4 hidden -> hidden, two RMSNorms each), attention (q, k, v, post and relative_k_proj of hidden x
+    hidden, per_dim_scale of head_dim), the light conv (hidden -> 2 hidden, hidden -> hidden, a depthwise kernel
+    of conv_kernel_size, two RMSNorms) and three RMSNorms; output_proj hidden -> output_proj_dims with a bias."""
+    width, layers = a.hidden(), a.layers()
+    heads = a.heads()
+    channels = a.int_list("subsampling_conv_channels")
+    if channels is None or len(channels) != 2 or min(channels) < 1:
+        raise ConfigError(f"config field '{a.where}subsampling_conv_channels' must be two positive integers.")
+    c0, c1 = channels
+    kernel, out = a.int_("conv_kernel_size"), a.int_("output_proj_dims")
+    subsample = 9 * c0 + c0 + 9 * c0 * c1 + c1 + (c0 // 4) * c1 * width
+    feed_forward = 2 * (8 * width * width + 2 * width)
+    attention = 5 * width * width + width // heads
+    light_conv = 3 * width * width + width * kernel + 2 * width
+    layer = feed_forward + attention + light_conv + 3 * width + _clipped_buffers(a, 10)
+    return subsample + layers * layer + width * out + out
 
 
 def _vit_layer(width: int, inter: int, *, attn_bias: bool = True) -> int:

@@ -925,7 +925,7 @@ def _check_cpu_size(device: Device, layers: int | None, raw: Mapping[str, Any], 
     )
 
 
-_NOT_IN_LAYERS = ("embeddings", "lm_head", "vision")
+_NOT_IN_LAYERS = ("embeddings", "lm_head", "vision", "audio")
 """Parameter kinds (ParamEstimate.breakdown) a build has whatever --layers is."""
 
 

@@ -708,6 +708,58 @@ def test_gemma4_parameters_match_transformers(hub_id: str, total: int) -> None:
     assert estimate_parameters(text).total == total
 
 
+# Gemma 4's towers (transformers 5.24 modeling_gemma4.py Gemma4VisionModel, Gemma4AudioModel and their
+# Gemma4MultimodalEmbedder), worked by hand from the registry configs.
+# gemma-4-31B-it vision: hidden H 1152, 27 layers, 16 heads (and KV heads) of 72, MLP 4304, patch 16, 10,240
+# positions, standardize true, no clipped linears:
+#   patch embedder 3 x 16^2 x 1152 + 2 x 10,240 x 1152 = 884,736 + 23,592,960 = 24,477,696;
+#   a layer: q, k, v, o 4 x 1152 x 1152 = 5,308,416, q/k norms 2 x 72 = 144, four norms 4,608, MLP 3 x 1152 x 4304
+#   = 14,874,624: 20,187,792, x 27 = 545,070,384; std_bias + std_scale 2 x 1152 = 2,304;
+#   the embedder 1152 x 5376 (the text hidden) = 6,193,152. Vision in all 575,743,536.
+# gemma-4-E2B-it vision: H 768, 16 layers, 12 heads of 64, MLP 3072, clipped linears (4 buffers x 7 a layer),
+#   no standardize: 3 x 256 x 768 + 2 x 10,240 x 768 = 589,824 + 15,728,640 = 16,318,464; a layer
+#   4 x 768^2 = 2,359,296 + 128 + 3,072 + 3 x 768 x 3072 = 7,077,888, + 28 = 9,440,412, x 16 = 151,046,592;
+#   the embedder 768 x 1536 = 1,179,648. Vision 168,544,704.
+# gemma-4-E2B-it audio: hidden A 1024, 12 Conformer layers, 8 heads, channels (128, 32), kernel 5, output 1536:
+#   subsampling 9 x 128 + 128 + 9 x 128 x 32 + 32 + (128 // 4) x 32 x 1024 = 1,086,752; a layer: feed-forwards
+#   2 x (8 A^2 + 2 A) = 16,781,312, attention 5 A^2 + 128 = 5,243,008, light conv 3 A^2 + 5 A + 2 A = 3,152,896,
+#   norms 3 A = 3,072, clipped buffers 40: 25,180,328, x 12 = 302,163,936; output_proj 1024 x 1536 + 1536 =
+#   1,574,400; the embedder 1536 x 1536 = 2,359,296. Audio 307,184,384.
+@pytest.mark.parametrize(
+    ("hub_id", "vision", "audio"),
+    [
+        ("google/gemma-4-31B-it", 575_743_536, None),
+        ("google/gemma-4-E2B-it", 168_544_704, 307_184_384),
+    ],
+)
+def test_gemma4_towers_by_hand(hub_id: str, vision: int, audio: int | None) -> None:
+    counted = estimate_parameters(registry_config(hub_id))
+    assert counted.breakdown["vision"] == vision
+    assert counted.breakdown.get("audio") == audio
+    assert counted.total == estimate_parameters(registry_config(hub_id)["text_config"]).total + vision + (audio or 0)
+
+
+def test_gemma4_towers_match_transformers() -> None:
+    # Built on the meta device: parameters plus the persistent buffers the checkpoint holds (state_dict), and
+    # each tower's embedder.
+    import torch
+    from transformers.models.gemma4 import modeling_gemma4
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
+
+    def held(module: torch.nn.Module) -> int:
+        return sum(t.numel() for t in module.state_dict().values())
+
+    config = Gemma4Config(**registry_config("google/gemma-4-E2B-it"))
+    with torch.device("meta"):
+        vision = modeling_gemma4.Gemma4VisionModel(config.vision_config)
+        audio = modeling_gemma4.Gemma4AudioModel(config.audio_config)
+        vision_embedder = modeling_gemma4.Gemma4MultimodalEmbedder(config.vision_config, config.text_config)
+        audio_embedder = modeling_gemma4.Gemma4MultimodalEmbedder(config.audio_config, config.text_config)
+    counted = estimate_parameters(registry_config("google/gemma-4-E2B-it")).breakdown
+    assert counted["vision"] == held(vision) + held(vision_embedder)
+    assert counted["audio"] == held(audio) + held(audio_embedder)
+
+
 def test_gemma4_layer_parts_by_hand() -> None:
     # 4 layers (sliding, full, sliding, full), hidden 64, 4 query heads; sliding: 2 KV heads x head_dim 16; full:
     # global_head_dim 32 with attention_k_eq_v, so num_global_key_value_heads 1 and no v_proj.
