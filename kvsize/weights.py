@@ -616,6 +616,7 @@ def weights_from_config(
     from kvsize.params import estimate_parameters
 
     counted = estimate_parameters(loaded.raw)
+    left_out = "".join(f"; {n.rstrip('.')}" for n in counted.notes if "tower" in n and "not counted" in n)
     base = weight_bits(model_dtype)
     if weights_dtype is not None and num_parameters and weight_bits(weights_dtype) < base:
         # A published count re-priced at another precision: embeddings and lm_head stay at the model dtype.
@@ -641,7 +642,8 @@ def weights_from_config(
         size = math.ceil(params * base / 8)
         return WeightsSize(
             size,
-            f"estimate: {params:,} parameters {origin} at {weights_dtype or model_dtype} ({float(base):g} bits)",
+            f"estimate: {params:,} parameters {origin} at {weights_dtype or model_dtype} ({float(base):g} bits)"
+            + (left_out if origin != "published" else ""),
             estimated=True,
         )
     bits, used = _priced_bits(loaded.raw, counted, scheme, base)
@@ -650,7 +652,7 @@ def weights_from_config(
     return WeightsSize(
         math.ceil(bits / 8),
         f"estimate: {counted.total:,} parameters {origin}, priced by module: {', '.join(used) or 'no'} Linear "
-        f"layers at {formats} ({scheme.method}), {rest} at {model_dtype}",
+        f"layers at {formats} ({scheme.method}), {rest} at {model_dtype}{left_out}",
         estimated=True,
     )
 
