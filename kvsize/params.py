@@ -1111,11 +1111,28 @@ def _count_whisper(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+# transformers 5.24 vision-config class defaults, for the fields a config leaves out
+# (configuration_qwen3_vl.py Qwen3VLVisionConfig; Qwen3VLMoeVisionConfig has the same).
+_QWEN3_VL_VISION_DEFAULTS: dict[str, Any] = {
+    "depth": 27,
+    "hidden_size": 1152,
+    "intermediate_size": 4304,
+    "in_channels": 3,
+    "patch_size": 16,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "out_hidden_size": 3584,
+    "num_position_embeddings": 2304,
+    "deepstack_visual_indexes": [8, 16, 24],
+}
+_VISION_DEFAULTS: dict[str, Mapping[str, Any]] = dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), _QWEN3_VL_VISION_DEFAULTS)
+
+
 def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: str) -> None:
     vision = top.get("vision_config")
     if not isinstance(vision, Mapping):
         return
-    v = _Cfg(vision, where="vision_config.")
+    v = _Cfg(vision, where="vision_config.", defaults=_VISION_DEFAULTS.get(model_type))
     vtype = str(vision.get("model_type") or "")
     try:
         if model_type == "llava" or vtype == "clip_vision_model":
@@ -1124,7 +1141,7 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
             n = _siglip_vision(v) + v.hidden() * text.hidden() + v.hidden()  # mm_input_projection + soft-emb norm
         elif model_type in ("qwen2_5_vl", "qwen2_vl"):
             n = _qwen_vl_vision(v, text, model_type=model_type)
-        elif model_type in ("qwen3_5", "qwen3_5_moe"):
+        elif model_type in ("qwen3_5", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_moe"):
             n = _qwen3_5_vision(v, text)
         elif vtype == "mllama_vision_model":
             n = _mllama_vision(v, text)
@@ -1252,8 +1269,10 @@ def _qwen_vl_vision(v: _Cfg, text: _Cfg, *, model_type: str) -> int:
 
 
 def _qwen3_5_vision(v: _Cfg, text: _Cfg) -> int:
-    """Qwen3.5 vision tower (modeling_qwen3_5_moe.py Qwen3_5MoeVisionModel): LayerNorm blocks, plain biased MLP,
-    a learned position table and one patch merger (no deepstack mergers in this family)."""
+    """Qwen3.5 / Qwen3-VL vision tower (modeling_qwen3_5_moe.py Qwen3_5MoeVisionModel, modeling_qwen3_vl.py
+    Qwen3VLVisionModel): LayerNorm blocks, plain biased MLP, a learned position table, one patch merger and, per
+    deepstack_visual_indexes entry (Qwen3-VL; none in Qwen3.5), a deepstack merger whose LayerNorm takes the
+    merged width (Qwen3VLVisionPatchMerger use_postshuffle_norm)."""
     width, depth = v.hidden(), v.int_("depth")
     patch, temporal = v.int_("patch_size"), v.int_("temporal_patch_size", default=2)
     channels = v.int_("in_channels", "in_chans", default=3)
@@ -1263,6 +1282,8 @@ def _qwen3_5_vision(v: _Cfg, text: _Cfg) -> int:
     n += v.int_("num_position_embeddings") * width  # pos_embed
     n += depth * _vit_layer(width, v.int_("intermediate_size"))  # norm1/2, qkv + proj (biased), fc1/fc2
     n += 2 * width + _linear(merged, merged, True) + _linear(merged, out, True)  # merger: LayerNorm, fc1, fc2
+    deepstack = v.int_list("deepstack_visual_indexes") or []
+    n += len(deepstack) * (2 * merged + _linear(merged, merged, True) + _linear(merged, out, True))
     return n
 
 

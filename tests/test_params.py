@@ -795,3 +795,36 @@ def test_a_tower_left_out_is_named_in_the_weights_line() -> None:
     assert "vision tower (pixtral) not counted" in size.source
     gemma = LoadedConfig(model="<config>", raw=registry_config("google/gemma-4-E2B-it"), source="local", location="x")
     assert "not counted" not in weights_from_config(gemma, model_dtype="bf16").source
+
+
+def test_qwen3_vl_vision_counts_its_deepstack_mergers() -> None:
+    # Qwen3-VL-2B (transformers 5.24 modeling_qwen3_vl.py Qwen3VLVisionModel): merged width 1024 x 2^2 = 4096,
+    # out 2048; each of the three deepstack mergers (deepstack_visual_indexes [5, 11, 17]) is a LayerNorm of the
+    # merged width (use_postshuffle_norm: 2 x 4096) + fc1 4096 x 4096 + 4096 + fc2 4096 x 2048 + 2048
+    # = 8,192 + 16,781,312 + 8,390,656 = 25,180,160; 3 x 25,180,160 = 75,540,480 above the Qwen3.5 tower rule.
+    raw = registry_config("Qwen/Qwen3-VL-2B-Instruct")
+    without = {**raw, "vision_config": {**raw["vision_config"], "deepstack_visual_indexes": []}}
+    assert (
+        estimate_parameters(raw).breakdown["vision"] - estimate_parameters(without).breakdown["vision"] == 75_540_480
+    )
+
+
+@pytest.mark.parametrize(
+    "hub_id", ["Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen/Qwen3-VL-235B-A22B-Thinking"]
+)
+def test_qwen3_vl_vision_matches_transformers(hub_id: str) -> None:
+    # Built on the meta device from the registry config (the Thinking config leaves num_position_embeddings and
+    # deepstack_visual_indexes to the config class's defaults, 2304 and [8, 16, 24]).
+    import torch
+    from transformers.models.qwen3_vl import modeling_qwen3_vl
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLConfig
+    from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe
+    from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig
+
+    raw = registry_config(hub_id)
+    moe = raw["model_type"] == "qwen3_vl_moe"
+    config = (Qwen3VLMoeConfig if moe else Qwen3VLConfig)(**raw)
+    tower = modeling_qwen3_vl_moe.Qwen3VLMoeVisionModel if moe else modeling_qwen3_vl.Qwen3VLVisionModel
+    with torch.device("meta"):
+        vision = tower._from_config(config.vision_config)
+    assert estimate_parameters(raw).breakdown["vision"] == sum(t.numel() for t in vision.state_dict().values())
