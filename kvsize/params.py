@@ -1135,7 +1135,12 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
     v = _Cfg(vision, where="vision_config.", defaults=_VISION_DEFAULTS.get(model_type))
     vtype = str(vision.get("model_type") or "")
     try:
-        if model_type == "llava" or vtype == "clip_vision_model":
+        if vtype == "pixtral" and model_type in ("llava", "mistral3"):
+            projector = (
+                _mistral3_projector(top, v, text) if model_type == "mistral3" else _llava_projector(top, v, text)
+            )
+            n = _pixtral_vision(v) + projector
+        elif model_type == "llava" or vtype == "clip_vision_model":
             n = _clip_vision(v) + _llava_projector(top, v, text)
         elif vtype == "siglip_vision_model" and model_type == "gemma3":
             n = _siglip_vision(v) + v.hidden() * text.hidden() + v.hidden()  # mm_input_projection + soft-emb norm
@@ -1233,6 +1238,32 @@ def _clip_vision(v: _Cfg) -> int:
     positions = (image // patch) ** 2 + 1
     embeddings = width + channels * patch * patch * width + positions * width  # class, patch conv, positions
     return embeddings + 2 * 2 * width + layers * _vit_layer(width, v.int_("intermediate_size"))  # pre/post LN
+
+
+def _pixtral_vision(v: _Cfg) -> int:
+    """transformers 5.24 models/pixtral/modeling_pixtral.py PixtralVisionModel: a bias-free patch Conv2d, ln_pre
+    (RMSNorm), and per layer two RMSNorms, bias-free q/k/v/o of heads x head_dim and a gated bias-free MLP."""
+    width, layers = v.hidden(), v.layers()
+    heads = v.heads()
+    head_dim = v.int_("head_dim", default=width // heads)
+    patch, channels = v.int_("patch_size"), v.int_("num_channels", default=3)
+    layer = 2 * width + 4 * width * heads * head_dim + 3 * width * v.int_("intermediate_size")
+    return channels * patch * patch * width + width + layers * layer
+
+
+def _mistral3_projector(top: Mapping[str, Any], v: _Cfg, text: _Cfg) -> int:
+    """modeling_mistral3.py Mistral3MultiModalProjector: an RMSNorm of the vision width, the patch merger's
+    bias-free (width x spatial_merge_size^2) -> width layer, then linear_1 and linear_2 (biased when
+    multimodal_projector_bias, default true)."""
+    merge = _Cfg(top, where="").int_("spatial_merge_size", default=2)
+    bias = top.get("multimodal_projector_bias", True) is not False
+    width = v.hidden()
+    return (
+        width
+        + width * merge * merge * width
+        + _linear(width, text.hidden(), bias)
+        + _linear(text.hidden(), text.hidden(), bias)
+    )
 
 
 def _llava_projector(top: Mapping[str, Any], v: _Cfg, text: _Cfg) -> int:

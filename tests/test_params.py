@@ -828,3 +828,29 @@ def test_qwen3_vl_vision_matches_transformers(hub_id: str) -> None:
     with torch.device("meta"):
         vision = tower._from_config(config.vision_config)
     assert estimate_parameters(raw).breakdown["vision"] == sum(t.numel() for t in vision.state_dict().values())
+
+
+# Devstral-Small-2 (Mistral3ForConditionalGeneration, a Pixtral tower), by hand: vision width 1024, 24 layers,
+# 16 heads of 64, MLP 4096, patch 14: patch conv 3 x 14^2 x 1024 = 602,112, ln_pre 1,024, a layer 2 x 1024 +
+# 4 x 1024^2 + 3 x 1024 x 4096 = 16,779,264, x 24 = 402,702,336: 403,305,472. The projector (no bias): norm 1,024,
+# patch merger 4096 x 1024 = 4,194,304, linear_1 1024 x 5120 = 5,242,880, linear_2 5120^2 = 26,214,400:
+# 35,652,608. In all 438,958,080.
+def test_pixtral_tower_by_hand_and_against_transformers() -> None:
+    import torch
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.llava import modeling_llava
+    from transformers.models.mistral3 import modeling_mistral3
+    from transformers.models.pixtral import modeling_pixtral
+
+    raw = registry_config("mistralai/Devstral-Small-2-24B-Instruct-2512")
+    assert estimate_parameters(raw).breakdown["vision"] == 403_305_472 + 35_652_608
+    # The same tower under a LLaVA wrapper (Pixtral-12B's layout): LlavaMultiModalProjector, biased by default.
+    llava = {k: v for k, v in raw.items() if k not in ("multimodal_projector_bias", "spatial_merge_size")}
+    llava = {**llava, "model_type": "llava", "architectures": ["LlavaForConditionalGeneration"]}
+    with torch.device("meta"):
+        tower = modeling_pixtral.PixtralVisionModel(CONFIG_MAPPING["pixtral"](**raw["vision_config"]))
+        m3 = modeling_mistral3.Mistral3MultiModalProjector(CONFIG_MAPPING["mistral3"](**raw))
+        lv = modeling_llava.LlavaMultiModalProjector(CONFIG_MAPPING["llava"](**llava))
+    held = [sum(t.numel() for t in m.state_dict().values()) for m in (tower, m3, lv)]
+    assert estimate_parameters(raw).breakdown["vision"] == held[0] + held[1]
+    assert estimate_parameters(llava).breakdown["vision"] == held[0] + held[2]
