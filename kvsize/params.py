@@ -57,6 +57,7 @@ _TIE_DEFAULT_TRUE = frozenset(
         "gemma3_text",
         "gemma4_text",
         "gpt2",
+        "lfm2",
         "starcoder2",
         "zamba2",
         "t5",
@@ -337,6 +338,8 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
         _count_jamba(cfg, acc, tie=tie)
     elif model_type == "gemma4_text" and cfg.str_list("layer_types") is not None:
         _count_gemma4(cfg, acc, tie=tie)
+    elif model_type == "lfm2":
+        _count_lfm2(cfg, acc, tie=tie)
     else:
         _count_decoder(cfg, acc, model_type=model_type, tie=tie)
     _count_per_layer_embeddings(cfg, acc)
@@ -349,6 +352,46 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     return ParamEstimate(
         total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes), layers=tuple(acc.layers)
     )
+
+
+def _count_lfm2(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
+    """LFM2 / LFM2.5 (transformers 5.24 models/lfm2/modeling_lfm2.py), layer by layer from layer_types: a
+    "full_attention" layer has bias-free q/k/v/out projections and q/k layernorms of head_dim; a "conv" layer is
+    Lfm2ShortConv (in_proj hidden -> 3 hidden, a depthwise Conv1d of conv_L_cache taps, out_proj; biased when
+    conv_bias). Every layer has the SwiGLU feed-forward (Lfm2MLP: with block_auto_adjust_ff_dim the width is
+    int(2 x intermediate_size / 3), times block_ffn_dim_multiplier and rounded up to block_multiple_of when a
+    multiplier is given) and two norms; embedding_norm at the end; embeddings tied by default (tie_embedding)."""
+    hidden, layers = cfg.hidden(), cfg.layers()
+    kinds = cfg.str_list("layer_types") or []
+    if len(kinds) != layers or not set(kinds) <= {"conv", "full_attention"}:
+        raise ConfigError(
+            f"config field '{cfg.where}layer_types' must name {layers} layers, each 'conv' or 'full_attention'."
+        )
+    heads, kv, head_dim = cfg.heads(), cfg.kv_heads(), cfg.head_dim()
+    inter = cfg.int_("intermediate_size", "block_ff_dim")
+    if cfg.bool_("block_auto_adjust_ff_dim", True):
+        inter = int(2 * inter / 3)
+        # Lfm2Config's block_ffn_dim_multiplier defaults to 1.0; only an explicit null skips the rounding
+        given = "block_ffn_dim_multiplier" in cfg.data
+        if not given or cfg.raw("block_ffn_dim_multiplier") is not None:
+            multiple = cfg.int_("block_multiple_of", default=256)
+            inter = int(cfg.float_("block_ffn_dim_multiplier", default=1.0) * inter)
+            inter = multiple * ((inter + multiple - 1) // multiple)
+    conv_bias, taps = cfg.bool_("conv_bias", False), cfg.int_("conv_L_cache", default=3)
+    _embed_and_head(cfg, acc, tie=tie, hidden=hidden)
+
+    def count_layer(index: int) -> None:
+        if kinds[index] == "full_attention":
+            attn = 2 * hidden * heads * head_dim + 2 * hidden * kv * head_dim + 2 * head_dim
+            acc.add("attention", attn)
+        else:
+            conv = _linear(hidden, 3 * hidden, conv_bias) + hidden * taps + (hidden if conv_bias else 0)
+            acc.add("other", conv + _linear(hidden, hidden, conv_bias))
+        acc.add("mlp", _mlp(hidden, inter, gated=True, bias=False))
+        acc.add("norms", 2 * hidden)
+
+    _count_layers(acc, kinds, count_layer, kinds)
+    acc.add("norms", hidden)
 
 
 def _count_gemma4(cfg: _Cfg, acc: _Acc, *, tie: bool) -> None:
@@ -419,7 +462,8 @@ def tie_word_embeddings(
     """tie_word_embeddings: the language config's value, else the wrapper's, else the family default. `strict`:
     a value that is not true or false is refused (the parameter count needs it); otherwise it is passed over."""
     for source in (data, top):
-        value = source.get("tie_word_embeddings")
+        # Lfm2Config reads `tie_embedding` as tie_word_embeddings (configuration_lfm2.py)
+        value = source.get("tie_word_embeddings", source.get("tie_embedding") if model_type == "lfm2" else None)
         if value is not None:
             if not isinstance(value, bool):
                 if not strict:
@@ -1142,6 +1186,8 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
             n = _pixtral_vision(v) + projector
         elif model_type == "llava" or vtype == "clip_vision_model":
             n = _clip_vision(v) + _llava_projector(top, v, text)
+        elif vtype == "siglip2_vision_model" and model_type == "lfm2_vl":
+            n = _siglip2_vision(v) + _lfm2_vl_projector(top, v, text)
         elif vtype == "siglip_vision_model" and model_type == "gemma3":
             n = _siglip_vision(v) + v.hidden() * text.hidden() + v.hidden()  # mm_input_projection + soft-emb norm
         elif model_type in ("qwen2_5_vl", "qwen2_vl"):
@@ -1280,6 +1326,30 @@ def _siglip_vision(v: _Cfg) -> int:
     if v.bool_("vision_use_head", True):
         raise ConfigError("SigLIP attention-pooling head is not modelled")
     return n
+
+
+def _siglip2_vision(v: _Cfg) -> int:
+    """transformers 5.24 models/siglip2/modeling_siglip2.py Siglip2VisionModel: a biased patch Linear of
+    channels x patch^2, a num_patches x width position table, SigLIP's LayerNorm ViT layers and post_layernorm
+    (the attention-pooling head, vision_use_head, is not modelled)."""
+    width, layers = v.hidden(), v.layers()
+    patch, channels = v.int_("patch_size"), v.int_("num_channels", default=3)
+    if v.bool_("vision_use_head", True):
+        raise ConfigError("SigLIP2 attention-pooling head is not modelled")
+    n = _linear(channels * patch * patch, width, True) + v.int_("num_patches") * width
+    return n + layers * _vit_layer(width, v.int_("intermediate_size")) + 2 * width
+
+
+def _lfm2_vl_projector(top: Mapping[str, Any], v: _Cfg, text: _Cfg) -> int:
+    """modeling_lfm2_vl.py Lfm2VlMultiModalProjector: the pixel-unshuffled width (vision width x
+    downsample_factor^2), a LayerNorm of it when projector_use_layernorm, then linear_1 to projector_hidden_size
+    and linear_2 to the text width (biased when projector_bias)."""
+    c = _Cfg(top, where="")
+    unshuffled = v.hidden() * c.int_("downsample_factor", default=2) ** 2
+    inner = c.int_("projector_hidden_size")
+    bias = c.bool_("projector_bias", True)
+    norm = 2 * unshuffled if c.bool_("projector_use_layernorm", True) else 0
+    return norm + _linear(unshuffled, inner, bias) + _linear(inner, text.hidden(), bias)
 
 
 def _qwen_vl_vision(v: _Cfg, text: _Cfg, *, model_type: str) -> int:

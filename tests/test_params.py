@@ -854,3 +854,50 @@ def test_pixtral_tower_by_hand_and_against_transformers() -> None:
     held = [sum(t.numel() for t in m.state_dict().values()) for m in (tower, m3, lv)]
     assert estimate_parameters(raw).breakdown["vision"] == held[0] + held[1]
     assert estimate_parameters(llava).breakdown["vision"] == held[0] + held[2]
+
+
+# LFM2.5-VL-1.6B, by hand (transformers 5.24 modeling_lfm2.py, modeling_siglip2.py, modeling_lfm2_vl.py).
+# Language model: hidden 2048, 16 layers (6 full_attention, 10 conv), 32 heads / 8 KV heads of 64, vocab 65,536,
+# tied embeddings: the feed-forward width int(2 x 12,288 / 3) = 8,192 (x 1.0, already a multiple of 256), so
+# 3 x 2048 x 8192 = 50,331,648 a layer, x 16 = 805,306,368; attention 2 x 2048^2 + 2 x 2048 x 512 + 2 x 64 =
+# 10,485,888, x 6 = 62,915,328; the short conv 2048 x 6144 + 2048 x 3 + 2048^2 = 16,783,360, x 10 = 167,833,600;
+# norms 2 x 2048 x 16 + 2048 = 67,584; embeddings 65,536 x 2048 = 134,217,728: 1,170,340,608.
+# SigLIP2 tower: patch Linear 768 x 1152 + 1152 = 885,888, positions 256 x 1152 = 294,912, 27 layers of
+# 2 x 2 x 1152 + 4 x (1152^2 + 1152) + 2 x 1152 x 4304 + 4304 + 1152 = 15,239,504 (411,466,608), post LayerNorm
+# 2,304: 412,649,712. Projector (pixel unshuffle 1152 x 2^2 = 4608, no LayerNorm, biased): 4608 x 2048 + 2048 +
+# 2048 x 2048 + 2048 = 13,635,584. In all 1,596,625,904.
+def test_lfm2_vl_by_hand_and_against_transformers() -> None:
+    import torch
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.lfm2_vl import modeling_lfm2_vl
+
+    raw = registry_config("LiquidAI/LFM2.5-VL-1.6B")
+    counted = estimate_parameters(raw)
+    assert estimate_parameters(raw["text_config"]).total == 1_170_340_608
+    assert counted.breakdown["vision"] == 412_649_712 + 13_635_584
+    assert counted.total == 1_596_625_904
+    with torch.device("meta"):
+        model = modeling_lfm2_vl.Lfm2VlForConditionalGeneration(CONFIG_MAPPING["lfm2_vl"](**raw))
+    assert counted.total == sum(p.numel() for p in model.parameters())  # tied: lm_head is the embedding
+
+
+def test_lfm2_feed_forward_width_rules() -> None:
+    # Lfm2MLP: int(2 x I / 3), x block_ffn_dim_multiplier and rounded up to block_multiple_of; an explicit null
+    # multiplier (older configs; transformers 5.24 refuses it) skips both. Checked against 5.24 on the meta device.
+    # I = 1000, hidden 64: int(666.67) = 666 -> 3 x 64 x 666 per layer; x 1.5 = 999 -> 1,024 (multiple of 256).
+    base = {
+        "model_type": "lfm2",
+        "hidden_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 10,
+        "intermediate_size": 1000,
+        "layer_types": ["conv"],
+    }
+    mlp = estimate_parameters({**base, "block_ffn_dim_multiplier": None}).breakdown["mlp"]
+    assert mlp == 3 * 64 * 666
+    assert estimate_parameters({**base, "block_ffn_dim_multiplier": 1.5}).breakdown["mlp"] == 3 * 64 * 1024
+    assert estimate_parameters({**base, "block_auto_adjust_ff_dim": False}).breakdown["mlp"] == 3 * 64 * 1000
+    # Left out, the multiplier is Lfm2Config's 1.0: 666 rounded up to 768.
+    assert estimate_parameters(base).breakdown["mlp"] == 3 * 64 * 768
