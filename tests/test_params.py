@@ -785,14 +785,16 @@ def test_gemma4_layer_parts_by_hand() -> None:
 
 
 def test_a_tower_left_out_is_named_in_the_weights_line() -> None:
-    # LFM2.5-VL's SigLIP2 tower has no counter: the weights estimate says so rather than passing as the whole model.
+    # A tower kvsize has no counter for (here a made-up type on Gemma 3): the weights estimate says so rather than
+    # passing as the whole model.
     from kvsize.resolve import LoadedConfig
     from kvsize.weights import weights_from_config
 
-    raw = registry_config("LiquidAI/LFM2.5-VL-1.6B")
+    raw = registry_config("google/gemma-3-27b-it")
+    raw = {**raw, "vision_config": {**raw["vision_config"], "model_type": "made_up_vision"}}
     loaded = LoadedConfig(model="<config>", raw=raw, source="local", location="<dict>")
     size = weights_from_config(loaded, model_dtype="bf16")
-    assert "vision tower (siglip2_vision_model) not counted" in size.source
+    assert "vision tower (made_up_vision) not counted" in size.source
     gemma = LoadedConfig(model="<config>", raw=registry_config("google/gemma-4-E2B-it"), source="local", location="x")
     assert "not counted" not in weights_from_config(gemma, model_dtype="bf16").source
 
