@@ -82,3 +82,30 @@ def test_the_other_serving_engines_still_refuse() -> None:
     for engine in ("trtllm", "llamacpp"):
         with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):
             get_engine(engine).check_supported(MIMO)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "ctx", "sliding"),
+    [
+        # free_swa_out_of_window_slots: slots before ctx - 128 are freed. ctx 2,176: 2,048 of the 2,048 prefix
+        # tokens are out (a window of 129 would keep one).
+        (2_048, 2_176, 0),
+        # ctx 2,100: ctx - 128 = 1,972 freed, so 2,048 - 1,972 = 76 prefix tokens are shared (77 with 129).
+        (2_048, 2_100, 76),
+        # ctx 100 inside the window: max(0, 100 - 128) = 0 freed, the whole 64-token prefix shared.
+        (64, 100, 64),
+    ],
+)
+def test_a_shared_prefix_in_the_swa_pool(prefix: int, ctx: int, sliding: int) -> None:
+    from kvsize.serving import prefix_share
+
+    got = prefix_share(_engine(), MIMO, prefix_len=prefix, prompt_len=ctx, ctx=ctx, kv_dtype=KvDtype.BF16)
+    assert got.shared_tokens_by_kind == {"sliding": sliding, "full": prefix}
+
+
+def test_refusals_name_the_device() -> None:
+    named = Device(total_memory_bytes=192 * GIB, name="AMD Instinct MI300X", platform="rocm")
+    with pytest.raises(UnsupportedArchitecture, match="for AMD Instinct MI300X"):
+        get_engine("sglang", "0.5.23", EngineContext(device=named)).check_supported(MIMO)
+    with pytest.raises(UnsupportedArchitecture, match="for this device"):
+        _engine("0.5.23", None, "rocm").check_supported(MIMO)

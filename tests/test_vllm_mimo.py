@@ -108,7 +108,7 @@ def test_the_kv_dtype_before_and_after_032() -> None:
     [
         ("0.13.0", "h100", "no MiMoV2FlashForCausalLM"),
         ("0.22.0", "a100-80gb", "forces FLASH_ATTN_DIFFKV"),  # FA2 only on 8.0 before TRITON_ATTN_DIFFKV
-        ("0.33.0", "mi300x", "which attention backend MiMo-V2 runs on"),
+        ("0.33.0", "mi300x", "which attention backend MiMo-V2 runs on for AMD Instinct MI300X"),
     ],
 )
 def test_refused(version: str, gpu: str, match: str) -> None:
@@ -145,3 +145,11 @@ def test_a_shared_prefix_leaves_the_window_at_sliding_window_size() -> None:
         kv_dtype=KvDtype.BF16,
     )
     assert got.shared_tokens_by_kind == {"sliding": 0, "full": 2_048}
+
+
+def test_an_unnamed_device_is_this_device() -> None:
+    from kvsize.engines.context import Device, EngineContext
+
+    device = Device(total_memory_bytes=80 << 30, platform="rocm")
+    with pytest.raises(UnsupportedArchitecture, match="for this device"):
+        get_engine("vllm", "0.33.0", EngineContext(device=device)).check_supported(parse_config(MIMO))
