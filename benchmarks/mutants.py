@@ -127,6 +127,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_capacity.py",
         "tests/test_check_memo.py",
         "tests/test_reliability_gates.py",
+        "tests/test_reliability_round3.py",  # kvsize check --calibration for the whole file
         "tests/test_mutants_killed.py",
     ],
     "kvsize/weights.py": [
@@ -266,7 +267,31 @@ _NVML_ZERO = (
     "the cause from _reads_no_total, not from this value."
 )
 
+_FIT_ZERO_BUDGET = (
+    "memory_fits = kv_budget_bytes >= 0 and batch x per_request <= kv_budget_bytes: with `> 0` the two differ "
+    "only at a budget of exactly 0 bytes with a request of 0 bytes, and every model kvsize sizes caches something "
+    "per request (an attention layer storing no elements, or a spec without attention or state, is refused by "
+    "spec.py), so at a 0-byte budget both say no."
+)
+_TRT_POOL_RUNTIME_DEFAULT = (
+    "TrtllmPool.runtime_bytes_per_token is read nowhere (grep: only its constructor sets it), so its default, which "
+    "only the empty-pool fallback TrtllmPool(0, 0, 0, 0, bs) takes, changes no figure."
+)
+_TRT_NO_SHARED_PREFIX = (
+    "TrtllmEngine.prefix_shared_tokens returns 0 for CROSS and SHARED layers, and no call reaches it with one: "
+    "serving.prefix_share passes each layer's own attention, never its cross-attention (layer.cross), and "
+    "TensorRT-LLM refuses the models with SHARED layers (Gemma 3n, Gemma 4's KV-shared layers; check_layout)."
+)
+_HF_V4_ONE_HEAD = (
+    "DeepSeek-V4's sliding layers are parsed with num_kv_heads=1 whatever the config says (config.py: 'DeepSeek-V4 "
+    "caches one K = V head'), so 2 x heads and 2 // heads are both 2."
+)
+
 EQUIVALENT: dict[str, str] = {
+    "kvsize/fit.py:807:18:>= -> >": _FIT_ZERO_BUDGET,
+    "kvsize/engines/trtllm.py:146:35:0 -> 1": _TRT_POOL_RUNTIME_DEFAULT,
+    "kvsize/engines/trtllm.py:297:19:0 -> 1": _TRT_NO_SHARED_PREFIX,
+    "kvsize/engines/hf.py:391:19:* -> //": _HF_V4_ONE_HEAD,
     "kvsize/engines/vllm_scheduler.py:89:17:0 -> -1": _NVML_ZERO,
     "kvsize/engines/vllm_scheduler.py:89:17:0 -> 1": _NVML_ZERO,
     "kvsize/engines/hf.py:369:28:and -> or": _FALCON_OLD_HEADS,

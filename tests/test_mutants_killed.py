@@ -1474,3 +1474,142 @@ def test_a_shown_value_of_41_characters_is_cut() -> None:
     with pytest.raises(ConfigError) as caught:
         weights_from_hub_counts({"F32": "y" * 39}, "o/m")  # type: ignore[dict-item]
     assert "'" + "y" * 39 + "..." in str(caught.value)
+
+
+# --- round 8 (seed 8): a fresh sample of three mutants per module ------------------------------------------------
+
+
+def test_vllm_hybrid_alignment_is_32_for_head_256_on_sm100_only_in_0_11_to_0_17() -> None:
+    # 0.13 HybridAttentionMambaModelConfig: kernel block alignment 32 when the device is capability 10.x and the
+    # attention head size is 256 (Qwen3-Next: head_dim 256), else 16; 0.18 dropped it (blackwell_hd256_align32).
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+    from kvsize.engines.context import EngineContext
+
+    spec = parse_config(registry_config("Qwen/Qwen3-Next-80B-A3B-Thinking"))
+
+    def align(version: str, capability: tuple[int, int]) -> int:
+        device = Device(total_memory_bytes=180 * GIB, capability=capability)
+        return get_engine("vllm", version, EngineContext(device=device))._hybrid_alignment(spec, 16)
+
+    assert align("0.13.0", (10, 0)) == 32
+    assert align("0.13.0", (9, 0)) == 16
+    assert align("0.13.0", (12, 0)) == 16  # 12.x is not sm_10x
+
+
+def test_sglang_047_fraction_above_96_gib_takes_the_48_gib_term() -> None:
+    # server_args.py ServerArgs.__post_init__@0.4.7 (by_parallel_48g): above 96 GiB the fraction is
+    # min(f + 48 GiB x (1 - f) / M, (M - 18 GiB) / M) with f 0.88 above 80 GiB. An AMD card of 262,144 MiB:
+    # 0.88 + 49,152 x 0.12 / 262,144 = 0.90250 against (262,144 - 18,432) / 262,144 = 0.92969: the first.
+    from kvsize.engines.sglang import early_mem_fraction_static
+    from kvsize.engines.sglang_releases import RULES_047
+
+    got = early_mem_fraction_static(262_144, tp=1, pp=1, amd=True, rules=RULES_047)
+    assert got == pytest.approx(0.88 + 49_152 * (1 - 0.88) / 262_144)
+
+
+def test_gpt_neo_default_attention_types_are_12_pairs() -> None:
+    # GPTNeoConfig (transformers 5.24): attention_types defaults to [[["global", "local"], 12]]: 24 layers,
+    # 12 global and 12 local (window 256).
+    from kvsize.config import parse_config
+
+    config = {
+        "model_type": "gpt_neo",
+        "num_layers": 24,
+        "hidden_size": 64,
+        "num_heads": 4,
+        "vocab_size": 100,
+        "max_position_embeddings": 2048,
+    }
+    kinds = [layer.attention.kind.value for layer in parse_config(config).layers if layer.attention is not None]
+    assert kinds == ["full", "sliding"] * 12
+
+
+def test_vllm_sampler_takes_32000_words_when_the_config_names_no_vocabulary() -> None:
+    # budget.py vllm_activation_bytes: `spec.vocab_size or 32_000` (LlamaConfig's default): a spec without a
+    # vocabulary costs what vocab_size 32,000 does.
+    import msgspec
+
+    from kvsize.budget import vllm_activation_bytes
+    from kvsize.config import parse_config
+
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+    none, given = msgspec.structs.replace(spec, vocab_size=None), msgspec.structs.replace(spec, vocab_size=32_000)
+    # 256 batched tokens: the sampler (1,024 x vocab x 14 B + the top-k buffer) outweighs the forward pass.
+    kwargs: dict[str, Any] = {"max_batched_tokens": 256, "max_num_seqs": 1024, "gpu": "NVIDIA H100 80GB HBM3"}
+    assert vllm_activation_bytes(none, **kwargs) == vllm_activation_bytes(given, **kwargs)
+    assert vllm_activation_bytes(none, **kwargs) != vllm_activation_bytes(
+        msgspec.structs.replace(spec, vocab_size=32_001), **kwargs
+    )
+
+
+def test_a_v1_log_without_its_v1_banner_is_still_v1() -> None:
+    # engine_log.py: V0 only when none of "V1 LLM engine", "v1/", "gpu_worker.py" is in the log. An llm-d log
+    # with its "V1 LLM engine" line dropped still prints v1/worker/gpu_worker.py paths: V1.
+    from kvsize.engine_log import parse_log
+
+    path = Path(__file__).parent / "data" / "logs" / "llmd-meta-llama-llama-3-1-8b-tp1pp1dp1-8192.log"
+    text = "\n".join(line for line in path.read_text().splitlines() if "V1 LLM engine" not in line)
+    log = parse_log(text)
+    assert log is not None and log.settings["engine_generation"] == "V1"
+
+
+def test_weights_dtype_names_read_as_a_kv_dtype() -> None:
+    # weights.py weight_bits: a name that is not a weights dtype but parses as a KV dtype of the same width is
+    # taken as it ("half" -> fp16, 16 bits).
+    from kvsize.weights import weight_bits
+
+    assert weight_bits("half") == 16
+
+
+def test_quantization_config_inside_the_text_config() -> None:
+    # weights.py quant_scheme: a wrapper without a quantization_config of its own uses its text_config's.
+    from kvsize.weights import quant_scheme
+
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    scheme = quant_scheme({"model_type": "llava", "text_config": {"quantization_config": fp8}})
+    assert scheme is not None and scheme.method == "fp8"
+    assert quant_scheme({"model_type": "llava", "text_config": {}}) is None
+
+
+def test_nemotron_h_top_k_above_the_experts_activates_them_all() -> None:
+    # params.py _nemotron_h_moe: top_k = min(num_experts_per_tok, n_routed_experts); asking for more experts
+    # than exist makes every expert active (active = total), never more than total.
+    from kvsize.params import estimate_parameters
+
+    raw = registry_config("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    many = {**raw, "num_experts_per_tok": raw["n_routed_experts"] + 5}
+    counted = estimate_parameters(many)
+    assert counted.active == counted.total
+
+
+def test_zamba2_intermediate_size_defaults_to_4_hidden() -> None:
+    # transformers Zamba2Config: intermediate_size None -> 4 x hidden_size (5.24).
+    from kvsize.params import estimate_parameters
+
+    raw = registry_config("Zyphra/Zamba2-7B")
+    without = {k: v for k, v in raw.items() if k not in ("intermediate_size", "ffn_hidden_size")}
+    given = {**without, "intermediate_size": 4 * raw["hidden_size"]}
+    assert estimate_parameters(without).total == estimate_parameters(given).total
+
+
+def test_qwen3_5_vision_spatial_merge_defaults_to_2() -> None:
+    # Qwen3_5VisionConfig (transformers 5.24): spatial_merge_size 2 when the config leaves it out.
+    from kvsize.params import estimate_parameters
+
+    raw = registry_config("Qwen/Qwen3.5-9B")
+    vision = {k: v for k, v in raw["vision_config"].items() if k != "spatial_merge_size"}
+    assert (
+        estimate_parameters({**raw, "vision_config": vision}).breakdown["vision"]
+        == estimate_parameters({**raw, "vision_config": {**vision, "spatial_merge_size": 2}}).breakdown["vision"]
+    )
+
+
+def test_raw_mla_head_dims_needs_both_integers() -> None:
+    # hf.py raw_mla_head_dims: (qk_nope_head_dim, v_head_dim) only when both are integers (not booleans).
+    from kvsize.engines.hf import raw_mla_head_dims
+
+    assert raw_mla_head_dims({"qk_nope_head_dim": 128, "v_head_dim": 128}) == (128, 128)
+    assert raw_mla_head_dims({"qk_nope_head_dim": 128}) is None
+    assert raw_mla_head_dims({"v_head_dim": 128}) is None
+    assert raw_mla_head_dims({"qk_nope_head_dim": True, "v_head_dim": 128}) is None
