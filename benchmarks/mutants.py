@@ -287,7 +287,13 @@ _HF_V4_ONE_HEAD = (
     "caches one K = V head'), so 2 x heads and 2 // heads are both 2."
 )
 
+_DEEPSTACK_COUNT_ONLY = (
+    "params.py _qwen3_5_vision counts one merger per deepstack_visual_indexes entry: the default list's values "
+    "(which layers feed them) do not size the tower, only its length (3)."
+)
+
 EQUIVALENT: dict[str, str] = {
+    "kvsize/params.py:1170:33:8 -> 9": _DEEPSTACK_COUNT_ONLY,
     "kvsize/fit.py:807:18:>= -> >": _FIT_ZERO_BUDGET,
     "kvsize/engines/trtllm.py:146:35:0 -> 1": _TRT_POOL_RUNTIME_DEFAULT,
     "kvsize/engines/trtllm.py:297:19:0 -> 1": _TRT_NO_SHARED_PREFIX,

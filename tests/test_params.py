@@ -784,20 +784,6 @@ def test_gemma4_layer_parts_by_hand() -> None:
     assert wide.total - shared.total == 2 * 24_576
 
 
-def test_a_tower_left_out_is_named_in_the_weights_line() -> None:
-    # A tower kvsize has no counter for (here a made-up type on Gemma 3): the weights estimate says so rather than
-    # passing as the whole model.
-    from kvsize.resolve import LoadedConfig
-    from kvsize.weights import weights_from_config
-
-    raw = registry_config("google/gemma-3-27b-it")
-    raw = {**raw, "vision_config": {**raw["vision_config"], "model_type": "made_up_vision"}}
-    loaded = LoadedConfig(model="<config>", raw=raw, source="local", location="<dict>")
-    size = weights_from_config(loaded, model_dtype="bf16")
-    assert "vision tower (made_up_vision) not counted" in size.source
-    gemma = LoadedConfig(model="<config>", raw=registry_config("google/gemma-4-E2B-it"), source="local", location="x")
-    assert "not counted" not in weights_from_config(gemma, model_dtype="bf16").source
-
 
 def test_qwen3_vl_vision_counts_its_deepstack_mergers() -> None:
     # Qwen3-VL-2B (transformers 5.24 modeling_qwen3_vl.py Qwen3VLVisionModel): merged width 1024 x 2^2 = 4096,
@@ -903,3 +889,24 @@ def test_lfm2_feed_forward_width_rules() -> None:
     assert estimate_parameters({**base, "block_auto_adjust_ff_dim": False}).breakdown["mlp"] == 3 * 64 * 1000
     # Left out, the multiplier is Lfm2Config's 1.0: 666 rounded up to 768.
     assert estimate_parameters(base).breakdown["mlp"] == 3 * 64 * 768
+
+
+def test_qwen3_vl_vision_defaults_match_transformers() -> None:
+    # A Qwen3-VL config whose vision_config names nothing takes Qwen3VLVisionConfig's defaults (depth 27, hidden
+    # 1152, MLP 4304, patch 16, merge 2, temporal 2, out 3584, 2304 positions, three deepstack mergers): the same
+    # tower transformers builds from an empty vision config.
+    import torch
+    from transformers.models.qwen3_vl import modeling_qwen3_vl
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig
+
+    raw = {**registry_config("Qwen/Qwen3-VL-2B-Instruct"), "vision_config": {}}
+    with torch.device("meta"):
+        tower = modeling_qwen3_vl.Qwen3VLVisionModel._from_config(Qwen3VLVisionConfig())
+    assert estimate_parameters(raw).breakdown["vision"] == sum(t.numel() for t in tower.state_dict().values())
+
+
+def test_siglip2_channels_default_to_3() -> None:
+    # Siglip2VisionConfig: num_channels 3 when left out.
+    raw = registry_config("LiquidAI/LFM2.5-VL-1.6B")
+    vision = {k: v for k, v in raw["vision_config"].items() if k != "num_channels"}
+    assert estimate_parameters({**raw, "vision_config": vision}).total == estimate_parameters(raw).total

@@ -6,6 +6,8 @@ import json
 import struct
 from pathlib import Path
 
+from tiny_configs import registry_config
+
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.weights import find_weights, safetensors_data_bytes, weights_from_hub_counts
 
@@ -96,3 +98,20 @@ def test_gptq_per_channel_group_size(tmp_path: Path) -> None:
     weights = find_weights(load_model_config(str(tmp_path)))
     assert SMALL_PARAMS == 210_240
     assert weights.bytes == 300_800
+
+
+def test_a_tower_left_out_is_named_in_the_weights_line() -> None:
+    # A tower kvsize has no counter for (here a made-up type on Gemma 3): the weights estimate says so rather than
+    # passing as the whole model.
+    from kvsize.resolve import LoadedConfig
+    from kvsize.weights import weights_from_config
+
+    raw = registry_config("google/gemma-3-27b-it")
+    raw = {**raw, "vision_config": {**raw["vision_config"], "model_type": "made_up_vision"}}
+    loaded = LoadedConfig(model="<config>", raw=raw, source="local", location="<dict>")
+    size = weights_from_config(loaded, model_dtype="bf16")
+    assert "vision tower (made_up_vision) not counted" in size.source
+    gemma = LoadedConfig(model="<config>", raw=registry_config("google/gemma-4-E2B-it"), source="local", location="x")
+    counted = weights_from_config(gemma, model_dtype="bf16").source
+    assert "not counted" not in counted and "and projector counted" not in counted  # only what is left out
+    assert counted.startswith("estimate: 5,104,298,432 parameters counted from the config at bf16 (16 bits)")
