@@ -910,3 +910,21 @@ def test_siglip2_channels_default_to_3() -> None:
     raw = registry_config("LiquidAI/LFM2.5-VL-1.6B")
     vision = {k: v for k, v in raw["vision_config"].items() if k != "num_channels"}
     assert estimate_parameters({**raw, "vision_config": vision}).total == estimate_parameters(raw).total
+
+
+def test_ernie_negative_shared_experts_are_bad_input() -> None:
+    # moe_num_shared_experts counts MLPs: 0 means none, -1 is refused, not read as minus one shared expert.
+    name, base, _ = PERIODIC_MOE[7]
+    config = {**_periodic(name, base), "moe_num_shared_experts": -1}
+    with pytest.raises(ConfigError, match="moe_num_shared_experts"):
+        estimate_parameters(config)
+
+
+def test_qwen2_5_vl_temporal_patch_defaults_to_2() -> None:
+    # Qwen2_5_VLVisionConfig (transformers 5.24): temporal_patch_size 2 when the config leaves it out.
+    raw = registry_config("Qwen/Qwen2.5-VL-7B-Instruct")
+    vision = {k: v for k, v in raw["vision_config"].items() if k != "temporal_patch_size"}
+    assert (
+        estimate_parameters({**raw, "vision_config": vision}).breakdown["vision"]
+        == estimate_parameters({**raw, "vision_config": {**vision, "temporal_patch_size": 2}}).breakdown["vision"]
+    )
