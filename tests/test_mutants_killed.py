@@ -1613,3 +1613,48 @@ def test_raw_mla_head_dims_needs_both_integers() -> None:
     assert raw_mla_head_dims({"qk_nope_head_dim": 128}) is None
     assert raw_mla_head_dims({"v_head_dim": 128}) is None
     assert raw_mla_head_dims({"qk_nope_head_dim": True, "v_head_dim": 128}) is None
+
+
+# --- round 12 (seed 12): weights, engines/trtllm, engines/hf again, five each -------------------------------------
+
+
+def test_fp4_weight_widths_count_their_scales() -> None:
+    # weights.py WEIGHT_BITS: MXFP4 packs 4-bit e2m1 weights with one 8-bit E8M0 scale per 32 (OCP MX), 4.25 bits a
+    # weight; NVFP4 one 8-bit e4m3 scale per 16, 4.5 bits.
+    from fractions import Fraction
+
+    from kvsize.weights import weight_bits
+
+    assert weight_bits("mxfp4") == Fraction(17, 4)
+    assert weight_bits("nvfp4") == Fraction(9, 2)
+
+
+def test_trtllm_vswa_prefix_inside_the_window_is_all_shared() -> None:
+    # TrtllmEngine.prefix_shared_tokens with VSWA: blocks before max(0, ctx - W) are gone. gpt-oss (W 128), blocks of
+    # 32, a 64-token prefix at ctx 100: nothing is out of the window (100 - 128 < 0), so both prefix blocks are
+    # shared: 64 tokens (a negative skip would count 96).
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+    from kvsize.spec import AttentionKind
+
+    spec = parse_config(registry_config("openai/gpt-oss-20b"))
+    sliding = next(
+        layer.attention
+        for layer in spec.layers
+        if layer.attention is not None and layer.attention.kind is AttentionKind.SLIDING
+    )
+    engine = get_engine("trtllm", vswa=True)
+    assert engine.prefix_shared_tokens(spec, sliding, 64, 100, 32) == 64
+
+
+def test_hf_static_cache_holds_exactly_its_length() -> None:
+    # StaticCache(max_cache_len=N) holds a context of exactly N tokens; N + 1 is refused.
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+    engine = get_engine("hf", cache_implementation="static", max_cache_len=4096)
+    assert engine.estimate(spec, ctx=4096, batch=1, kv_dtype=KvDtype.BF16).kv_cache_bytes == 4096 * 32 * 8 * 128 * 4
+    with pytest.raises(UsageError, match="cannot hold ctx 4097"):
+        engine.estimate(spec, ctx=4097, batch=1, kv_dtype=KvDtype.BF16)
