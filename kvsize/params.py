@@ -35,6 +35,8 @@ class ParamEstimate(msgspec.Struct, frozen=True):
     """total split by kind: embeddings, lm_head, attention, mlp, experts, mamba, norms, vision, audio, other."""
     notes: tuple[str, ...]
     """Assumptions made and parts left out (vision tower, MTP layers)."""
+    left_out: tuple[str, ...] = ()
+    """The parts of the checkpoint not counted (towers without a rule), as said in `notes`."""
     layers: tuple[tuple[str, dict[str, int]], ...] = ()
     """Per decoder layer: (its kind, its parameters by kind), for the families counted layer by layer (the
     Llama template, Jamba, Nemotron-H); the rest of `breakdown` is outside the layers. Empty for the others."""
@@ -245,7 +247,13 @@ class _Acc:
         self.inactive = 0
         self.moe = False
         self.notes: list[str] = []
+        self.left_out: list[str] = []
         self.layers: list[tuple[str, dict[str, int]]] = []
+
+    def leave_out(self, note: str) -> None:
+        """A part of the checkpoint the count does not include (a tower it has no rule for), said as a note."""
+        self.notes.append(note)
+        self.left_out.append(note.rstrip("."))
 
     def add(self, kind: str, n: int) -> None:
         if n:
@@ -350,7 +358,12 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
     total = sum(acc.parts.values())
     active = total - acc.inactive if acc.moe else None
     return ParamEstimate(
-        total=total, active=active, breakdown=dict(acc.parts), notes=tuple(acc.notes), layers=tuple(acc.layers)
+        total=total,
+        active=active,
+        breakdown=dict(acc.parts),
+        notes=tuple(acc.notes),
+        left_out=tuple(acc.left_out),
+        layers=tuple(acc.layers),
     )
 
 
@@ -1201,10 +1214,10 @@ def _count_vision(top: Mapping[str, Any], text: _Cfg, acc: _Acc, *, model_type: 
         elif vtype == "gemma4_vision":
             n = _gemma4_vision(v) + v.hidden() * text.hidden()  # Gemma4MultimodalEmbedder.embedding_projection
         else:
-            acc.notes.append(f"vision tower ({vtype or 'unknown type'}) not counted.")
+            acc.leave_out(f"vision tower ({vtype or 'unknown type'}) not counted.")
             return
     except ConfigError as exc:
-        acc.notes.append(f"vision tower not counted: {exc}")
+        acc.leave_out(f"vision tower not counted: {exc}")
         return
     acc.add("vision", n)
     acc.notes.append(f"vision tower ({vtype or model_type}) and projector counted.")
@@ -1217,13 +1230,13 @@ def _count_audio(top: Mapping[str, Any], text: _Cfg, acc: _Acc) -> None:
         return
     atype = str(audio.get("model_type") or "")
     if atype != "gemma4_audio":
-        acc.notes.append(f"audio tower ({atype or 'unknown type'}) not counted.")
+        acc.leave_out(f"audio tower ({atype or 'unknown type'}) not counted.")
         return
     a = _Cfg(audio, where="audio_config.")
     try:
         n = _gemma4_audio(a) + a.int_("output_proj_dims") * text.hidden()  # its Gemma4MultimodalEmbedder
     except ConfigError as exc:
-        acc.notes.append(f"audio tower not counted: {exc}")
+        acc.leave_out(f"audio tower not counted: {exc}")
         return
     acc.add("audio", n)
     acc.notes.append(f"audio tower ({atype}) and projector counted.")

@@ -616,7 +616,7 @@ def weights_from_config(
     from kvsize.params import estimate_parameters
 
     counted = estimate_parameters(loaded.raw)
-    left_out = "".join(f"; {n.rstrip('.')}" for n in counted.notes if "tower" in n and "not counted" in n)
+    left_out = "".join(f"; {part}" for part in counted.left_out)
     base = weight_bits(model_dtype)
     if weights_dtype is not None and num_parameters and weight_bits(weights_dtype) < base:
         # A published count re-priced at another precision: embeddings and lm_head stay at the model dtype.
