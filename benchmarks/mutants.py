@@ -294,6 +294,7 @@ _DEEPSTACK_COUNT_ONLY = (
 
 EQUIVALENT: dict[str, str] = {
     "kvsize/params.py:1183:33:8 -> 9": _DEEPSTACK_COUNT_ONLY,
+    "kvsize/params.py:1183:33:8 -> 7": _DEEPSTACK_COUNT_ONLY,
     "kvsize/fit.py:807:18:>= -> >": _FIT_ZERO_BUDGET,
     "kvsize/engines/trtllm.py:146:35:0 -> 1": _TRT_POOL_RUNTIME_DEFAULT,
     "kvsize/engines/trtllm.py:297:19:0 -> 1": _TRT_NO_SHARED_PREFIX,
