@@ -16,7 +16,15 @@ from kvsize.config import parse_config
 from kvsize.dtypes import KvDtype
 from kvsize.engines import ENGINES, get_engine
 from kvsize.engines.base import UnsupportedArchitecture
-from kvsize.engines.hf import RULE_LATENT, RULE_PER_HEAD, HfEngine, parse_release, resolve_version
+from kvsize.engines.hf import (
+    HF_RULES,
+    RULE_GROUPED_FALCON,
+    RULE_LATENT,
+    RULE_PER_HEAD,
+    HfEngine,
+    parse_release,
+    resolve_version,
+)
 from kvsize.errors import UsageError
 from kvsize.registry import load_registry_config, registry_entries
 from kvsize.spec import ArchSpec, AttentionSpec
@@ -45,19 +53,38 @@ def test_registered_for_engine_all() -> None:
 @pytest.mark.parametrize(
     ("given", "rule"),
     [
+        ("5.25.0", RULE_GROUPED_FALCON),
+        ("5.25.0.dev0", RULE_GROUPED_FALCON),
+        ("6.0", RULE_GROUPED_FALCON),
         ("5.24.0", RULE_LATENT),
+        ("5.24.9", RULE_LATENT),
         ("5.15.0", RULE_LATENT),
         ("v5.15.0.dev0", RULE_LATENT),
-        ("6.0", RULE_LATENT),
         ("5.14.2", RULE_PER_HEAD),
         ("4.57.6", RULE_PER_HEAD),
         ("4.45", RULE_PER_HEAD),
+        (RULE_GROUPED_FALCON, RULE_GROUPED_FALCON),
         (RULE_LATENT, RULE_LATENT),
         (RULE_PER_HEAD, RULE_PER_HEAD),
+        ("5.15+", RULE_LATENT),  # the name kvsize printed before 5.25 split the rule keeps its meaning
     ],
 )
 def test_engine_version_release_numbers_and_rules(given: str, rule: str) -> None:
     assert hf(given).version == rule
+
+
+def test_rule_table_switches() -> None:
+    # One switch changes at each boundary: latent MLA at 5.15, Falcon's grouped K/V at 5.25.
+    assert (HF_RULES[RULE_PER_HEAD].mla_latent, HF_RULES[RULE_PER_HEAD].falcon_grouped_kv) == (False, False)
+    assert (HF_RULES[RULE_LATENT].mla_latent, HF_RULES[RULE_LATENT].falcon_grouped_kv) == (True, False)
+    assert (HF_RULES[RULE_GROUPED_FALCON].mla_latent, HF_RULES[RULE_GROUPED_FALCON].falcon_grouped_kv) == (True, True)
+    assert [r.since for r in HF_RULES.values()] == [(5, 25), (5, 15), (0, 0)]
+
+
+def test_a_release_newer_than_read_says_so() -> None:
+    assert hf("5.25.0").release_note is None and hf("5.24.0").release_note is None
+    note = hf("5.26.0").release_note or ""
+    assert "newer than the newest release kvsize has read (5.25)" in note and "5.25+" in note
 
 
 def test_bad_engine_version() -> None:
@@ -71,7 +98,7 @@ def test_default_version_follows_the_installed_release(monkeypatch: pytest.Monke
     assert resolve_version(None) == (RULE_PER_HEAD, "4.57.6", "installed")
     monkeypatch.setattr("kvsize.engines.hf.installed_transformers_version", lambda: None)
     rule, release, source = resolve_version(None)
-    assert (rule, release) == (RULE_LATENT, None) and "not installed" in source
+    assert (rule, release) == (RULE_GROUPED_FALCON, None) and "not installed" in source
 
 
 def test_llama_full_layers() -> None:
@@ -168,21 +195,51 @@ def test_remote_code_only_models(hub_id: str) -> None:
         hf().check_supported(spec_of(hub_id))
 
 
-def test_head_count_quirks_falcon_and_mpt() -> None:
-    # Falcon new decoder architecture: all 64 query heads cached, not the 8 KV heads; head_dim 4096 / 64 = 64:
-    # 2 layers x 64 heads x (64 + 64) x 2 B = 32768 B/token. MPT: all 16 heads of 2048 / 16 = 128:
-    # 2 layers x 16 x (128 + 128) x 2 B = 16384 B/token.
-    falcon = {
-        "model_type": "falcon",
-        "new_decoder_architecture": True,
-        "num_kv_heads": 8,
-        "num_attention_heads": 64,
-        "hidden_size": 4096,
-        "num_hidden_layers": 2,
-    }
-    assert (
-        hf(raw_config=falcon).estimate(parse_config(falcon), ctx=1, batch=1, kv_dtype=BF16).kv_bytes_per_token == 32768
-    )
+FALCON_NEW = {
+    "model_type": "falcon",
+    "new_decoder_architecture": True,
+    "num_kv_heads": 8,
+    "num_attention_heads": 64,
+    "hidden_size": 4096,
+    "num_hidden_layers": 2,
+}
+FALCON_OLD_MHA = {**FALCON_NEW, "new_decoder_architecture": False, "multi_query": False, "num_kv_heads": 64}
+FALCON_OLD_MQA = {**FALCON_NEW, "new_decoder_architecture": False, "multi_query": True, "num_kv_heads": 64}
+
+
+@pytest.mark.parametrize(
+    ("release", "config", "heads"),
+    [
+        # New decoder architecture: through 5.24 `_split_heads` broadcasts K and V to all 64 query heads before
+        # the cache; 5.25 caches the 8 KV heads and repeats them inside attention (modeling_falcon.py).
+        ("5.24.0", FALCON_NEW, 64),
+        ("4.57.6", FALCON_NEW, 64),
+        ("5.25.0", FALCON_NEW, 8),
+        # The old layout: multi-head caches every head, multi_query one, in every release.
+        ("5.24.0", FALCON_OLD_MHA, 64),
+        ("5.25.0", FALCON_OLD_MHA, 64),
+        ("5.24.0", FALCON_OLD_MQA, 1),
+        ("5.25.0", FALCON_OLD_MQA, 1),
+    ],
+)
+def test_falcon_cached_heads_by_release(release: str, config: dict[str, object], heads: int) -> None:
+    # head_dim 4096 / 64 = 64: 2 layers x heads x (64 + 64) x 2 B per token.
+    engine = hf(release, raw_config=config)
+    est = engine.estimate(parse_config(config), ctx=1, batch=1, kv_dtype=BF16)
+    assert est.kv_bytes_per_token == 2 * heads * 128 * 2
+    # The note says so only where the cache holds more heads than the config's KV heads.
+    assert any("one K/V head per query head" in n for n in est.notes) == (heads > config["num_kv_heads"])
+
+
+def test_falcon_without_its_raw_config_reads_the_kv_heads() -> None:
+    # The plain CLI passes no raw config: 8 KV heads (not 1) mean the new architecture.
+    spec = parse_config(FALCON_NEW)
+    assert hf("5.24.0").estimate(spec, ctx=1, batch=1, kv_dtype=BF16).kv_bytes_per_token == 2 * 64 * 128 * 2
+    assert hf("5.25.0").estimate(spec, ctx=1, batch=1, kv_dtype=BF16).kv_bytes_per_token == 2 * 8 * 128 * 2
+
+
+def test_head_count_quirks_mpt() -> None:
+    # MPT: all 16 heads of 2048 / 16 = 128: 2 layers x 16 x (128 + 128) x 2 B = 16384 B/token.
     mpt = {"model_type": "mpt", "n_heads": 16, "d_model": 2048, "n_layers": 2, "attn_config": {"kv_n_heads": 8}}
     assert hf().estimate(parse_config(mpt), ctx=1, batch=1, kv_dtype=BF16).kv_bytes_per_token == 16384
 

@@ -171,6 +171,10 @@ def tensors(value: Any) -> Iterator[tuple[str, torch.Tensor]]:
             yield from ((f"{name}.{sub}", t) for sub, t in tensors(item))
 
 
+# 0-dim int64 counters: DynamicSlidingWindowLayer, StaticLayer and (5.25) LinearAttentionLayer (cache_utils.py).
+BOOKKEEPING = ("_sliding_window_tensor", "cumulative_length", "cumulative_length_linear")
+
+
 def held_bytes(cache: Any) -> list[int]:
     """numel x element_size of every tensor attribute of every cache layer, each tensor once (DeepSeek-V4's
     compressed layers keep `values is keys`: one buffer, held once); 0-dim bookkeeping checked and left out."""
@@ -179,7 +183,7 @@ def held_bytes(cache: Any) -> list[int]:
         held: dict[int, int] = {}
         for name, t in tensors(vars(layer)):
             if t.dim() == 0:
-                assert name in ("_sliding_window_tensor", "cumulative_length") or name.startswith("_quantized_"), name
+                assert name in BOOKKEEPING or name.startswith("_quantized_"), name
                 continue
             held[id(t)] = t.numel() * t.element_size()
         out.append(sum(held.values()))
@@ -314,7 +318,7 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "mamba (Mamba-1 state)": ("mamba", {}, {}),
     "mamba2": ("mamba2", {}, {}),
     "jamba (attention 1 in 8)": ("jamba", {}, {}),
-    "falcon new decoder architecture (caches all query heads)": (
+    "falcon new decoder architecture (query heads to 5.24, KV heads from 5.25)": (
         "falcon",
         {"new_decoder_architecture": True, "num_kv_heads": 8, "num_attention_heads": 64, "hidden_size": 4096},
         {},

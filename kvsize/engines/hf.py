@@ -1,8 +1,8 @@
 """Hugging Face transformers: the tensors a `DynamicCache` or `StaticCache` really holds after a forward.
 
-Rules read from transformers 5.24.0 (`transformers/cache_utils.py` and the modeling files named beside each
-rule; research notes: ENGINES.md §3) and checked to the byte by tests/test_hf_oracle.py, which runs every
-registry model on the meta device and sums the cache's tensors:
+Rules read from transformers 5.24.0 and 5.25.0 (`transformers/cache_utils.py` and the modeling files named beside
+each rule; research notes: ENGINES.md §3; what changed between releases is tabled in HF_RULES) and checked to the
+byte by tests/test_hf_oracle.py, which runs every registry model on the meta device and sums the cache's tensors:
 
 - One cache layer per decoder layer, typed by `get_layer_types_and_kwargs` (cache_utils.py): `full_attention`
   -> `DynamicLayer`, `sliding_attention` / `chunked_attention` -> `DynamicSlidingWindowLayer`,
@@ -34,8 +34,10 @@ registry model on the meta device and sums the cache's tensors:
   MiMoV2FlashAttention: sliding layers 2 x num_key_value_heads, K head_dim / V v_head_dim on every layer).
   KV-sharing consumers (`kv_sharing_modes` "reuse", Gemma 3n / 4) get a `DummyLayer`.
 - Head counts the config does not give directly: Falcon's new decoder architecture caches every query head
-  (`FalconAttention.forward`, models/falcon/modeling_falcon.py: `num_kv_heads = self.num_heads if
-  self.new_decoder_architecture`), MPT is always multi-head (models/mpt/modeling_mpt.py ignores kv_n_heads).
+  through 5.24 (models/falcon/modeling_falcon.py `FalconAttention._split_heads` broadcasts K and V before
+  `layer_past.update`) and its num_kv_heads from 5.25 (K/V split per group, `repeat_kv` after the cache); the
+  old multi-head layout caches every head, multi_query one. MPT is always multi-head (models/mpt/modeling_mpt.py
+  ignores kv_n_heads). Releases are tabled in HF_RULES below.
 
 - DeepSeek-V4 (models/deepseek_v4/modeling_deepseek_v4.py; `DynamicCache` builds each layer from its layer type,
   the cache classes registering themselves by `_layer_type`). Sliding layers: `DynamicSlidingWindowLayer`, K and V
@@ -49,13 +51,16 @@ registry model on the meta device and sums the cache's tensors:
   Activation dtype bf16 / fp32 only (fp16 upcasts the compressor's projections, `_keep_in_fp32_modules`).
 
 Not counted: 0-dim int64 bookkeeping tensors (`DynamicSlidingWindowLayer._sliding_window_tensor`,
-`StaticLayer.cumulative_length`), 8 bytes each per layer whatever the batch or context.
+`StaticLayer.cumulative_length`, 5.25's `LinearAttentionLayer.cumulative_length_linear`), 8 bytes each per layer
+whatever the batch or context. 5.25's `recurrent_states_history` holds states only while `record_past` is on
+(`activate_past_recording`, for assisted decoding's rollback), which a plain generate() never turns on.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from math import lcm, prod
 from typing import Any
 
@@ -65,10 +70,35 @@ from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
 
-RULE_LATENT = "5.15+"
+
+@dataclass(frozen=True)
+class HfRules:
+    """What one range of transformers releases caches, where it changed (each field cites where it was read)."""
+
+    since: tuple[int, int]
+    mla_latent: bool
+    """DeepSeek-style attention caches the compressed latent kv_lora_rank + qk_rope_head_dim (5.15+,
+    models/deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention.forward), not per-head K and V."""
+    falcon_grouped_kv: bool
+    """Falcon's new decoder architecture caches its num_kv_heads K/V heads and repeats them only inside attention
+    (5.25.0 models/falcon/modeling_falcon.py FalconAttention.forward -> layer_past.update, then repeat_kv in
+    eager_attention_forward); through 5.24.0 `_split_heads` broadcast K and V to every query head first."""
+
+
+RULE_GROUPED_FALCON = "5.25+"
+RULE_LATENT = "5.15-5.24"
 RULE_PER_HEAD = "<5.15"
-MLA_LATENT_SINCE = (5, 15)
-"""First release whose DeepSeek-style attention caches the compressed latent (transformers PR for 5.15)."""
+HF_RULES: dict[str, HfRules] = {
+    RULE_GROUPED_FALCON: HfRules(since=(5, 25), mla_latent=True, falcon_grouped_kv=True),
+    RULE_LATENT: HfRules(since=(5, 15), mla_latent=True, falcon_grouped_kv=False),
+    RULE_PER_HEAD: HfRules(since=(0, 0), mla_latent=False, falcon_grouped_kv=False),
+}
+"""Newest first. A rule is named by the releases it covers; each runs until the next one's first release."""
+NEWEST_READ = (5, 25)
+"""The newest transformers release whose cache code kvsize has read (5.25.0); a newer one gets the newest rule
+with a note."""
+LEGACY_RULE_NAMES = {"5.15+": RULE_LATENT}
+"""Rule names kvsize once printed (before 5.25 split the latent rule): they keep their meaning."""
 
 ACTIVATION_DTYPES = frozenset({KvDtype.FP32, KvDtype.FP16, KvDtype.BF16})
 QUANTIZED_DTYPES = frozenset({KvDtype.FP8_E4M3})
@@ -118,7 +148,7 @@ def parse_release(text: str) -> tuple[int, int] | None:
 
 
 def rule_for_release(release: tuple[int, int]) -> str:
-    return RULE_LATENT if release >= MLA_LATENT_SINCE else RULE_PER_HEAD
+    return next(name for name, rules in HF_RULES.items() if release >= rules.since)
 
 
 def resolve_version(version: str | None) -> tuple[str, str | None, str]:
@@ -127,16 +157,18 @@ def resolve_version(version: str | None) -> tuple[str, str | None, str]:
         installed = installed_transformers_version()
         parsed = parse_release(installed) if installed else None
         if installed is None or parsed is None:
-            return RULE_LATENT, None, "transformers not installed: newest modelled rule"
+            return RULE_GROUPED_FALCON, None, "transformers not installed: newest modelled rule"
         return rule_for_release(parsed), installed, "installed"
     text = version.strip()
-    if text in (RULE_LATENT, RULE_PER_HEAD):
+    if text in HF_RULES:
         return text, None, "given"
+    if text in LEGACY_RULE_NAMES:
+        return LEGACY_RULE_NAMES[text], None, "given"
     parsed = parse_release(text)
     if parsed is None:
         raise UsageError(
             f"--engine-version '{version}' is not modelled for hf",
-            hint=f"Give a transformers release (5.24.0, 4.57.6) or a rule: {RULE_LATENT}, {RULE_PER_HEAD}.",
+            hint=f"Give a transformers release (5.25.0, 4.57.6) or a rule: {', '.join(HF_RULES)}.",
         )
     return rule_for_release(parsed), text, "given"
 
@@ -187,7 +219,7 @@ MASKED_WINDOW_MODEL_TYPES = frozenset({"gpt_neo"})
 class HfEngine(Engine):
     name = "hf"
     title = "Hugging Face transformers"
-    versions = (RULE_LATENT, RULE_PER_HEAD)
+    versions = tuple(HF_RULES)
     sized_state_kinds = frozenset(StateKind)  # hf_state_bytes: conv full kernel + recurrent state, per kind
 
     def __init__(
@@ -202,6 +234,13 @@ class HfEngine(Engine):
         super().__init__(rule)
         self.release = release
         self.release_source = source
+        self.rules = HF_RULES[rule]
+        parsed = parse_release(release) if release else None
+        if parsed is not None and parsed > NEWEST_READ:
+            self.release_note = (
+                f"transformers {release} is newer than the newest release kvsize has read "
+                f"({'.'.join(map(str, NEWEST_READ))}); sized with the rules of {rule}"
+            )
         if cache_implementation not in CACHE_IMPLEMENTATIONS:
             raise UsageError(
                 f"cache implementation '{cache_implementation}' is not modelled for hf",
@@ -223,7 +262,7 @@ class HfEngine(Engine):
         release = f"transformers {self.release} ({self.release_source})" if self.release else self.release_source
         mla = (
             "MLA caches the latent kv_lora_rank + qk_rope_head_dim (DSA: + the indexer key, index_head_dim)"
-            if self.version == RULE_LATENT
+            if self.rules.mla_latent
             else "MLA caches per-head K (qk_nope+qk_rope) and V (v_head_dim) for every query head"
         )
         if self.static:
@@ -251,13 +290,13 @@ class HfEngine(Engine):
             )
         if spec.model_type == "mimo_v2_flash":
             self._check_mimo(spec)
-        if self.version == RULE_PER_HEAD and _indexed(spec):
+        if not self.rules.mla_latent and _indexed(spec):
             raise UnsupportedArchitecture(
                 "kvsize has read transformers' DeepSeek sparse attention cache (DynamicIndexedLayer) in 5.24 only, "
                 "not under the <5.15 per-head MLA rule",
                 hint="Use --engine-version 5.24.0 (the release kvsize read).",
             )
-        if self.version == RULE_PER_HEAD and any(
+        if not self.rules.mla_latent and any(
             self._mla_dims(layer.attention) is None
             for layer, _ in spec.layer_groups()
             if layer.attention is not None and layer.attention.kind is AttentionKind.MLA
@@ -359,14 +398,18 @@ class HfEngine(Engine):
         return raw_mla_head_dims(self.raw_config) if self.raw_config is not None else None
 
     def cached_kv_heads(self, spec: ArchSpec, attn: AttentionSpec) -> int:
-        """KV heads transformers stores for a non-MLA layer: the config's KV heads, except Falcon's new decoder
-        architecture (all query heads) and MPT (always multi-head)."""
+        """KV heads transformers stores for a non-MLA layer: the config's KV heads, except Falcon (all query heads
+        for the new decoder architecture through 5.24 and for the old multi-head layout) and MPT (multi-head)."""
         heads = spec.num_attention_heads or attn.num_kv_heads
         if spec.model_type == "mpt":
             return heads
         if spec.model_type == "falcon":
             new_arch = raw_falcon_new_architecture(self.raw_config)
-            if new_arch or (new_arch is None and attn.num_kv_heads != 1):
+            if new_arch is None:  # no raw config: more than one KV head means the new architecture
+                new_arch = attn.num_kv_heads != 1
+            if new_arch and not self.rules.falcon_grouped_kv:
+                return heads
+            if new_arch is False and attn.num_kv_heads != 1:  # the old multi-head layout: one K/V per query head
                 return heads
         return attn.num_kv_heads
 
@@ -374,7 +417,7 @@ class HfEngine(Engine):
         """Bytes one cached token costs in one layer (K and V of every cached head)."""
         if attn.kind is AttentionKind.SHARED:
             return 0
-        if attn.kind is AttentionKind.MLA and self.version == RULE_PER_HEAD:
+        if attn.kind is AttentionKind.MLA and not self.rules.mla_latent:
             dims = self._mla_dims(attn)
             heads = getattr(attn, "num_query_heads", None) or spec.num_attention_heads
             if dims is None or attn.qk_rope_head_dim is None or heads is None:
@@ -529,7 +572,11 @@ class HfEngine(Engine):
                 "its gate in float32), counted as the layer's state at this context; sliding layers store K and V "
                 "apart"
             )
-        if spec.model_type in ("falcon", "mpt"):
+        if any(
+            self.cached_kv_heads(spec, a) > a.num_kv_heads
+            for layer, _ in groups
+            if (a := layer.attention) is not None and a.kind is not AttentionKind.MLA
+        ):
             notes.append(f"hf: {spec.model_type} caches one K/V head per query head in transformers")
         return tuple(notes)
 
