@@ -507,6 +507,16 @@ READ: dict[str, Reading] = {
         when=lambda c: c.get("model_type") == "afmoe",
         condition="only for model_type afmoe",
     ),
+    # Ergo (transformers 5.25 configuration_ergo.py ErgoConfig.__post_init__): sliding where
+    # (i + 1) % global_attention_every_n_layers, full otherwise; its released configs spell the window
+    # local_attention_window (ErgoConfig.attribute_map), which kvsize.config reads as sliding_window
+    **_family(
+        "sliding",
+        "global_attention_every_n_layers",
+        "local_attention_window",
+        when=lambda c: c.get("model_type") == "ergo",
+        condition="only for model_type ergo",
+    ),
     # Laguna: per-layer query heads; both transformers 5.24 (LagunaAttention) and vLLM 0.33 (laguna.py
     # LagunaDecoderLayer: num_kv_heads=config.num_key_value_heads) keep the same KV heads on every layer
     **_family(

@@ -113,6 +113,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
     "cohere2": {"sliding_window_pattern": 4},
+    # ErgoConfig (transformers 5.25 configuration_ergo.py): a 512-token window, every 4th layer global.
+    "ergo": {"sliding_window": 512, "global_attention_every_n_layers": 4},
     # Gemma 4 (transformers 5.24 configuration_gemma4.py Gemma4TextConfig; the wrapper `gemma4` names the same
     # text class). global_head_dim is a constructor argument whose default 512 sizes the full layers' heads.
     **dict.fromkeys(("gemma4_text", "gemma4"), _GEMMA4_TEXT_DEFAULTS),
@@ -402,6 +404,7 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None, assume: bool
     model_type = data.get("model_type") or raw.get("model_type") or "unknown"
     if not isinstance(model_type, str) or not _PLAIN_NAME.fullmatch(model_type):
         raise top.error("model_type", f"must be a plain name (letters, digits, '_', '-', '.'), got {shown(model_type)}")
+    raw, data = _attribute_mapped(raw, data, where, model_type, source)
     findings = unknown_cache_fields(raw, data, where, model_type, KNOWN_MODEL_TYPES)
     if findings:  # never sized silently: refused, or sized without them and said so on every answer
         if not assume:
@@ -410,6 +413,35 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None, assume: bool
         spec = _parse_known(raw, data, where, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
         return msgspec.structs.replace(spec, notes=(ignored_note(findings), *spec.notes))
     return _parse_known(raw, data, where, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
+
+
+# transformers config classes' `attribute_map`s that rename a cache field kvsize reads: the released configs
+# spell the key on the left, the class stores it as the one on the right.
+ATTRIBUTE_MAPS: dict[str, dict[str, str]] = {
+    "ergo": {"local_attention_window": "sliding_window"},  # ErgoConfig.attribute_map (transformers 5.25)
+}
+
+
+def _attribute_mapped(
+    raw: Mapping[str, Any], data: Mapping[str, Any], where: str, model_type: str, source: str
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The config with each mapped key renamed to the field the class stores (refused where both disagree)."""
+    renames = {k: v for k, v in ATTRIBUTE_MAPS.get(model_type, {}).items() if data.get(k) is not None}
+    if not renames:
+        return raw, data
+    text = dict(data)
+    for alias, field in renames.items():
+        value = text.pop(alias)
+        if text.get(field) is not None and text[field] != value:
+            raise ConfigError(
+                f"{source}: {where}{alias} ({shown(value)}) and {where}{field} ({shown(text[field])}) name one "
+                f"field of {model_type} with different values",
+                hint=f"Keep one of them ({alias} is what {model_type}'s configs call {field}).",
+            )
+        text[field] = value
+    if where:
+        return {**raw, where.removesuffix("."): text}, text
+    return text, text
 
 
 _NESTED_FIELD = re.compile(r"(attn_config)\.(.+)|block_configs\[(\d+)\]\.attention\.(.+)")
@@ -1218,6 +1250,10 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
     if window and f.raw("model_type") == "afmoe":
         # AfmoeConfig.__post_init__ (transformers 5.24): sliding where (i + 1) % global_attn_every_n_layers
         every = f.integer("global_attn_every_n_layers") or 4
+        return ["sliding" if (i + 1) % every else "full" for i in range(n)]
+    if window and f.raw("model_type") == "ergo":
+        # ErgoConfig.__post_init__ (transformers 5.25): the same rule, its own field name (default 4)
+        every = f.need_int("global_attention_every_n_layers", minimum=1, maximum=MAX_LAYERS)
         return ["sliding" if (i + 1) % every else "full" for i in range(n)]
     if window and use_window is False:
         notes.append(f"sliding_window {window} ignored: use_sliding_window is false")

@@ -24,6 +24,9 @@ from kvsize.text import shown
 __all__ = ["ParamEstimate", "estimate_parameters"]
 
 
+_WEIGHTS_HINT = "Give the weights' size with --weights-mem (15GiB, ...), or leave out --gpu to size the KV cache alone."
+
+
 class ParamEstimate(msgspec.Struct, frozen=True):
     """Parameters of one checkpoint, counted from its config."""
 
@@ -168,14 +171,18 @@ class _Cfg:
             return value
         if default is not None:
             return default
-        raise ConfigError(f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters.")
+        raise ConfigError(
+            f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters", hint=_WEIGHTS_HINT
+        )
 
     def float_(self, *keys: str, default: float | None = None) -> float:
         value = self.raw(*keys)
         if value is None:
             if default is not None:
                 return default
-            raise ConfigError(f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters.")
+            raise ConfigError(
+                f"config.json has no '{self.where}{keys[0]}': cannot count the model's parameters", hint=_WEIGHTS_HINT
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ConfigError(f"config field '{self.where}{keys[0]}' must be a number, got {shown(value)}.")
         return float(value)

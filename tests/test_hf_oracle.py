@@ -313,6 +313,17 @@ GRANITE_4: dict[str, Any] = {
 }
 GRANITE_LAYERS = ["attention" if i in (3, 7) else "mamba" for i in range(8)]
 
+ERGO_SMALL = {
+    "num_hidden_layers": 8,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64,
+    "first_dense_intermediate_size": 128,
+    "shared_intermediate_size": 64,
+}
 BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     # name: (model_type, config-class kwargs, raw-dict patch; keys starting "kvsize:" are for kvsize's parser only)
     "mamba (Mamba-1 state)": ("mamba", {}, {}),
@@ -362,6 +373,8 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     # MiniMax-Text-01: lightning attention (one K^T V state per head) and softmax attention alternating
     "minimax (lightning and softmax layers)": ("minimax", {"num_hidden_layers": 4, "num_local_experts": 2}, {}),
+    # Ergo (transformers 5.25): every n-th layer global, derived without layer_types (ErgoConfig.__post_init__)
+    "ergo (global every 3rd)": ("ergo", {**ERGO_SMALL, "global_attention_every_n_layers": 3}, {"layer_types": None}),
     # SmolLM3 with no layer_types: its NoPE layers (every 4th) slide once use_sliding_window is set
     "smollm3 (NoPE layers slide)": ("smollm3", {"use_sliding_window": True, "sliding_window": WINDOW}, {}),
 }
@@ -370,6 +383,8 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
 @pytest.mark.parametrize("name", sorted(BEYOND_REGISTRY))
 def test_families_beyond_the_registry(name: str) -> None:
     model_type, kwargs, patch = BEYOND_REGISTRY[name]
+    if model_type not in CONFIG_MAPPING:  # a family newer than the installed transformers (CI installs the newest)
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type}")
     raw = CONFIG_MAPPING[model_type](**kwargs).to_dict()
     for key in ("sliding_window", "attention_chunk_size"):
         if isinstance(raw.get(key), int) and raw[key] > WINDOW:
@@ -381,3 +396,23 @@ def test_families_beyond_the_registry(name: str) -> None:
     raw.update({key.removeprefix("kvsize:"): value for key, value in patch.items() if key.startswith("kvsize:")})
     spec = parse_config(raw, source=name)
     assert held_bytes(forward(model, T)) == predicted(spec, raw, KvDtype.BF16, T), name
+
+
+def test_ergo_released_config_spelling() -> None:
+    # Ergo's released configs name the window local_attention_window (ErgoConfig.attribute_map, transformers
+    # 5.25) and give no layer_types: 6 of 8 layers slide over WINDOW - 5 = 11 tokens, layers 3 and 7 are global.
+    if "ergo" not in CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} has no ergo")
+    raw = CONFIG_MAPPING["ergo"](**ERGO_SMALL).to_dict()
+    for key in ("layer_types", "mlp_layer_types", "sliding_window"):
+        del raw[key]
+    raw["local_attention_window"] = WINDOW - 5
+    model = build_meta_model(raw, KvDtype.BF16)
+    assert model.config.sliding_window == WINDOW - 5
+    spec = parse_config(raw, source="ergo")
+    kinds = [layer.attention.kind.value for layer in spec.layers if layer.attention is not None]
+    assert kinds == ["sliding", "sliding", "sliding", "full"] * 2
+    held = held_bytes(forward(model, T))
+    # 2 KV heads x 64 x (K + V) x 2 B = 512 B per token per layer and request; B requests.
+    assert held == [B * 512 * ((WINDOW - 5 - 1) if k == "sliding" else T) for k in kinds]
+    assert held == predicted(spec, raw, KvDtype.BF16, T)
