@@ -320,20 +320,6 @@ def _engine_options(value: Any) -> dict[str, Any] | None:
     return read
 
 
-def _check_served_width(spec: ArchSpec, served: str) -> None:
-    """--dtype float32 on a 16-bit checkpoint doubles the weights and activations vLLM holds, which kvsize sizes
-    at the checkpoint's width: refused. Casts between 16-bit dtypes (and float32 on a float32 checkpoint) keep
-    the bytes."""
-    from kvsize.engines.context import served_dtype_name
-
-    if served_dtype_name(served) == "fp32" and spec.model_dtype in ("bf16", "fp16"):
-        raise UsageError(
-            f"--dtype {served} upcasts this {spec.model_dtype} checkpoint to float32, and kvsize sizes weights and "
-            "activations at the checkpoint's width",
-            hint="Size the float32 cache with --kv-dtype fp32 and give the weights with --weights-mem.",
-        )
-
-
 def _served_dtype(name: str, value: Any) -> str | None:
     """--dtype as vLLM and SGLang take it (kvsize.engines.context.SERVED_DTYPES), lower-cased; None: auto."""
     from kvsize.engines.context import SERVED_DTYPES
@@ -519,7 +505,6 @@ def estimate_loaded(
         engine_options = {**(engine_options or {}), "enable_prefix_caching": enable_prefix_caching}
     served = _served_dtype("dtype", dtype)
     if served is not None:  # the served dtype (vLLM / SGLang --dtype), which their auto KV cache follows
-        _check_served_width(spec, served)
         engine_options = {**(engine_options or {}), "dtype": served}
     card = _gpu_card(gpu, gpu_mem)
     context = engine_context(card.device if card is not None else None, engine_options, environment)
@@ -539,6 +524,9 @@ def estimate_loaded(
         ctx_list = [_read("ctx", max(r.prompt + r.output for r in serving.workload), parse_tokens)]
     contexts = list(dict.fromkeys(ctx_list)) if ctx_list else default_contexts(spec)
     dtypes, notes = resolve_kv_dtypes(kv_dtype_names, loaded.raw, spec)
+    if served is not None and all(e.name in ("vllm", "sglang") for e in engines):
+        # --dtype decides what auto stores: each engine's own note says so, not the config's dtype
+        notes = [n for n in notes if not n.startswith("kv dtype auto -> ")]
     notes = [*spec.notes, *notes]
     if (engine_options or {}).get("dtype") and any(e.name not in ("vllm", "sglang") for e in engines):
         others = ", ".join(e.name for e in engines if e.name not in ("vllm", "sglang"))

@@ -176,7 +176,12 @@ def weights_from_hub_counts(counts: dict[str, int], repo: str, served_dtype: str
     if bad is not None:
         raise ConfigError(f"hub safetensors metadata of {repo}: {_shown(bad[0])} parameter count {_shown(bad[1])}")
     cast = served_dtype is not None and weight_bits(served_dtype) == 16
-    width = {**SAFETENSORS_DTYPE_BYTES, "F32": 2} if cast else SAFETENSORS_DTYPE_BYTES
+    widen = served_dtype is not None and weight_bits(served_dtype) == 32
+    width = dict(SAFETENSORS_DTYPE_BYTES)
+    if cast:
+        width["F32"] = 2
+    if widen:  # an unquantized checkpoint under --dtype float32 (find_weights refuses quantized ones)
+        width.update({"BF16": 4, "F16": 4})
     total = sum(n * width.get(dtype, 2) for dtype, n in counts.items())
     detail = ", ".join(f"{n:,} {dtype}" for dtype, n in sorted(counts.items()))
     unknown = sorted(dtype for dtype in counts if dtype not in SAFETENSORS_DTYPE_BYTES)
@@ -184,21 +189,25 @@ def weights_from_hub_counts(counts: dict[str, int], repo: str, served_dtype: str
         detail += f"; {', '.join(_shown(d) for d in unknown)} unknown to kvsize, taken as 2 bytes each"
     if cast and counts.get("F32"):
         detail += f"; F32 loaded as {served_dtype}"
+    if widen and (counts.get("BF16") or counts.get("F16")):
+        detail += f"; 16-bit loaded as {served_dtype}"
     return WeightsSize(total, f"hub safetensors metadata of {repo} ({detail})")
 
 
 def _loaded_as(weights: WeightsSize, checkpoint_dtype: str, served_dtype: str | None) -> WeightsSize:
-    """A measured size of a `checkpoint_dtype` checkpoint as an engine that runs it in the narrower
-    `served_dtype` holds it (vLLM and SGLang run float32 checkpoints in 16 bits and cast every weight on
-    load): scaled by the widths, and said. Sizes of the same width, or wider, are kept."""
+    """A measured size of an unquantized `checkpoint_dtype` checkpoint as an engine that runs it in
+    `served_dtype` holds it: vLLM and SGLang build every parameter in the served dtype and cast each weight on
+    load (vLLM model_loader/utils.py set_default_torch_dtype(model_config.dtype) around the model's
+    construction), so float32 checkpoints shrink to 16 bits by default and a 16-bit one doubles under
+    --dtype float32. Scaled by the widths, and said; the same width is kept."""
     if served_dtype is None:
         return weights
-    wide, narrow = weight_bits(checkpoint_dtype), weight_bits(served_dtype)
-    if narrow >= wide:
+    stored, held = weight_bits(checkpoint_dtype), weight_bits(served_dtype)
+    if held == stored:
         return weights
     return WeightsSize(
-        math.ceil(weights.bytes * narrow / wide),
-        f"{weights.source}, x {float(narrow):g}/{float(wide):g}: the engine loads this {checkpoint_dtype} "
+        math.ceil(weights.bytes * held / stored),
+        f"{weights.source}, x {float(held):g}/{float(stored):g}: the engine loads this {checkpoint_dtype} "
         f"checkpoint in {served_dtype}",
         weights.estimated,
     )
@@ -703,13 +712,32 @@ def find_weights(
     the dtype the engine runs the model in (Engine.run_dtype) where it differs from the checkpoint's
     `model_dtype`: where it is narrower, unquantized weights are priced at it, measured sizes scaled to it
     (_loaded_as)."""
-    if served_dtype is not None and weight_bits(served_dtype) >= weight_bits(model_dtype):
-        served_dtype = None  # only a float32 checkpoint run in 16 bits is cast narrower; upcasts keep its width
+    if served_dtype is not None and weight_bits(served_dtype) == weight_bits(model_dtype):
+        served_dtype = None  # bf16 <-> fp16: the same bytes
+    if served_dtype is not None and weight_bits(served_dtype) > weight_bits(model_dtype):
+        _check_upcast(loaded, model_dtype, served_dtype, weights_dtype)
     found = _find_weights(loaded, model_dtype, weights_dtype, fetch_hub, served_dtype)
     if found.estimated and served_dtype is not None:
         why = f"the engine runs this {model_dtype} checkpoint in {served_dtype}"
         return msgspec.structs.replace(found, source=f"{found.source} ({why})")
     return found
+
+
+def _check_upcast(loaded: LoadedConfig, model_dtype: str, served_dtype: str, weights_dtype: str | None) -> None:
+    """A quantized checkpoint served wider (--dtype float32) keeps its quantized weights and widens only the rest,
+    which kvsize cannot tell apart from a size measured in total: refused."""
+    if weights_dtype is not None:
+        quantized = None if weight_bits(weights_dtype) >= 16 else weights_dtype
+    elif quant_scheme(loaded.raw) is not None or named_format(loaded.hub_id):
+        quantized = "quantized"
+    else:
+        quantized = None
+    if quantized is not None:
+        raise UsageError(
+            f"--dtype {served_dtype} widens only the unquantized part of this {quantized} checkpoint, which kvsize "
+            "cannot split from its size",
+            hint="Give the weights as the engine logs them with --weights-mem (vLLM: 'Model loading took ... GiB').",
+        )
 
 
 def _find_weights(

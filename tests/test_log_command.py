@@ -52,6 +52,18 @@ def test_vllm_log_figure_by_figure() -> None:
     assert figs["weights per rank"]["logged"] == 14.99
 
 
+def test_float32_run_of_a_bf16_checkpoint() -> None:
+    # The same sweep with --dtype float32 ('dtype': 'float32' in its non-default args): vLLM casts the bf16 weights
+    # to float32 on load, "Model loading took 29.98 GiB" = 2 x the 16,060,522,496 B published (29.92 GiB) + the
+    # float32 RoPE table; the KV budget follows (the log: 42.8 GiB available).
+    code, out, err = run(str(LOGS / "llmd-meta-llama-llama-3-tp1pp1dp1-8192-dtf32.log"), "--gpu", "h100", "--json")
+    assert code == 0, err
+    figs = figures(out)
+    assert figs["weights per rank"]["logged"] == 29.98
+    assert abs(figs["weights per rank"]["error_pct"]) < 0.1  # type: ignore[arg-type]
+    assert abs(figs["available KV memory"]["error_pct"]) < 1  # type: ignore[arg-type]
+
+
 def test_standard_input_reads_the_same() -> None:
     code, out, err = run("-", "--gpu", "h100", "--json", stdin=LLAMA_H100.read_text())
     assert code == 0, err

@@ -58,6 +58,27 @@ def test_hub_counts() -> None:
     assert weights.bytes == 100 * 2 + 50 + 3 * 4
 
 
+def test_hub_counts_served_in_float32_and_in_16_bits() -> None:
+    # --dtype float32 on an unquantized checkpoint: every 16-bit parameter is built and held in 4 B; the default run
+    # of a float32 checkpoint in bf16 holds its F32 parameters in 2 B.
+    counts = {"BF16": 100, "F16": 10, "F32": 3}
+    assert weights_from_hub_counts(counts, "org/m", "fp32").bytes == (100 + 10 + 3) * 4
+    assert weights_from_hub_counts(counts, "org/m", "bf16").bytes == (100 + 10 + 3) * 2
+    assert weights_from_hub_counts(counts, "org/m").bytes == 100 * 2 + 10 * 2 + 3 * 4
+
+
+def test_measured_sizes_scale_both_ways(tmp_path: Path) -> None:
+    # A local index of a bf16 checkpoint: 123,456 B held as 246,912 B in float32; a float32 one halves in bf16.
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123_456}}))
+    loaded = load_model_config(str(tmp_path))
+    assert find_weights(loaded, model_dtype="bf16", served_dtype="fp32").bytes == 246_912
+    assert find_weights(loaded, model_dtype="fp32", served_dtype="bf16").bytes == 61_728
+    assert find_weights(loaded, model_dtype="bf16", served_dtype="fp16").bytes == 123_456
+    # A weights_dtype re-pricing at a float width is not a quantized checkpoint: no refusal.
+    assert find_weights(loaded, model_dtype="bf16", weights_dtype="fp32", served_dtype="fp32").estimated
+
+
 def test_hub_metadata_used_for_hub_models(tmp_path: Path) -> None:
     loaded = LoadedConfig(model="org/m", raw=SMALL, source="hub", location="org/m@main", folder=tmp_path,
                           hub_id="org/m")
