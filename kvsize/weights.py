@@ -715,7 +715,7 @@ def find_weights(
     if served_dtype is not None and weight_bits(served_dtype) == weight_bits(model_dtype):
         served_dtype = None  # bf16 <-> fp16: the same bytes
     if served_dtype is not None and weight_bits(served_dtype) > weight_bits(model_dtype):
-        _check_upcast(loaded, model_dtype, served_dtype, weights_dtype)
+        served_dtype = _widened(loaded, served_dtype, weights_dtype)
     found = _find_weights(loaded, model_dtype, weights_dtype, fetch_hub, served_dtype)
     if found.estimated and served_dtype is not None:
         why = f"the engine runs this {model_dtype} checkpoint in {served_dtype}"
@@ -723,21 +723,26 @@ def find_weights(
     return found
 
 
-def _check_upcast(loaded: LoadedConfig, model_dtype: str, served_dtype: str, weights_dtype: str | None) -> None:
-    """A quantized checkpoint served wider (--dtype float32) keeps its quantized weights and widens only the rest,
-    which kvsize cannot tell apart from a size measured in total: refused."""
+def _widened(loaded: LoadedConfig, served_dtype: str, weights_dtype: str | None) -> str | None:
+    """The dtype an engine serving wider than the config's dtype holds the weights in: an unquantized checkpoint
+    is cast whole (`served_dtype`); a quantized one keeps its quantized weights and its stored 16-bit rest in 16
+    bits (None: the size as found), and under float32 widens only that rest, which kvsize cannot split from a
+    size measured in total: refused."""
     if weights_dtype is not None:
         quantized = None if weight_bits(weights_dtype) >= 16 else weights_dtype
     elif quant_scheme(loaded.raw) is not None or named_format(loaded.hub_id):
         quantized = "quantized"
     else:
         quantized = None
-    if quantized is not None:
-        raise UsageError(
-            f"--dtype {served_dtype} widens only the unquantized part of this {quantized} checkpoint, which kvsize "
-            "cannot split from its size",
-            hint="Give the weights as the engine logs them with --weights-mem (vLLM: 'Model loading took ... GiB').",
-        )
+    if quantized is None:
+        return served_dtype
+    if weight_bits(served_dtype) <= 16:
+        return None
+    raise UsageError(
+        f"--dtype {served_dtype} widens only the unquantized part of this {quantized} checkpoint, which kvsize "
+        "cannot split from its size",
+        hint="Give the weights as the engine logs them with --weights-mem (vLLM: 'Model loading took ... GiB').",
+    )
 
 
 def _find_weights(

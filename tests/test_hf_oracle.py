@@ -375,6 +375,13 @@ BEYOND_REGISTRY: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "minimax (lightning and softmax layers)": ("minimax", {"num_hidden_layers": 4, "num_local_experts": 2}, {}),
     # Ergo (transformers 5.25): every n-th layer global, derived without layer_types (ErgoConfig.__post_init__)
     "ergo (global every 3rd)": ("ergo", {**ERGO_SMALL, "global_attention_every_n_layers": 3}, {"layer_types": None}),
+    # MiniCPM5-MoE (transformers 5.25): GQA on every layer, MoE after the first dense layer
+    "minicpm5_moe (5.25)": (
+        "minicpm5_moe",
+        {"num_hidden_layers": 3, "n_routed_experts": 4, "num_experts_per_tok": 2, "hidden_size": 256,
+         "num_attention_heads": 4, "intermediate_size": 512, "moe_intermediate_size": 64},
+        {},
+    ),  # fmt: skip
     # SmolLM3 with no layer_types: its NoPE layers (every 4th) slide once use_sliding_window is set
     "smollm3 (NoPE layers slide)": ("smollm3", {"use_sliding_window": True, "sliding_window": WINDOW}, {}),
 }

@@ -107,10 +107,10 @@ def test_hub_counts_cast_only_the_float32_tensors() -> None:
     assert "F32 loaded as bf16" in cast.source
 
 
-def test_loaded_as_scales_only_narrower() -> None:
+def test_loaded_as_scales_by_the_widths() -> None:
     measured = WeightsSize(1001, "x")
     assert _loaded_as(measured, "fp32", "bf16").bytes == 501  # ceil(1001 / 2)
-    assert _loaded_as(measured, "bf16", "fp32") is measured
+    assert _loaded_as(measured, "bf16", "fp32").bytes == 2002  # --dtype float32: every weight cast up on load
     assert _loaded_as(measured, "bf16", "fp16") is measured
     assert _loaded_as(measured, "fp32", None) is measured
 

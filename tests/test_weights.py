@@ -6,8 +6,10 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
 from tiny_configs import registry_config
 
+from kvsize.errors import UsageError
 from kvsize.resolve import LoadedConfig, load_model_config
 from kvsize.weights import find_weights, safetensors_data_bytes, weights_from_hub_counts
 
@@ -77,6 +79,19 @@ def test_measured_sizes_scale_both_ways(tmp_path: Path) -> None:
     assert find_weights(loaded, model_dtype="bf16", served_dtype="fp16").bytes == 123_456
     # A weights_dtype re-pricing at a float width is not a quantized checkpoint: no refusal.
     assert find_weights(loaded, model_dtype="bf16", weights_dtype="fp32", served_dtype="fp32").estimated
+
+
+def test_a_quantized_checkpoint_served_in_16_bits_keeps_its_size(tmp_path: Path) -> None:
+    # torch_dtype float8 beside an fp8 quantization_config: vLLM serves it in bf16 (_resolve_auto_dtype), but the
+    # fp8 weights stay fp8 and the rest is stored in 16 bits already: the measured size as it is. Under float32
+    # only that rest would widen: refused.
+    config = {**SMALL, "torch_dtype": "float8_e4m3fn", "quantization_config": {"quant_method": "fp8"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 123_456}}))
+    loaded = load_model_config(str(tmp_path))
+    assert find_weights(loaded, model_dtype="fp8", served_dtype="bf16").bytes == 123_456
+    with pytest.raises(UsageError, match="widens only the unquantized part"):
+        find_weights(loaded, model_dtype="bf16", served_dtype="fp32")
 
 
 def test_hub_metadata_used_for_hub_models(tmp_path: Path) -> None:
