@@ -779,6 +779,19 @@ EXPECTED: dict[str, Expected] = {
         encoder_tokens=0,
         max_context=1048576,
     ),
+    # nvidia/DeepSeek-V4-Pro-NVFP4 (deepseek_v4): compress_ratios cut to num_hidden_layers 61 (the 62nd, 0, is the
+    # MTP layer): 128, 128, then 4 / 128 alternating to layer 60 -> 31 HCA (128) and 30 CSA (4), no sliding layer;
+    # one KV head of head_dim 512, K = V stored once: 512 per windowed token, window sliding_window 128 everywhere
+    "nvidia/DeepSeek-V4-Pro-NVFP4": Expected(
+        kinds={"compressed/4": 30, "compressed/128": 31},
+        attention="MQA",
+        elements_per_token=0,
+        windows={"compressed:128": 61},
+        state_elements_per_request=0,
+        cross_elements_per_token=0,
+        encoder_tokens=0,
+        max_context=1048576,
+    ),
     # XiaomiMiMo/MiMo-V2-Flash: 48 layers by hybrid_layer_pattern (0 full, 1 sliding): 9 full of 4 KV heads x
     # (K head_dim 192 + V v_head_dim 128) = 1,280; 39 sliding of swa_num_key_value_heads 8 x (192 + 128) = 2,560, window
     # sliding_window_size 128 + 1 (transformers 5.24 MiMoV2FlashConfig; vLLM mimo_v2_flash.py)

@@ -33,6 +33,7 @@ from kvsize.engines import get_engine
 from kvsize.engines.base import UnsupportedArchitecture
 from kvsize.engines.hf import HfEngine
 from kvsize.errors import ConfigError
+from kvsize.registry import find_entry, load_registry_config
 from kvsize.spec import AttentionKind
 
 FLASH: dict[str, Any] = json.loads(
@@ -135,6 +136,22 @@ def test_hf_bytes(ctx: int, expected: int) -> None:
     s = _scenario(FLASH, "hf", ctx)
     assert s.kv_bytes_per_token == 2 * 2048 + 41 * 1024 == 46_080
     assert s.bytes_per_request == expected
+
+
+def test_the_pro_config_has_no_sliding_layer() -> None:
+    # nvidia/DeepSeek-V4-Pro-NVFP4 (registry; ai-dynamo/aiconfigurator's vendored hub config): compress_ratios
+    # 128, 128, then 4 / 128 alternating over 61 layers (the 62nd entry, 0, is the MTP layer): 31 HCA, 30 CSA.
+    # formula at ctx 1,001: windows 61 x 128 x 1,024 = 7,995,392; CSA 30 x floor(1001 / 4) 250 x 1,280 = 9,600,000;
+    #   HCA 31 x floor(1001 / 128) 7 x 1,024 = 222,208 -> 17,817,600.
+    # hf: HCA 31 x (127 x 1,024 + 7 x 1,024 + (1001 mod 128 = 105) x 2,048) = 31 x 352,256 = 10,919,936;
+    #   CSA 30 x (130,048 + 250 x 1,280 + 1 x 5,120 + overlap 15,360) = 30 x 470,528 = 14,115,840 -> 25,035,776.
+    pro = "nvidia/DeepSeek-V4-Pro-NVFP4"
+    assert sorted((layer.kind, n) for layer, n in parse_config(load_registry_config(find_entry(pro))).layer_groups()) == [
+        ("compressed/128", 31),
+        ("compressed/4", 30),
+    ]
+    assert _scenario(pro, "formula", 1001).bytes_per_request == 17_817_600
+    assert _scenario(pro, "hf", 1001).bytes_per_request == 25_035_776
 
 
 def test_hf_refuses_what_transformers_has_no_cache_for() -> None:
