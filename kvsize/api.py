@@ -611,6 +611,13 @@ def estimate_loaded(
 
             if (flag := unmodelled_note(spec)) is not None:
                 notes.append(f"vLLM: {flag}")
+            from kvsize.engines.vllm import VllmEngine
+
+            if isinstance(rules, VllmEngine) and rules.measured_sizing:
+                notes.append(
+                    f"vLLM {rules.version} sizes the pool after warm-up and CUDA-graph capture; its start-up use and "
+                    "captured graphs are taken from vLLM 0.19 H100 logs (no 0.34 log read): calibrate with kvsize log"
+                )
         if rules.release_note:
             notes.append(rules.release_note)
         notes.extend(rules.estimate_notes(spec))

@@ -80,6 +80,25 @@ NON_TORCH_TP = NON_TORCH_NVLS  # kept for callers of the old name
 # the 0.19 logs print estimates of 0.52-0.84 GiB at tp 1 and 1.09 GiB at tp >= 2.
 CUDA_GRAPH_TP1 = 805_306_368  # 0.75 GiB
 CUDA_GRAPH_TP = 1_170_378_752  # 1.09 GiB
+# vLLM 0.34's measured sizing (VllmRules.kv_sizing "measured", v1/worker/extensible_kv_cache.py): the pool is what
+# is free after warm-up and capture, less a margin of max(KV_CACHE_MARGIN_FLOOR_BYTES, 0.75 x transient peak)
+# (KV_CACHE_MARGIN_FLOOR_BYTES 1 GiB, 3 GiB on ROCm; KV_CACHE_MARGIN_FRACTION 0.75). Two parts are measured, not
+# read from source, and come from the vLLM 0.19 H100 start-up logs of tests/data/logs (llm-d sweep, 50 logs):
+# - memory already in use at vLLM's start snapshot (total_memory - "Initial free memory"): 0.51 GiB in all 33
+#   tp-1 logs, median 1.53 GiB at tp x pp > 1 (1.43-1.55 dense, 2.01-2.07 MoE: NCCL and expert buffers);
+# - the CUDA graphs captured ("Graph capturing finished ... took X GiB"): median 0.91 GiB at tp 1 (0.67-1.57,
+#   33 logs), 1.13 GiB at tp x pp > 1 (0.51-1.85, 17 logs).
+KV_MARGIN_FLOOR = 1 << 30
+KV_MARGIN_FLOOR_ROCM = 3 << 30
+KV_MARGIN_FRACTION = 0.75
+START_SNAPSHOT_TP1 = 547_608_330  # 0.51 GiB
+START_SNAPSHOT_MULTI = 1_642_824_991  # 1.53 GiB
+CUDA_GRAPH_CAPTURED_TP1 = 977_105_060  # 0.91 GiB
+CUDA_GRAPH_CAPTURED_MULTI = 1_213_328_261  # 1.13 GiB
+MEASURED_NOTE = (
+    "; the start-up use and the captured CUDA graphs are the medians of vLLM 0.19 H100 logs, not read from a 0.34 "
+    "run; where the driver's virtual-memory check fails (WSL2) vLLM falls back to the profiled rule at 0.92"
+)
 
 
 def sm_count(gpu: str | None) -> int:
@@ -143,6 +162,11 @@ class KvBudget(Record, frozen=True, kw_only=True):
     dummy batch where kvsize/mm_profile.py models it)."""
     visible_bytes: int = 0
     """Where vLLM / SGLang / TensorRT-LLM start: the card's CUDA total (cudaMemGetInfo)."""
+    start_snapshot_bytes: int = 0
+    """vLLM 0.34+ measured sizing: memory in use at the engine's start snapshot (CUDA context, NCCL), where the
+    warm-up bound decides the pool (0 where the utilisation cap does)."""
+    margin_bytes: int = 0
+    """vLLM 0.34+ measured sizing: the warm-up margin kept free, max(1 GiB, 0.75 x transient peak), where it decides."""
     visible_source: str = ""
     """Which figure `visible_bytes` is, and its source."""
 
@@ -168,6 +192,11 @@ def _gib(n: int) -> str:
 # (psutil.virtual_memory().available: utils/mem_utils.py MemorySnapshot.measure, for compute capability 8.7 /
 # 11.0 / 12.1 in 0.11.1-0.19, for every device torch reports is_integrated from 0.20); request_memory
 # (v1/worker/utils.py) refuses to start unless that covers ceil(total x utilisation). The budget is unchanged.
+UNIFIED_MEASURED_NOTE = (
+    "; unified memory: the measured pool is bounded by what the OS reports available after warm-up (utils/mem_utils.py "
+    "device_memory_info, psutil), so the OS and other programs come out of it; whether the driver's virtual-memory "
+    "check passes on this device is not stated in vLLM's source (where it fails, the profiled rule at 0.92 applies)"
+)
 UNIFIED_NOTE = (
     "; unified memory: the CPU shares this memory, and vLLM (0.11.1+) starts only if the OS reports "
     "ceil(total x utilisation) available (utils/mem_utils.py MemorySnapshot.measure, psutil), so the OS, the "
@@ -360,6 +389,69 @@ def _vllm_rules(version: str | None) -> VllmRules:
     return VLLM_RELEASES.resolve(version).era.rules
 
 
+def _vllm_measured(
+    spec: ArchSpec,
+    rules: VllmRules,
+    s: BudgetSettings,
+    version: str | None,
+    device: Device | None,
+    memory_bytes: int,
+    weights_bytes: int,
+    visible: int,
+    visible_source: str,
+    multi: bool,
+    activation: int,
+    activation_rule: str,
+    non_torch: int,
+) -> KvBudget:
+    """vLLM 0.34+'s measured pool (VllmRules.kv_sizing, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes):
+    `available = min(requested - non_kv_used, headroom - margin) - max(transient peak, reserve growth)`, where
+    headroom = free at the start snapshot - what loading and capture keep. kvsize's activation peak stands for the
+    transient peak and the reserve growth alike, so in kvsize's terms the pool is min(ceil(visible x u), visible -
+    start-up use - margin) - weights - RoPE tables - activation - non-torch - captured graphs."""
+    util = s.gpu_util if s.gpu_util is not None else (rules.measured_utilization or rules.gpu_memory_utilization)
+    rocm = device is not None and device.platform == "rocm"
+    start = START_SNAPSHOT_MULTI if multi else START_SNAPSHOT_TP1
+    margin = max(KV_MARGIN_FLOOR_ROCM if rocm else KV_MARGIN_FLOOR, int(activation * KV_MARGIN_FRACTION))
+    graphs = (
+        s.cuda_graph_bytes
+        if s.cuda_graph_bytes is not None
+        else (CUDA_GRAPH_CAPTURED_MULTI if multi else CUDA_GRAPH_CAPTURED_TP1)
+    )
+    capped = math.ceil(visible * util)
+    measured = visible - start - margin
+    requested = min(capped, measured)
+    rope = _rope_tables("vllm", version, spec, s, device)
+    rule = (
+        f"vLLM {version}: min(ceil(CUDA-visible memory x {util:g}), CUDA-visible - start-up use - warm-up margin "
+        f"max({'3' if rocm else '1'} GiB, 0.75 x activation)) - weights"
+        + (" - RoPE tables" if rope.bytes else "")
+        + " - activation peak - non-torch - captured CUDA graphs (v1/worker/extensible_kv_cache.py "
+        + f"measure_kv_cache_bytes); CUDA-visible memory: {visible_source}"
+        + MEASURED_NOTE
+        + (UNIFIED_MEASURED_NOTE if device is not None and device.unified_memory else "")
+    )
+    return KvBudget(
+        engine="vllm",
+        memory_bytes=memory_bytes,
+        utilization=util,
+        requested_bytes=requested,
+        weights_bytes=weights_bytes,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        cuda_graph_bytes=graphs,
+        kv_budget_bytes=requested - weights_bytes - rope.bytes - activation - non_torch - graphs,
+        rule=rule,
+        visible_bytes=visible,
+        visible_source=visible_source,
+        rope_table_bytes=rope.bytes,
+        rope_table_rule=rope.rule,
+        activation_rule=activation_rule,
+        start_snapshot_bytes=start if measured < capped else 0,
+        margin_bytes=margin if measured < capped else 0,
+    )
+
+
 def kv_budget(
     engine: str,
     version: str | None,
@@ -402,6 +494,12 @@ def kv_budget(
             if s.non_torch_bytes is not None
             else (NON_TORCH_NVLS if tp > 1 and has_nvls(device) else NON_TORCH_TP1)
         )
+        measured = rules.kv_sizing == "measured" and (device is None or device.platform in ("cuda", "rocm"))
+        if measured:
+            return _vllm_measured(
+                spec, rules, s, version, device, memory_bytes, weights_bytes, visible, visible_source, multi,
+                activation, activation_rule, non_torch,
+            )  # fmt: skip
         graphs = (
             s.cuda_graph_bytes
             if s.cuda_graph_bytes is not None

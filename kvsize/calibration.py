@@ -156,6 +156,19 @@ def vllm_log_release(version: str | None) -> str | None:
     return VLLM_RELEASES.resolve(version).release
 
 
+def unversioned_vllm_release(log: EngineLog) -> str | None:
+    """The release a vLLM log that prints none is sized with: the newest read where the log shows 0.34's measured
+    sizing ("Memory after warmup: ..."), else the newest whose pool is sized by profiling, as such a log's lines
+    are (VllmRules.kv_sizing); None for a log that names its release, or another engine's."""
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
+    if log.engine != "vllm" or log.engine_version:
+        return None
+    if log.settings.get("kv_sizing") == "measured":
+        return VLLM_RELEASES.newest.last
+    return next(e.last for e in reversed(VLLM_RELEASES.eras) if e.rules.kv_sizing == "profiled")
+
+
 def vllm_log_rules(version: str | None) -> VllmRules:
     from kvsize.engines.vllm_releases import VLLM_RELEASES
 
@@ -218,7 +231,13 @@ def _vllm_budget_parts(f: dict[str, float], budget: KvBudget, *, card_given: boo
         ("activation peak", "activation_peak_gib", budget.activation_bytes),
         ("non-torch", "non_torch_gib", budget.non_torch_bytes),
     ]
-    if budget.cuda_graph_bytes:
+    if budget.start_snapshot_bytes:  # 0.34's measured sizing: "Graph capturing finished ... took X GiB"
+        parts.append(("CUDA graphs (captured)", "cuda_graph_gib", budget.cuda_graph_bytes))
+        if "initial_free_gib" in f and "total_memory_gib" in f:
+            start = round(f["total_memory_gib"] - f["initial_free_gib"], 2)
+            parts.append(("start-up use", "start_use_gib", budget.start_snapshot_bytes))
+            f = {**f, "start_use_gib": start}
+    elif budget.cuda_graph_bytes:
         parts.append(("CUDA graphs (estimate)", "cuda_graph_estimate_gib", budget.cuda_graph_bytes))
     return [Figure(name, f[key], value / GIB, "GiB", "the card", part=True) for name, key, value in parts if key in f]
 
@@ -488,6 +507,8 @@ _CHECKS = {"vllm": _check_vllm, "sglang": _check_sglang, "trtllm": _check_trtllm
 
 def check_log(log: EngineLog, dep: Deployment) -> LogCheck:
     """Each figure the log printed that kvsize can predict, logged vs predicted."""
+    if (release := unversioned_vllm_release(log)) is not None:
+        log = msgspec.structs.replace(log, engine_version=release)
     out = LogCheck(engine=log.engine, engine_version=log.engine_version, model=log.model)
     if dep.calibration is not None:  # evidence about one deployment: this log's, or none
         s = log.settings

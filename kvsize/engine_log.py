@@ -448,6 +448,32 @@ def _parse_vllm(r: _Reader) -> None:
             s["gpu_memory_utilization"] = fraction
     r.figure("weights_gib", r"Model loading took <F> ?Gi?B")
     r.figure("weights_gib", r"Loading model weights took <F> ?Gi?B")
+    # vLLM 0.34's extensible KV cache sizes the pool after warm-up (v1/worker/extensible_kv_cache.py
+    # measure_kv_cache_blocks): "Memory after warmup: F GiB free, C GiB committed to the KV cache, K GiB kept for
+    # transient activations (P GiB allocated at peak, G GiB of torch reservation growth); N KV cache blocks (S GiB)
+    # fit within the requested R GiB." S is the pool; "Available KV cache memory" is then only the address space
+    # reserved at utilisation 1.0, kept apart as kv_reservation_gib.
+    m = r.search(
+        r"Memory after warmup: <F> GiB free, <F> GiB committed to the KV cache, <F> GiB kept for transient "
+        r"activations \(<F> GiB allocated at peak, <F> GiB of torch reservation growth\); <N> KV cache blocks "
+        r"\(<F> GiB\)"
+    )
+    if m:
+        pool = r.value(m.group(7), "available_kv_gib")
+        if pool is not None:
+            f["available_kv_gib"] = pool
+            s["kv_sizing"] = "measured"
+        reserved = r.search(r"Available KV cache memory: <F> ?GiB")
+        reservation = r.value(reserved.group(1), "kv_reservation_gib", signed=True) if reserved else None
+        if reservation is not None:
+            f["kv_reservation_gib"] = reservation
+    m = r.search(r"Free memory on device \(<F>/<F> GiB\) on startup")
+    if m:
+        free, total = r.value(m.group(1), "initial_free_gib"), r.value(m.group(2), "total_memory_gib")
+        if free is not None:
+            f.setdefault("initial_free_gib", free)
+        if total is not None:
+            f.setdefault("total_memory_gib", total)
     for pattern in (
         r"Available KV cache memory: <F> ?GiB",
         r"kv_cache_size=<F>GiB",

@@ -128,7 +128,7 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
     from `kv_cache_memory_bytes` when the server was given one."""
     from kvsize.budget import BudgetSettings, kv_budget
     from kvsize.engines.base import pipeline_stages
-    from kvsize.engines.vllm import DEFAULT_BLOCK_SIZE, VllmEngine
+    from kvsize.engines.vllm import VllmEngine
 
     lab = server.labels
     release = vllm_log_release(server.version)  # older than the oldest era read: refused (exit 2)
@@ -164,7 +164,7 @@ def check_vllm_server(server: VllmServer, dep: Deployment) -> LogCheck:
     engine = own
     if served_bs is not None and served_bs != own_bs:
         chosen = lab.get("user_specified_block_size") == "True" or (
-            "user_specified_block_size" not in lab and own_bs == DEFAULT_BLOCK_SIZE
+            "user_specified_block_size" not in lab and own_bs == own.default_block(mla=own._mla(spec))
         )
         if chosen:  # the user's --block-size (a plain attention model's block is theirs to choose)
             out.notes.append(f"block size {served_bs} as the server was started with (--block-size)")

@@ -428,6 +428,8 @@ def reserve_parts(gpu: GpuFit) -> list[tuple[str, int]]:
             ("activation peak", b.activation_bytes),
             ("non-torch", b.non_torch_bytes),
             ("CUDA graphs", b.cuda_graph_bytes),
+            ("start-up use", b.start_snapshot_bytes),
+            ("warm-up margin", b.margin_bytes),
         )
         if value
     ]
@@ -452,6 +454,10 @@ def reserve_gloss(label: str, gpu: GpuFit) -> str | None:
     share, engine = gpu.budget.utilization, gpu.budget.engine
     if label == "non-torch":
         return "non-torch: memory outside PyTorch's allocator (NCCL, cuBLAS buffers)"
+    if label == "start-up use":
+        return "start-up use: in use when vLLM takes its first memory snapshot (CUDA context, NCCL)"
+    if label == "warm-up margin":
+        return "warm-up margin: kept free after warm-up, max(1 GiB, 0.75 x the transient peak)"
     if not label.startswith("outside the") or share is None:
         return None
     if engine == "sglang":  # mem_fraction_static covers weights and the KV pool; the rest serves the run

@@ -23,6 +23,9 @@ from typer.testing import CliRunner
 from kvsize.cli import app
 from tests.test_terminal import assert_uncut, in_terminal
 
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
+
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 WORKLOAD = ROOT / "examples" / "chat_workload.csv"

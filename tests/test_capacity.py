@@ -12,6 +12,9 @@ from kvsize.capacity_file import parse_capacity
 from kvsize.cli import app
 from kvsize.errors import ConfigError
 
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
+
 runner = CliRunner()
 LLAMA = "meta-llama/Llama-3.1-8B"
 H100 = 85_520_809_984
@@ -204,7 +207,9 @@ def run_check(path: Path, *args: str) -> tuple[int, str, str]:
 
 
 def deployment(name: str, requirement: str, engine: str = "vllm") -> str:
-    return f"  - name: {name}\n    model: {LLAMA}\n    gpu: h100\n    engine: {engine}\n    require: {requirement}\n"
+    release = '    engine_version: "0.33.0"\n' if engine == "vllm" else ""  # the release BUDGET was worked for
+    head = f"  - name: {name}\n    model: {LLAMA}\n    gpu: h100\n    engine: {engine}\n"
+    return f"{head}{release}    require: {requirement}\n"
 
 
 # Llama-3.1-8B under vLLM 0.33.0 on one H100: BUDGET // PER_8K requests of 8k fit (worked out at the top of this
@@ -245,7 +250,7 @@ def test_min_pool_tokens_without_a_pool_is_a_bad_file(tmp_path: Path, engine: st
     assert code == 2, stderr
     assert stdout == ""
     assert stderr.startswith(
-        f"Error: {path}: line 7: deployment 'pooled': engine {engine} has no KV pool to hold min_pool_tokens"
+        f"Error: {path}: line 8: deployment 'pooled': engine {engine} has no KV pool to hold min_pool_tokens"
     )
     assert stderr.count("Error:") == 1 and "Traceback" not in stderr
     # The same requirement under a pooled engine is judged: vLLM's pool holds BUDGET // 2 MiB blocks x 16 tokens.

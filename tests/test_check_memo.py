@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kvsize.capacity_file import check_file
+
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
 
 DEPLOYMENTS = """
 deployments:

@@ -102,7 +102,7 @@ def test_gpus_json_lists_all_profiles() -> None:
     result = invoke("gpus", "--json")
     assert result.exit_code == 0
     profiles = json.loads(result.stdout)["gpus"]  # one object, as the help says
-    assert len(profiles) == 40
+    assert len(profiles) == 54
     by_id = {p["id"]: p for p in profiles}
     assert by_id["h100-sxm"]["memory_bytes"] == H100_MEMORY
     assert "h100" in by_id["h100-sxm"]["aliases"]

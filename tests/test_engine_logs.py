@@ -66,8 +66,13 @@ def test_vllm_pool_tokens_and_concurrency(hub_id: str, model: str, version: str,
     figures = log["figures"]
     assert isinstance(figures, dict)
     engine = VllmEngine("0.19")
-    pool = engine.pool(spec_of(hub_id), available_bytes=int(figures["available_kv_gib"] * GIB),
-                       max_model_len=int(log["max_model_len"]), kv_dtype=KvDtype.BF16, tp=tp)  # type: ignore[arg-type]
+    pool = engine.pool(
+        spec_of(hub_id),
+        available_bytes=int(figures["available_kv_gib"] * GIB),
+        max_model_len=int(log["max_model_len"]),
+        kv_dtype=KvDtype.BF16,
+        tp=tp,
+    )  # type: ignore[arg-type]
     assert near(pool.kv_pool_tokens, figures["kv_cache_tokens"], 0.02), (pool, figures)
     assert near(pool.concurrency, figures["max_concurrency"], 0.02), (pool, figures)
 
@@ -84,8 +89,9 @@ VLLM_BLOCKS = [
 
 @pytest.mark.parametrize(("hub_id", "available_gib", "tp", "blocks"), VLLM_BLOCKS, ids=[c[0] for c in VLLM_BLOCKS])
 def test_vllm_gpu_blocks(hub_id: str, available_gib: float, tp: int, blocks: int) -> None:
-    pool = VllmEngine().pool(spec_of(hub_id), available_bytes=int(available_gib * GIB), max_model_len=4096,
-                             kv_dtype=KvDtype.BF16, tp=tp)
+    pool = VllmEngine("0.33").pool(  # the logs' releases page in 16-token blocks, as 0.33 does (not 0.34's 64)
+        spec_of(hub_id), available_bytes=int(available_gib * GIB), max_model_len=4096, kv_dtype=KvDtype.BF16, tp=tp
+    )
     assert near(pool.num_blocks, blocks, 0.02), pool
 
 
@@ -111,8 +117,9 @@ def test_sglang_pool_tokens(hub_id: str, model: str, tp: int, k_gib: float, toke
 
 def test_trtllm_bytes_per_token() -> None:
     # NVIDIA/TensorRT-LLM#1400 (0.8, Llama-2-7B shapes, fp16 KV): 69,524,783,104 bytes for 132,608 tokens.
-    est = get_engine("trtllm").estimate(spec_of("meta-llama/Llama-2-7b-hf"), ctx=132_608, batch=1,
-                                        kv_dtype=KvDtype.FP16)
+    est = get_engine("trtllm").estimate(
+        spec_of("meta-llama/Llama-2-7b-hf"), ctx=132_608, batch=1, kv_dtype=KvDtype.FP16
+    )
     assert est.kv_bytes_per_token * 132_608 == 69_524_783_104
 
 
@@ -135,8 +142,15 @@ def test_vllm_budget_within_5_percent(hub_id: str, model: str, tp: int) -> None:
     assert isinstance(figures, dict)
     spec = spec_of(hub_id)
     weights = find_weights(load_model_config(hub_id), model_dtype=spec.model_dtype).bytes
-    budget = kv_budget("vllm", "0.19", spec, memory_bytes=H100, weights_bytes=-(-weights // tp), tp=tp,
-                       settings=BudgetSettings(gpu_util=float(log["gpu_memory_utilization"])))  # type: ignore[arg-type]
+    budget = kv_budget(
+        "vllm",
+        "0.19",
+        spec,
+        memory_bytes=H100,
+        weights_bytes=-(-weights // tp),
+        tp=tp,
+        settings=BudgetSettings(gpu_util=float(log["gpu_memory_utilization"])),
+    )  # type: ignore[arg-type]
     assert near(budget.kv_budget_bytes / GIB, figures["available_kv_gib"], 0.05), budget
 
 
@@ -146,8 +160,15 @@ def test_vllm_budget_llama4_scout_tp4() -> None:
     log = case("meta-llama/Llama-4-Scout-17B-16E-Instruct", "0.19")
     spec = spec_of("meta-llama/Llama-4-Scout-17B-16E-Instruct")
     weights = find_weights(load_model_config("meta-llama/Llama-4-Scout-17B-16E-Instruct")).bytes
-    budget = kv_budget("vllm", "0.19", spec, memory_bytes=H100, weights_bytes=-(-weights // 4), tp=4,
-                       settings=BudgetSettings(gpu_util=0.95))
+    budget = kv_budget(
+        "vllm",
+        "0.19",
+        spec,
+        memory_bytes=H100,
+        weights_bytes=-(-weights // 4),
+        tp=4,
+        settings=BudgetSettings(gpu_util=0.95),
+    )
     assert budget.rope_table_bytes == 10_485_760 * 128 * 2
     assert near((budget.weights_bytes + budget.rope_table_bytes) / GIB, 53.12, 0.002)
     assert near(budget.kv_budget_bytes / GIB, log["figures"]["available_kv_gib"], 0.02)  # type: ignore[index]
@@ -156,8 +177,9 @@ def test_vllm_budget_llama4_scout_tp4() -> None:
 def test_vllm_budget_older_release() -> None:
     # vllm-project/vllm#10511 (Dec 2024, Meta-Llama-3-8B on H100, util 0.9): "the rest ... for KV Cache is 53.29GiB"
     spec = spec_of("meta-llama/Meta-Llama-3-8B")
-    budget = kv_budget("vllm", "0.19", spec, memory_bytes=H100, weights_bytes=16_060_522_496,
-                       settings=BudgetSettings(gpu_util=0.9))
+    budget = kv_budget(
+        "vllm", "0.19", spec, memory_bytes=H100, weights_bytes=16_060_522_496, settings=BudgetSettings(gpu_util=0.9)
+    )
     assert near(budget.kv_budget_bytes / GIB, 53.29, 0.05)
 
 
@@ -165,6 +187,7 @@ def test_sglang_budget_within_5_percent() -> None:
     # SGLang docs notebook: mem_fraction_static 0.88, 78.81 GB free before loading, 63.72 after (weights 15.09);
     # K + V = 2 x 27.13 GB = 54.26 GB.
     spec = spec_of("meta-llama/Llama-3.1-8B-Instruct")
-    budget = kv_budget("sglang", None, spec, memory_bytes=H100, weights_bytes=16_060_522_496,
-                       settings=BudgetSettings(gpu_util=0.88))
+    budget = kv_budget(
+        "sglang", None, spec, memory_bytes=H100, weights_bytes=16_060_522_496, settings=BudgetSettings(gpu_util=0.88)
+    )
     assert near(budget.kv_budget_bytes / GIB, 2 * 27.13, 0.05)

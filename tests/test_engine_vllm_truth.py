@@ -25,6 +25,9 @@ from kvsize.profiles import resolve_gpu
 from kvsize.registry import find_entry, load_registry_config
 from kvsize.spec import ArchSpec
 
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
+
 GIB = 1024**3
 API, LLM = UsageContext.API_SERVER, UsageContext.LLM_CLASS
 

@@ -19,8 +19,9 @@ EXPECTED: dict[str, list[str]] = {
         "131,072 B",  # Llama-3.1-8B per token
         "16.00 GiB",  # ... at 128k
         "h100-sxm",
-        "requests of 8k tokens that fit on an H100: 55",  # vLLM 0.33.0 budget // 1 GiB, as in test_planner
-        "40 GPU profiles",
+        # vLLM 0.34.0 (the newest): 63,685,020,754 B of budget // 1 GiB per 8k request = 59 (tests/test_vllm_034.py)
+        "requests of 8k tokens that fit on an H100: 59",
+        "54 GPU profiles",
     ],
     "api_example.py": ["seed check passed", "fp8_e4m3", "17179869184"],
     "check_capacity.sh": [

@@ -24,6 +24,9 @@ from kvsize.launch import (
     release_flags,
 )
 
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
+
 runner = CliRunner()
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "configs" / "acme-chat-3b" / "config.json"
 

@@ -128,12 +128,20 @@ def test_mixed_cards_are_refused_with_the_list(machine: Path) -> None:
 
 
 def test_a_card_with_no_profile_is_sized_with_its_reported_memory(machine: Path) -> None:
-    standin(machine, "nvidia-smi", "nvidia-smi_a40.txt")  # kvsize has no A40 profile
-    data = size_json("--gpu", "auto")
-    # 46068 MiB x 1,048,576 = 48,305,799,168 B
-    assert data["scenarios"][0]["gpu"]["memory_bytes"] == 46068 * MIB == 48_305_799_168
+    standin(machine, "nvidia-smi", "nvidia-smi_p100.txt")  # kvsize has no P100 profile
+    data = size_json("--gpu", "auto", code=1)  # 16 GiB: Llama-3.1-8B's weights alone do not fit
+    # 16384 MiB x 1,048,576 = 17,179,869,184 B
+    assert data["scenarios"][0]["gpu"]["memory_bytes"] == 16384 * MIB == 17_179_869_184
     [note] = [n for n in data["notes"] if n.startswith("--gpu auto")]
-    assert "NVIDIA A40 (nvidia-smi) has no GPU profile; sized with the" in note and "nvidia-smi reports" in note
+    assert "Tesla P100-PCIE-16GB (nvidia-smi) has no GPU profile; sized with the" in note
+    assert "nvidia-smi reports" in note
+
+
+def test_an_a40_takes_its_profile(machine: Path) -> None:
+    standin(machine, "nvidia-smi", "nvidia-smi_a40.txt")  # the same 46068 MiB as the a40 profile states
+    data = size_json("--gpu", "auto")
+    assert data["scenarios"][0]["gpu"]["name"] == "a40"
+    assert data["scenarios"][0]["gpu"]["memory_bytes"] == 46068 * MIB == 48_305_799_168
 
 
 def test_a_total_the_tool_does_not_report_keeps_the_profile(machine: Path) -> None:

@@ -7,6 +7,9 @@ import pytest
 import kvsize
 from kvsize.api import Estimate
 
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
+
 H100_BYTES = 85_520_809_984  # nvidia-smi memory.total of the H100 SXM 80GB (gpu_profiles/h100-sxm.yaml)
 LLAMA_8B_WEIGHTS = 16_060_522_496  # model.safetensors.index.json total_size
 RESERVE = H100_BYTES - H100_BYTES * 92 // 100  # 8% kept out, as vLLM's gpu_memory_utilization 0.92

@@ -79,11 +79,11 @@ def write_profile(directory: Path, stem: str, data: object) -> Path:
 
 def test_profiles_dir_is_the_checkout_folder() -> None:
     assert profiles_dir().resolve() == REPO_PROFILES
-    assert len(list(REPO_PROFILES.glob("*.yaml"))) == 40
+    assert len(list(REPO_PROFILES.glob("*.yaml"))) == 54
 
 
-def test_exactly_40_profiles(profiles: dict[str, GpuProfile]) -> None:
-    assert len(profiles) == 40
+def test_exactly_54_profiles(profiles: dict[str, GpuProfile]) -> None:
+    assert len(profiles) == 54
     assert "h100-sxm" in profiles and "dgx-spark" in profiles
 
 

@@ -92,6 +92,9 @@ class Block:
 sys.meta_path.insert(0, Block())
 sys.argv = ["kvsize", *ARGS]
 from kvsize.cli import main
+
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
 main()
 """
 

@@ -1,6 +1,6 @@
 """Verdicts a person acts on (audit of issue 12, defects 6, 7, 11, 14, 15).
 
-- A ctx past the model's maximum: each engine's own rule, from its source. vLLM 0.33.0 raises at start-up
+- A ctx past the model's maximum: each engine's own rule, from its source. vLLM 0.34.0 raises at start-up
   (vllm/config/model.py _get_and_verify_max_len, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1), SGLang 0.5.23 raises
   (srt/configs/model_config.py ModelConfig._derive_context_length, unless
   SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1), TensorRT-LLM 1.2.0 lowers max_seq_len to its maximum
@@ -129,7 +129,7 @@ def test_real_configs(config: str, maximum: int) -> None:
     assert refused.override == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
     assert refused.source == "vllm/config/model.py _get_and_verify_max_len"
     assert refused.reason == (
-        f"ctx {maximum + 1:,} is past the model's maximum context {maximum:,}: vLLM 0.33.0 refuses a longer "
+        f"ctx {maximum + 1:,} is past the model's maximum context {maximum:,}: vLLM 0.34.0 refuses a longer "
         "max_model_len at start-up"
     )
     warned = context_limit(get_engine("llamacpp"), spec, maximum + 1)
@@ -170,7 +170,7 @@ def test_llama_past_its_maximum_does_not_fit(colour: bool) -> None:
     assert code == 1
     assert_uncut(screen)
     flat = " ".join(screen.split())
-    assert "does not fit: ctx 262,144 is past the model's maximum context 131,072: vLLM 0.33.0 refuses" in flat
+    assert "does not fit: ctx 262,144 is past the model's maximum context 131,072: vLLM 0.34.0 refuses" in flat
     assert "_get_and_verify_max_len" not in flat  # the source is rule text: --explain
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it" in flat
     assert "past max ctx" in screen  # the bar's verdict: the memory holds it, the engine refuses it
@@ -209,7 +209,7 @@ def test_engine_all_groups_the_verdicts() -> None:
     proc = run("openai-community/gpt2", "--ctx", "4k", "--gpu", "l4", "--engine", "all")
     assert proc.returncode == 1  # vLLM and SGLang refuse 4,096 > 1,024
     flat = " ".join(proc.stdout.split())
-    refused = flat.index("does not fit: ctx 4,096 is past the model's maximum context 1,024: vLLM 0.33.0 refuses")
+    refused = flat.index("does not fit: ctx 4,096 is past the model's maximum context 1,024: vLLM 0.34.0 refuses")
     assert "SGLang 0.5.23 refuses a longer --context-length at start-up" in flat
     assert refused < flat.index("warning: ctx 4,096 is past the model's maximum context 1,024")
     assert flat.count("is past the model's maximum context") == 2  # one line per verdict, not per engine
@@ -223,7 +223,7 @@ def test_json_carries_the_limit() -> None:
     limit = gpu["context_limit"]
     assert (limit["ctx"], limit["maximum"], limit["refuses"]) == (4096, 1024, True)
     assert limit["override"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
-    assert (limit["engine"], limit["source"]) == ("vLLM 0.33.0", "vllm/config/model.py _get_and_verify_max_len")
+    assert (limit["engine"], limit["source"]) == ("vLLM 0.34.0", "vllm/config/model.py _get_and_verify_max_len")
 
 
 def test_check_fails_with_the_engines_rule(tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ def test_check_fails_with_the_engines_rule(tmp_path: Path) -> None:
     assert proc.returncode == 1
     for result in json.loads(proc.stdout)["deployments"]:
         assert result["pass"] is False
-        assert result["reason"].startswith("ctx 262,144 is past the model's maximum context 131,072: vLLM 0.33.0")
+        assert result["reason"].startswith("ctx 262,144 is past the model's maximum context 131,072: vLLM 0.34.0")
         assert "(vllm/config/model.py _get_and_verify_max_len); VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in result["reason"]
         assert "over the budget" not in result["reason"]  # the memory holds it: not the reason
 
@@ -255,7 +255,7 @@ def test_plan_kv_dtype_the_engine_lacks_is_bad_input() -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: vLLM 0.33.0 has no q8_0 KV cache")
+    assert len(lines) == 1 and lines[0].startswith("Error: vLLM 0.34.0 has no q8_0 KV cache")
     # llama.cpp has q8_0: the same request ranks GPUs.
     assert (
         run("plan", LLAMA_8B, "--ctx", "8k", "--kv-dtype", "q8_0", "--engine", "llamacpp", "--gpus", "h100").returncode
@@ -321,8 +321,9 @@ def test_small_weights_show_in_bar_and_legend(colour: bool) -> None:
 @pytest.mark.parametrize("colour", [True, False], ids=["colour", "NO_COLOR"])
 def test_overflow_plus_is_in_the_legend(colour: bool) -> None:
     code, screen = in_terminal(
-        "google/gemma-3-27b-it", "--ctx", "128k", "--gpu", "h100", "--kv-dtype", "fp8", "--batch", "4", colour=colour
-    )
+        "google/gemma-3-27b-it", "--ctx", "128k", "--gpu", "h100", "--kv-dtype", "fp8", "--batch", "4",
+        "--engine-version", "0.33", colour=colour,
+    )  # fmt: skip
     assert code == 1
     assert_uncut(screen)
     assert "×+ " in screen  # the run past the card's edge ends in '+'
@@ -338,7 +339,7 @@ def test_prefix_rule_behind_explain() -> None:
     assert default.returncode == 0
     flat = " ".join(default.stdout.split())
     assert "remove_skipped_blocks" not in flat
-    assert "rule: vLLM 0.33.0 prefix caching (--explain prints it)" in flat
+    assert "rule: vLLM 0.34.0 prefix caching (--explain prints it)" in flat
     explained = " ".join(run(*args, "--explain").stdout.split())
     assert "whole blocks only" in explained and "remove_skipped_blocks" in explained
 
@@ -347,7 +348,7 @@ def test_prefix_rule_behind_explain() -> None:
 
 
 def test_max_ctx_is_capped_at_the_engines_own_maximum(tmp_path: Path) -> None:
-    """TINY with linear RoPE x4: vLLM 0.33.0 accepts 8,192 x 4 = 32,768 (_get_and_verify_max_len scales
+    """TINY with linear RoPE x4: vLLM 0.34.0 accepts 8,192 x 4 = 32,768 (_get_and_verify_max_len scales
     max_position_embeddings by a linear factor); transformers checks nothing, so its max ctx stays at the
     config's 8,192. The memory holds far more on an H100: 16,384 B per token (tiny_configs.TINY)."""
     config = tmp_path / "config.json"
@@ -383,7 +384,7 @@ def test_a_refused_context_is_advised_a_shorter_context_only() -> None:
 
 
 def test_speed_bound_counts_only_the_requests_the_cap_runs() -> None:
-    """--batch 4 with --max-num-seqs 2: vLLM 0.33.0 runs 2 (Scheduler.schedule admits while len(running) <
+    """--batch 4 with --max-num-seqs 2: vLLM 0.34.0 runs 2 (Scheduler.schedule admits while len(running) <
     max_num_seqs), the other 2 wait holding no KV, so a decode step reads the weights and 2 requests' KV:
     (16,060,522,496 + 2 x 17,179,869,184) B / 3.35e12 B/s (h100-sxm memory_bandwidth_bytes_per_s)."""
     proc = run(LLAMA_8B, "--ctx", "128k", "--batch", "4", "--max-num-seqs", "2", "--gpu", "h100", "--json")

@@ -1,4 +1,4 @@
-"""vLLM's eras (kvsize/engines/vllm_releases.py): every release on PyPI from 0.8.5 to 0.33.0 maps to the era
+"""vLLM's eras (kvsize/engines/vllm_releases.py): every release on PyPI from 0.8.5 to 0.34.0 maps to the era
 whose rules it has, and each era boundary is pinned by a case worked by hand from the two releases' sources
 (the sdists; file:function@release beside each), so that a rule moved by one release fails a test."""
 
@@ -26,7 +26,7 @@ from kvsize.spec import ArchSpec
 GIB = 1024**3
 BF16 = KvDtype.BF16
 
-# Every release with files on PyPI from 0.8.5 to 0.33.0 (pypi.org/pypi/vllm/json, 2026-12-01).
+# Every release with files on PyPI from 0.8.5 to 0.34.0 (pypi.org/simple/vllm, 2026-12-03).
 PYPI_RELEASES = [
     "0.8.5",
     "0.8.5.post1",
@@ -73,6 +73,7 @@ PYPI_RELEASES = [
     "0.31.0",
     "0.32.0",
     "0.33.0",
+    "0.34.0",
 ]
 
 
@@ -111,8 +112,8 @@ def test_every_release_maps_to_an_era_that_read_it(release: str) -> None:
 
 def test_eras_start_where_the_issue_says_rules_change() -> None:
     firsts = {era.first for era in VLLM_RELEASES.eras}
-    assert {"0.10.0", "0.14.0", "0.18.0", "0.20.0", "0.21.0", "0.26.0", "0.28.0", "0.32.0"} <= firsts
-    assert VLLM_RELEASES.oldest.first == "0.8.5" and VLLM_RELEASES.newest.last == "0.33.0"
+    assert {"0.10.0", "0.14.0", "0.18.0", "0.20.0", "0.21.0", "0.26.0", "0.28.0", "0.32.0", "0.34.0"} <= firsts
+    assert VLLM_RELEASES.oldest.first == "0.8.5" and VLLM_RELEASES.newest.last == "0.34.0"
 
 
 def test_every_era_differs_from_the_one_before() -> None:
@@ -145,7 +146,7 @@ def test_older_and_untagged_releases_are_refused() -> None:
         get_engine("vllm", "0.8.4")
     with pytest.raises(UsageError, match="without release tags"):
         get_engine("vllm", "0.1.dev7548+gbaba038")
-    newer = get_engine("vllm", "0.34.0")
+    newer = get_engine("vllm", "0.35.0")
     assert newer.era is VLLM_RELEASES.newest and newer.release_note is not None
 
 

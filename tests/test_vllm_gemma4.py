@@ -240,12 +240,20 @@ def test_backend_boundaries() -> None:
         _backend(GEMMA4_31B, "0.19.0", None, platform="tpu")
 
 
-def test_the_fp8_page_rule_needs_head_size_512() -> None:
-    # _get_sm90_fa4_fp8_kv_block_size: head_size == 512 only; a 384 full layer keeps 16-token blocks.
+@pytest.mark.parametrize(("release", "block"), [("0.33.0", 16), ("0.34.0", 64)])
+def test_the_fp8_page_rule_needs_head_size_512(release: str, block: int) -> None:
+    # _get_sm90_fa4_fp8_kv_block_size: head_size == 512 only; a 384 full layer keeps the default block (16 through
+    # 0.33, 64 from 0.34: config/cache.py DEFAULT_BLOCK_SIZE).
     s = kvsize.estimate(
-        _gemma4_heads(256, 384), ctx=4_096, engine="vllm", kv_dtype="fp8_e4m3", gpu="h100", weights_bytes=1 << 30
+        _gemma4_heads(256, 384),
+        ctx=4_096,
+        engine="vllm",
+        engine_version=release,
+        kv_dtype="fp8_e4m3",
+        gpu="h100",
+        weights_bytes=1 << 30,
     )
-    assert s.scenarios[0].block_size == 16
+    assert s.scenarios[0].block_size == block
 
 
 def test_gemma3n_weights_are_not_counted_from_the_config() -> None:

@@ -266,7 +266,7 @@ def log_command(
     Exit 0: every figure within --tolerance; 1: some are not, or the start-up failed; 2: not an engine log, or
     nothing to predict."""
     with user_errors(debug):
-        from kvsize.calibration import calibration_from_log, check_log, model_spec
+        from kvsize.calibration import calibration_from_log, check_log, model_spec, unversioned_vllm_release
         from kvsize.engine_log import parse_log
         from kvsize.errors import UsageError
         from kvsize.resolve import printable
@@ -300,7 +300,14 @@ def log_command(
                     f"release {engine_version.strip()} from --engine-version (the log says {log.engine_version})"
                 )
             log = msgspec.structs.replace(log, engine_version=engine_version.strip())
-        elif not log.engine_version and log.engine in ("vllm", "sglang", "trtllm"):
+        elif (release := unversioned_vllm_release(log)) is not None:
+            notes.append(
+                f"the log prints no release: sized with the rules of vLLM {release}, the newest kvsize has read "
+                + ("that sizes its pool after warm-up, as this log does" if log.settings.get("kv_sizing") else
+                   "that sizes its pool by profiling, as this log's lines do")
+                + " (pass --engine-version to name the one that ran)"
+            )  # fmt: skip
+        elif not log.engine_version and log.engine in ("sglang", "trtllm"):
             notes.append(
                 "the log prints no release: sized with the rules of the newest release kvsize has read "
                 "(pass --engine-version to name the one that ran)"

@@ -50,8 +50,9 @@ from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
 from kvsize.spec import ArchSpec, AttentionKind, AttentionSpec, LayerSpec, StateKind, StateSpec
 
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention and FlashInfer keep it
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE through 0.33 (VllmRules.default_block_size: 64 from 0.34)
 HYBRID_ALIGN = 16  # smallest kernel block of FlashAttention / FlashInfer (MultipleOf(16))
+KERNEL_BLOCK_MIN = HYBRID_ALIGN  # the smallest kernel block, which the skip-layer realignment steps by
 # The device assumed when none is given: an H100 SXM (gpu_profiles/h100-sxm.yaml), whose API-server scheduler
 # defaults are 8192 batched tokens and 1024 sequences in every modelled release (vllm_scheduler.py).
 REFERENCE_DEVICE = Device(total_memory_bytes=85_520_809_984, name="NVIDIA H100 80GB HBM3", capability=(9, 0))
@@ -255,7 +256,7 @@ class VllmEngine(Engine):
     @property
     def rule(self) -> str:
         return (
-            f"vLLM {self.version}: blocks of {self.fixed_block_size or DEFAULT_BLOCK_SIZE} tokens per layer "
+            f"vLLM {self.version}: blocks of {self.fixed_block_size or self.rules.default_block_size} tokens per layer "
             "(hybrid Mamba: enlarged to fit a state; MLA: the backend's block), sliding layers "
             "cdiv(min(W-1+in-flight, ctx), bs)+1 blocks, chunked cdiv(min(C+in-flight, ctx), bs), in-flight from "
             "the GPU's scheduler defaults, MLA latent replicated per TP rank, kv heads max(1, kv//tp); groups over "
@@ -657,11 +658,12 @@ class VllmEngine(Engine):
             return 64, True
         dev = self.device
         if dev.platform == "cuda" and dev.capability is not None and dev.capability[0] == 10:
+            flashinfer = 64 if self.rules.default_block_size == 64 else 32  # MultipleOf(32): the default at 64
             if dtype in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
-                return 32, False
+                return flashinfer, False
             heads = (attn.num_query_heads or 128) // tp  # MLAAttention.num_heads: the heads on this rank
             if heads <= 16:
-                return (64 if self.rules.sparse_fa4 else 32), False
+                return (64 if self.rules.sparse_fa4 else flashinfer), False
         return 64, True
 
     def state_bytes(self, spec: ArchSpec, state: StateSpec, tp: int = 1) -> int:
@@ -690,8 +692,20 @@ class VllmEngine(Engine):
             return super().state_bytes(spec, state, tp)
         return conv_dtype.storage.bytes_for(conv) + ssm_dtype.storage.bytes_for(ssm)
 
+    @property
+    def measured_sizing(self) -> bool:
+        """Whether this release sizes the pool after warm-up on this platform (VllmRules.kv_sizing)."""
+        return self.rules.kv_sizing == "measured" and self.device.platform in ("cuda", "rocm")
+
+    def default_block(self, mla: bool) -> int:
+        """The block a backend takes from CacheConfig's default (VllmRules.default_block_size): ROCm's
+        ROCM_ATTN keeps 16 for non-MLA layers in every release (rocm_attn.py get_preferred_block_size, 0.34)."""
+        if not mla and self.device.platform == "rocm":
+            return DEFAULT_BLOCK_SIZE
+        return self.rules.default_block_size
+
     def tokens_allocated(self, attn: AttentionSpec, ctx: int) -> int:
-        bs = self.fixed_block_size or DEFAULT_BLOCK_SIZE
+        bs = self.fixed_block_size or self.default_block(attn.kind is AttentionKind.MLA)
         return self._attention_blocks(attn, ctx, bs, 1, None) * bs
 
     # --- the rules that depend on the model ---------------------------------------------------------------
@@ -823,7 +837,8 @@ class VllmEngine(Engine):
         )
         if sparse is not None:
             return self._sparse_backend(sparse, dtype, tp)[0]
-        hopper = 64 if cap is not None and cap[0] == 9 else DEFAULT_BLOCK_SIZE  # FlashMLA on Hopper
+        default = self.default_block(mla=True)
+        hopper = 64 if cap is not None and cap[0] == 9 else default  # FlashMLA on Hopper
         if mode == "hopper64":
             return hopper
         if mode in ("cutlass100", "cutlass10x"):
@@ -835,10 +850,10 @@ class VllmEngine(Engine):
                 return 64 if nope == 128 else 128  # FlashInfer-MLA only for qk_nope_head_dim 128, else CUTLASS
             return hopper
         if cap is not None and cap[0] == 10:
-            return 32
+            return default if default % 32 == 0 else 32  # FlashInfer-MLA's kernels: [32, 64]
         if cap is not None and cap[0] == 9 and dtype in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
             return 64
-        return DEFAULT_BLOCK_SIZE
+        return default
 
     def block_size(self, spec: ArchSpec, dtype: KvDtype, tp: int) -> int:
         """Tokens per block of the primary attention layers.
@@ -852,7 +867,7 @@ class VllmEngine(Engine):
           layers' page per token S exceeds the primary P, the block grows to 16 x cdiv(16 S, 16 P).
         """
         base = self.fixed_block_size or (
-            self.mla_block_size(spec, dtype, tp) if self._mla(spec) else DEFAULT_BLOCK_SIZE
+            self.mla_block_size(spec, dtype, tp) if self._mla(spec) else self.default_block(mla=False)
         )
         attn = self._attention_dtype_bytes(spec, dtype, tp)
         states = [self._raw_state(spec, layer.state, tp) for layer, _ in spec.layer_groups() if layer.state is not None]
@@ -869,8 +884,8 @@ class VllmEngine(Engine):
             primary = self.attention_bytes_per_token_model(spec, dtype, tp)
             skipped = self.attention_bytes_per_token_model(spec, self.served_dtype(spec), tp)
             if primary and skipped > primary:
-                align = max(DEFAULT_BLOCK_SIZE, bs)
-                bs = max(bs, align * cdiv(skipped * DEFAULT_BLOCK_SIZE, align * primary))
+                align = max(KERNEL_BLOCK_MIN, bs)
+                bs = max(bs, align * cdiv(skipped * KERNEL_BLOCK_MIN, align * primary))
         return bs
 
     def _hybrid_alignment(self, spec: ArchSpec, base: int) -> int:
@@ -968,7 +983,7 @@ class VllmEngine(Engine):
                 # A skipped sliding layer pads its page to the primary page (skip_page_size_padded) and takes
                 # the largest multiple of 16 tokens that fits it (attention.py _largest_kernel_block_within).
                 shared = bs * primary
-                block = max(DEFAULT_BLOCK_SIZE, shared // per_token // DEFAULT_BLOCK_SIZE * DEFAULT_BLOCK_SIZE)
+                block = max(KERNEL_BLOCK_MIN, shared // per_token // KERNEL_BLOCK_MIN * KERNEL_BLOCK_MIN)
                 page = max(shared, block * per_token)
             kind = "mla" if a.kind is AttentionKind.MLA else a.kind.value
             window = a.window

@@ -162,6 +162,14 @@ class VllmRules:
     """_align_hybrid_block_size: MLA hybrids take A >= 128."""
 
     # --- attention backends (platforms/cuda.py) ------------------------------------------------------------
+    default_block_size: int
+    """CacheConfig.DEFAULT_BLOCK_SIZE, which Platform.update_block_size_for_backend hands each attention backend
+    (platforms/interface.py _preferred_block_size_for_backends -> AttentionBackend.get_preferred_block_size: the
+    default where the backend's kernels accept it, else its smallest kernel block): 16 (0.8.5-0.33), 64 (0.34+,
+    config/cache.py). FlashAttention, FlashInfer, Triton, FlashAttention-MLA, Triton-MLA and FlashInfer
+    sparse-MLA take it; FlashInfer-MLA [32, 64] takes 32 at 16 and 64 at 64; FlashMLA (64) and CUTLASS-MLA (128)
+    keep theirs; ROCm's ROCM_ATTN keeps 16 (RocmAttentionBackend.get_preferred_block_size, 0.34). The hybrid
+    alignment A is max(16, this) (_align_hybrid_block_size)."""
     mla_blocks: Literal["hopper64", "cutlass100", "cutlass10x", "flashinfer64", "per_backend"]
     """MLA block size: FlashMLA 64 on Hopper, else 16; + CUTLASS MLA 128 on cc 10.0; on any cc 10.x; Blackwell
     FlashInfer-MLA 64 when qk_nope_head_dim is 128 (else CUTLASS 128); or the backend's preferred kernel block
@@ -189,7 +197,19 @@ class VllmRules:
     """CacheConfig.gpu_memory_utilization's default."""
     cuda_graph_estimate: bool
     """determine_available_memory subtracts the profiled CUDA-graph memory estimate from the KV budget
-    (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS's default)."""
+    (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS's default). Under the measured sizing (kv_sizing) the estimate is 0
+    (v1/worker/gpu/model_runner.py profile_cudagraph_memory) and the captured graphs are counted instead."""
+    kv_sizing: Literal["profiled", "measured"]
+    """How the pool is sized on CUDA and ROCm. "profiled": ceil(total x utilisation) - weights - profile peak -
+    non-torch [- CUDA-graph estimate] (v1/worker/gpu_worker.py determine_available_memory). "measured" (0.34+, the
+    extensible KV cache on by default: config/vllm.py VllmConfig._resolve_extensible_kv_cache): the profile only
+    reserves address space and the pool is what v1/worker/extensible_kv_cache.py measure_kv_cache_bytes leaves after
+    warm-up and CUDA-graph capture, min(ceil(total x u), free at start - max(1 GiB (3 on ROCm), 0.75 x transient
+    peak)) - what loading and capture keep - max(transient peak, torch reservation growth). Off (the profiled rule
+    at 0.92) with --kv-cache-memory-bytes, off CUDA/ROCm, and where the driver's virtual-memory check fails (WSL2)."""
+    measured_utilization: float | None
+    """CacheConfig.resolved_gpu_memory_utilization under the measured sizing when --gpu-memory-utilization is unset:
+    1.0 (0.34+); `gpu_memory_utilization` stays the profiled path's default (DEFAULT_GPU_MEMORY_UTILIZATION)."""
     mrope_unit_factor_archs: frozenset[str]
     """Architectures whose multimodal RoPE table covers max_position once, not 4x (models/qwen3_vl.py
     mrope_positions_factor: 1 unless video pruning is on, for Qwen3-VL, Qwen3-VL-MoE and Qwen3.5's decoder
@@ -288,6 +308,7 @@ R_0_8_5 = VllmRules(
     hybrid_align="fixed16",
     blackwell_hd256_align32=False,
     mla_hybrid_align_128=False,
+    default_block_size=16,
     mla_blocks="hopper64",  # platforms/cuda.py check_and_update_config: FlashMLA forces 64 on Hopper
     uniform_type_groups=False,
     page_unify="refuse",
@@ -296,6 +317,8 @@ R_0_8_5 = VllmRules(
     logged_pool="blocks_x_bs",  # _get_kv_cache_config_uniform_type: num_blocks * block_size
     gpu_memory_utilization=0.90,
     cuda_graph_estimate=False,
+    kv_sizing="profiled",
+    measured_utilization=None,
     deepseek_rope_fp32=False,
     mrope_unit_factor_archs=frozenset(),
     mm_items_ceil=True,
@@ -482,6 +505,14 @@ R_0_33_0 = replace(
     sparse_fa4=True,
     kv_dtypes=KV_DTYPES_0330,
 )
+# 0.34.0: 64-token default blocks (config/cache.py DEFAULT_BLOCK_SIZE); the extensible KV cache on by default on
+# CUDA and ROCm, sized after warm-up and capture at utilisation 1.0 (v1/worker/extensible_kv_cache.py).
+R_0_34_0 = replace(
+    R_0_33_0,
+    default_block_size=64,
+    kv_sizing="measured",
+    measured_utilization=1.0,
+)
 
 VLLM_RELEASES: ReleaseTable[VllmRules] = ReleaseTable(
     engine="vllm",
@@ -517,6 +548,7 @@ VLLM_RELEASES: ReleaseTable[VllmRules] = ReleaseTable(
         Era("0.31.0", "0.31.0", R_0_31_0, ("0.31.0",)),
         Era("0.32.0", "0.32.0", R_0_32_0, ("0.32.0",)),
         Era("0.33.0", "0.33.0", R_0_33_0, ("0.33.0",)),
+        Era("0.34.0", "0.34.0", R_0_34_0, ("0.34.0",)),
     ),
     # No sdist on PyPI: sized with the era before them, with a note (a change dated 0.16.0 may have landed there).
     unread=("0.15.0", "0.15.1"),

@@ -1,0 +1,156 @@
+"""vLLM 0.34.0's rules, worked by hand from its source (the 0.34.0 sdist):
+
+- config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE 64 (16 through 0.33), which each attention backend takes where its
+  kernels accept it (AttentionBackend.get_preferred_block_size); ROCm's ROCM_ATTN keeps 16
+  (rocm_attn.py get_preferred_block_size); the hybrid alignment A = max(16, the block)
+  (platforms/interface.py _align_hybrid_block_size).
+- The extensible KV cache, on by default on CUDA and ROCm (config/vllm.py _resolve_extensible_kv_cache): the pool
+  is what v1/worker/extensible_kv_cache.py measure_kv_cache_bytes leaves after warm-up and CUDA-graph capture,
+  min(requested - non_kv_used, headroom - margin) - max(transient, growth), margin max(1 GiB (3 on ROCm),
+  0.75 x transient), utilisation 1.0 when unset (CacheConfig.resolved_gpu_memory_utilization). kvsize's start-up
+  use (0.51 GiB at tp 1) and captured graphs (0.91 GiB) are medians of the vLLM 0.19 H100 logs (budget.py).
+
+Llama-3.1-8B on an H100 (kvsize's own parts, as tests/test_capacity.py works them for 0.33): CUDA-visible
+85,025,882,112 B; weights 16,060,522,496; RoPE table 131,072 x 128 x 2 = 33,554,432; activation
+1024 x 128,256 x 14 + 132 x 128,256 x 4 + 8192 x 4096 x 2 = 1,973,506,048; non-torch 268,435,456.
+"""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+import kvsize
+from kvsize.budget import BudgetSettings
+from kvsize.calibration import unversioned_vllm_release
+from kvsize.cli import app
+from kvsize.engine_log import parse_log
+
+LLAMA = "meta-llama/Llama-3.1-8B"
+VISIBLE = 85_025_882_112
+PARTS = 16_060_522_496 + 33_554_432 + 1_973_506_048 + 268_435_456  # weights, RoPE, activation, non-torch
+START, GRAPHS = 547_608_330, 977_105_060  # 0.51 GiB, 0.91 GiB (kvsize/budget.py, from the 0.19 logs)
+
+
+def scenario(model: str = LLAMA, **options: object) -> kvsize.Estimate:
+    return kvsize.estimate(model, engine="vllm", engine_version="0.34.0", **options).scenarios[0]  # type: ignore[arg-type]
+
+
+def test_the_newest_release_is_0_34() -> None:
+    assert kvsize.estimate(LLAMA, ctx=8192, gpu="h100").scenarios[0].engine_version == "0.34.0"
+
+
+def test_the_measured_pool_at_the_default_utilisation() -> None:
+    # margin max(1 GiB, 0.75 x 1,973,506,048 = 1,480,129,536) = 1,480,129,536; at utilisation 1.0 the warm-up bound
+    # decides: 85,025,882,112 - 547,608,330 - 1,480,129,536 = 82,998,144,246 requested, then - PARTS - 977,105,060
+    # = 63,685,020,754 B (59.31 GiB; vLLM 0.33 gave 59,082,486,744 at 0.92). 64-token blocks of 8 MiB:
+    # 63,685,020,754 // 8,388,608 = 7,591 blocks = 485,824 tokens.
+    s = scenario(ctx=8192, gpu="h100")
+    assert s.gpu is not None and s.gpu.budget is not None
+    b = s.gpu.budget
+    assert (b.utilization, b.start_snapshot_bytes, b.margin_bytes) == (1.0, START, 1_480_129_536)
+    assert b.requested_bytes == VISIBLE - START - 1_480_129_536 == 82_998_144_246
+    assert b.cuda_graph_bytes == GRAPHS
+    assert s.gpu.kv_budget_bytes == 82_998_144_246 - PARTS - GRAPHS == 63_685_020_754
+    assert s.gpu.kv_pool_tokens == 63_685_020_754 // (64 * 131_072) * 64 == 485_824
+    assert s.gpu.max_concurrency == 63_685_020_754 // (8192 * 131_072) == 59
+
+
+def test_a_given_utilisation_caps_the_pool_first() -> None:
+    # --gpu-memory-utilization 0.95: ceil(85,025,882,112 x 0.95) = 80,774,588,007 < the warm-up bound 82,998,144,246,
+    # so the cap decides and neither the start-up use nor the margin is taken: 80,774,588,007 - PARTS - 977,105,060.
+    s = scenario(ctx=8192, gpu="h100", budget=BudgetSettings(gpu_util=0.95))
+    assert s.gpu is not None and s.gpu.budget is not None
+    assert s.gpu.budget.requested_bytes == 80_774_588_007
+    assert (s.gpu.budget.start_snapshot_bytes, s.gpu.budget.margin_bytes) == (0, 0)
+    assert s.gpu.kv_budget_bytes == 80_774_588_007 - PARTS - GRAPHS == 61_461_464_515
+
+
+def test_rocm_keeps_a_3_gib_margin_and_16_token_blocks() -> None:
+    # MI300X: KV_CACHE_MARGIN_FLOOR_BYTES 3 GiB on ROCm > 0.75 x the activation; ROCM_ATTN keeps 16-token blocks.
+    s = scenario(ctx=1000, gpu="mi300x")
+    assert s.gpu is not None and s.gpu.budget is not None
+    assert s.gpu.budget.margin_bytes == 3 << 30 > 0.75 * s.gpu.budget.activation_bytes
+    assert s.block_size == 16
+
+
+def test_64_token_blocks() -> None:
+    # ctx 1,000: cdiv(1000, 64) = 16 blocks = 1,024 slots x 131,072 B = 134,217,728 (0.33: 63 x 16 = 1,008 slots).
+    s = scenario(ctx=1000)
+    assert (s.block_size, s.bytes_per_request) == (64, 1024 * 131_072)
+    old = kvsize.estimate(LLAMA, ctx=1000, engine="vllm", engine_version="0.33.0").scenarios[0]
+    assert (old.block_size, old.bytes_per_request) == (16, 1008 * 131_072)
+
+
+def test_mla_backends_take_the_default() -> None:
+    # DeepSeek-V3, tp 8: FlashInfer-MLA [32, 64] on B200 takes 64 (0.33: 32); FlashAttention-MLA (16-bit, Hopper) and
+    # Triton-MLA (A100) take 64 (0.33: 16); FlashMLA (fp8, Hopper) is 64 in both.
+    for gpu, dtype, before in (
+        ("b200", "bf16", 32),
+        ("h100", "bf16", 16),
+        ("a100-80gb", "bf16", 16),
+        ("h100", "fp8", 64),
+    ):
+        now = scenario("deepseek-ai/DeepSeek-V3", ctx=1050, gpu=gpu, tp=8, kv_dtype=dtype)
+        old = kvsize.estimate(
+            "deepseek-ai/DeepSeek-V3", ctx=1050, engine="vllm", engine_version="0.33.0", gpu=gpu, tp=8, kv_dtype=dtype
+        ).scenarios[0]
+        assert (old.block_size, now.block_size) == (before, 64), (gpu, dtype)
+
+
+def test_hybrid_alignment_follows_the_block() -> None:
+    # Qwen3-Next at tp 4: attention max(1, 2 // 4) = 1 KV head x 256 x 2 x 2 B = 1,024 B per token, the GDN state
+    # 274,432 B per rank. 0.33 on A100 (A = 16): 16 x cdiv(274,432, 16,384) = 272; 0.34 (A = 64): 64 x
+    # cdiv(274,432, 65,536) = 320; on H100 the FlashInfer GDN checkpoint lcm(A, 64) gave 320 in 0.33 already.
+    model = "Qwen/Qwen3-Next-80B-A3B-Thinking"
+    old = kvsize.estimate(model, ctx=32768, engine="vllm", engine_version="0.33.0", gpu="a100-80gb", tp=4)
+    assert old.scenarios[0].block_size == 272
+    assert scenario(model, ctx=32768, gpu="a100-80gb", tp=4).block_size == 320
+    assert scenario(model, ctx=32768, gpu="h100", tp=4).block_size == 320
+
+
+# A start-up log in 0.34's format, its lines written from the format strings of the 0.34.0 source (no published
+# 0.34 log was at hand): v1/worker/gpu_worker.py determine_available_memory ("Available KV cache memory", now the
+# address space reserved at utilisation 1.0) and _compile_or_warm_up_model ("Free memory on device"),
+# v1/worker/extensible_kv_cache.py measure_kv_cache_blocks ("Memory after warmup"), the V2 runner's
+# "Graph capturing finished", v1/core/kv_cache_utils.py's pool lines. Figures: case A of the research notes.
+LOG_034 = """\
+INFO [v1/engine/core.py:105] Initializing a V1 LLM engine (v0.34.0) with config: model='meta-llama/Llama-3.1-8B', \
+dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1, kv_cache_dtype=auto
+INFO [v1/worker/gpu/model_runner.py:442] Model loading took 14.99 GiB memory and 10.5 seconds
+INFO [v1/worker/gpu_worker.py:795] Available KV cache memory: 62.07 GiB
+INFO [v1/worker/gpu/model_runner.py:1200] Graph capturing finished in 10 secs, took 0.91 GiB
+INFO [v1/worker/gpu_worker.py:1154] Free memory on device (78.68/79.19 GiB) on startup. Desired GPU memory \
+utilization is (1.0, 79.19 GiB).
+INFO [v1/worker/extensible_kv_cache.py:694] Memory after warmup: 61.5 GiB free, 0.01 GiB committed to the KV \
+cache, 1.4 GiB kept for transient activations (1.2 GiB allocated at peak, 1.4 GiB of torch reservation growth); \
+7590 KV cache blocks (59.3 GiB) fit within the requested 79.19 GiB. Torch may reserve up to 1.4 GiB.
+INFO [v1/core/kv_cache_utils.py:1319] GPU KV cache size: 485,760 tokens
+INFO [v1/core/kv_cache_utils.py:1324] Maximum concurrency for 8,192 tokens per request: 59.30x
+"""
+
+
+def test_a_0_34_log_reads_the_measured_pool() -> None:
+    log = parse_log(LOG_034)
+    f = log.figures
+    assert (f["available_kv_gib"], f["kv_reservation_gib"]) == (59.3, 62.07)  # the pool, not the reservation
+    assert (f["initial_free_gib"], f["total_memory_gib"], f["cuda_graph_gib"]) == (78.68, 79.19, 0.91)
+    assert log.settings["kv_sizing"] == "measured"
+    result = CliRunner().invoke(app, ["log", "-", "--gpu", "h100", "--json"], input=LOG_034)
+    assert result.exit_code == 0, result.stderr
+    figures = {x["name"]: x for x in json.loads(result.stdout)["figures"]}
+    # 59.3 GiB // 8 MiB = 7,590 blocks = 485,760 tokens, as logged; kvsize's own pool 63,685,020,754 B = 59.31 GiB.
+    assert (figures["pool tokens"]["logged"], figures["pool tokens"]["predicted"]) == (485_760, 485_760)
+    assert figures["available KV memory"]["predicted"] * 1024**3 == 63_685_020_754
+    # the start-up use 79.19 - 78.68 = 0.51 GiB, next to kvsize's 0.51; the captured graphs 0.91 next to 0.91
+    start, graphs = figures["start-up use"], figures["CUDA graphs (captured)"]
+    assert (start["logged"], round(start["predicted"] * 1024**3)) == (0.51, START)
+    assert (graphs["logged"], round(graphs["predicted"] * 1024**3)) == (0.91, GRAPHS)
+
+
+def test_a_log_without_its_release_is_sized_by_its_format() -> None:
+    measured = parse_log(LOG_034.replace("(v0.34.0) ", ""))
+    assert measured.engine_version in (None, "") and unversioned_vllm_release(measured) == "0.34.0"
+    profiled = parse_log("INFO [v1/worker/gpu_worker.py:436] Available KV cache memory: 58.11 GiB\n")
+    assert unversioned_vllm_release(profiled) == "0.33.0"  # the newest release that sizes its pool by profiling
