@@ -256,12 +256,6 @@ _LIGHTNING_NO_CONV = (
     "convolution inputs (Engine.conv_state_kept; TensorRT-LLM's conv_dim // tp x kept) and hf's lightning branch "
     "returns the K^T V state alone: the channel count multiplies 0 everywhere it is read."
 )
-_FALCON_OLD_HEADS = (
-    "hf.py cached_kv_heads, Falcon with new_decoder_architecture false: multi_query gives 1 KV head; otherwise "
-    "FalconAttention.forward splits the fused QKV into num_attention_heads keys and reshapes them to num_kv_heads "
-    "heads, which runs only when the two are equal (modeling_falcon.py, 5.24): there the head count and "
-    "attn.num_kv_heads are the same number, so `and` and `or` return the same."
-)
 _PREFILL_BUCKET_END = (
     "sglang.py prefill_graph_sizes: range(288, 513, 32) and range(288, 514, 32) yield the same buckets, 288 .. 512 "
     "(the next, 544, is past either end)."
@@ -297,16 +291,20 @@ _DEEPSTACK_COUNT_ONLY = (
     "(which layers feed them) do not size the tower, only its length (3)."
 )
 
+_SERVED_WIDTHS = (
+    "weights.py _widened: a served dtype is fp16, bf16 or fp32 (--dtype: kvsize.engines.context.SERVED_DTYPES), 16 "
+    "or 32 bits, so `<= 16` and `<= 17` part them the same."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/weights.py:739:36:16 -> 17": _SERVED_WIDTHS,
     "kvsize/params.py:1183:33:8 -> 9": _DEEPSTACK_COUNT_ONLY,
     "kvsize/params.py:1183:33:8 -> 7": _DEEPSTACK_COUNT_ONLY,
     "kvsize/fit.py:807:18:>= -> >": _FIT_ZERO_BUDGET,
     "kvsize/engines/trtllm.py:146:35:0 -> 1": _TRT_POOL_RUNTIME_DEFAULT,
     "kvsize/engines/trtllm.py:297:19:0 -> 1": _TRT_NO_SHARED_PREFIX,
-    "kvsize/engines/hf.py:391:19:* -> //": _HF_V4_ONE_HEAD,
+    "kvsize/engines/hf.py:434:19:* -> //": _HF_V4_ONE_HEAD,
     "kvsize/engines/vllm_scheduler.py:89:17:0 -> -1": _NVML_ZERO,
     "kvsize/engines/vllm_scheduler.py:89:17:0 -> 1": _NVML_ZERO,
-    "kvsize/engines/hf.py:369:28:and -> or": _FALCON_OLD_HEADS,
     "kvsize/config.py:1243:22:1 -> 2": _LIGHTNING_NO_CONV,
     "kvsize/capacity_file.py:444:67:0 -> -1": _POSITIVE_MINIMUM,
     "kvsize/capacity_file.py:82:42:2 -> 3": _ANNOTATED_PAIR,

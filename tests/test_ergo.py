@@ -64,3 +64,9 @@ def test_ergo_fields_elsewhere_are_not_understood() -> None:
     with pytest.raises(UnmodelledFields) as raised:
         parse_config(other)
     assert set(raised.value.fields) >= {"local_attention_window", "global_attention_every_n_layers"}
+
+
+def test_a_zero_interval_is_refused() -> None:
+    # (i + 1) % 0 has no meaning: a config error naming the field, not a crash.
+    with pytest.raises(ConfigError, match="global_attention_every_n_layers"):
+        parse_config({**RELEASED, "global_attention_every_n_layers": 0})

@@ -67,6 +67,10 @@ def test_hub_counts_served_in_float32_and_in_16_bits() -> None:
     assert weights_from_hub_counts(counts, "org/m", "fp32").bytes == (100 + 10 + 3) * 4
     assert weights_from_hub_counts(counts, "org/m", "bf16").bytes == (100 + 10 + 3) * 2
     assert weights_from_hub_counts(counts, "org/m").bytes == 100 * 2 + 10 * 2 + 3 * 4
+    # The source says so wherever a 16-bit count was widened, BF16 or F16 alone.
+    for alone in ({"BF16": 10}, {"F16": 10}):
+        assert "16-bit loaded as fp32" in weights_from_hub_counts(alone, "org/m", "fp32").source
+    assert "loaded as" not in weights_from_hub_counts({"F32": 10}, "org/m", "fp32").source
 
 
 def test_measured_sizes_scale_both_ways(tmp_path: Path) -> None:
