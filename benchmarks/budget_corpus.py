@@ -62,6 +62,15 @@ NOT_MEASURED_ENGINES = {
 }
 
 
+def _unversioned(log: Any) -> str | None:
+    """The tree's own choice for a log that prints no release (trees before 0.34's era: the newest)."""
+    try:
+        from kvsize.calibration import unversioned_vllm_release
+    except ImportError:
+        return None
+    return unversioned_vllm_release(log)
+
+
 def log_release(engine: str, version: str | None) -> str | None:
     """The release a log is sized with: its own (its era's rules), None when it prints none (the newest read);
     raises UsageError for a release older than the oldest kvsize has read (the row is then left out)."""
@@ -133,8 +142,11 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
             continue
         try:
             # a log printing no release is sized with the manifest's `rules_release` (the release its date and
-            # format place it in; see its `rules_release_reason`), else the newest
-            version = log_release(entry["engine"], log.engine_version or entry.get("rules_release"))
+            # format place it in; see its `rules_release_reason`), else as `kvsize log` sizes it (the newest release
+            # whose pool sizing the log's lines show: kvsize.calibration.unversioned_vllm_release)
+            version = log_release(
+                entry["engine"], log.engine_version or entry.get("rules_release") or _unversioned(log)
+            )
         except UsageError as exc:
             left_out[entry_id] = f"not modelled: {exc}"
             continue

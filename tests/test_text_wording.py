@@ -13,10 +13,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kvsize.cli import app
 from kvsize.units import format_bytes, format_tokens
+
+# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
+pytestmark = pytest.mark.usefixtures("vllm_033")
 
 runner = CliRunner()
 LLAMA = "meta-llama/Llama-3.1-8B"
@@ -92,9 +96,6 @@ class Block:
 sys.meta_path.insert(0, Block())
 sys.argv = ["kvsize", *ARGS]
 from kvsize.cli import main
-
-# Cases worked by hand for vLLM 0.33.0 (16-token blocks, the profiled budget): conftest.py vllm_033.
-pytestmark = pytest.mark.usefixtures("vllm_033")
 main()
 """
 

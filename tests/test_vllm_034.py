@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 import kvsize
@@ -26,6 +27,8 @@ from kvsize.budget import BudgetSettings
 from kvsize.calibration import unversioned_vllm_release
 from kvsize.cli import app
 from kvsize.engine_log import parse_log
+from kvsize.engines.base import UnsupportedArchitecture
+from tests.tiny_configs import registry_config
 
 LLAMA = "meta-llama/Llama-3.1-8B"
 VISIBLE = 85_025_882_112
@@ -154,3 +157,39 @@ def test_a_log_without_its_release_is_sized_by_its_format() -> None:
     assert measured.engine_version in (None, "") and unversioned_vllm_release(measured) == "0.34.0"
     profiled = parse_log("INFO [v1/worker/gpu_worker.py:436] Available KV cache memory: 58.11 GiB\n")
     assert unversioned_vllm_release(profiled) == "0.33.0"  # the newest release that sizes its pool by profiling
+
+
+def test_qwen3_partly_sliding_is_served_all_full_from_0_34() -> None:
+    # Qwen3-8B with use_sliding_window and max_window_layers 28 of 36: transformers slides layers 28-35
+    # (Qwen3Config: i >= max_window_layers). vLLM through 0.33 refuses it (models/qwen2.py Qwen2Model's assertion,
+    # 0.19 and 0.33 read); 0.34 serves every layer full: 36 x 8 KV heads x 128 x 2 x 2 B x 32,768 = 4,831,838,208.
+    raw = {**registry_config("Qwen/Qwen3-8B"), "use_sliding_window": True, "sliding_window": 4096}
+    raw["max_window_layers"] = 28
+    with pytest.raises(UnsupportedArchitecture, match="only partly slide"):
+        kvsize.estimate(raw, ctx=32768, engine="vllm", engine_version="0.33.0")
+    s = kvsize.estimate(raw, ctx=32768, engine="vllm", engine_version="0.34.0")
+    assert s.scenarios[0].bytes_per_request == 36 * 8 * 128 * 2 * 2 * 32768 == 4_831_838_208
+    assert any("caches every layer of this qwen3 model in full" in n for n in s.notes)
+    # Qwen2 keeps the assertion in 0.34 (Qwen2DecoderLayer); every layer sliding is served as before.
+    qwen2 = {**raw, "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+    with pytest.raises(UnsupportedArchitecture, match="only partly slide"):
+        kvsize.estimate(qwen2, ctx=32768, engine="vllm", engine_version="0.34.0")
+    every = {**raw, "max_window_layers": 0}
+    assert kvsize.estimate(every, ctx=32768, engine="vllm", engine_version="0.34.0").scenarios[0].layers[0].kind == (
+        "sliding"
+    )
+
+
+@pytest.mark.parametrize("release", ["0.18.0", "0.19.0", "0.29.0", "0.33.0", "0.34.0"])
+def test_sparse_mla_pages_at_the_indexer_block(release: str) -> None:
+    # DeepSeek-V3.2 on a B200 in fp8: FlashInfer-MLA sparse ([MultipleOf(32)], standard fp8: 576 B) beside the indexer
+    # cache, whose backend takes only 64 (indexer.py DeepseekV32IndexerBackend, read in 0.18, 0.19 and 0.33): the
+    # block is 64 in every release, as the first registered layer (0.18-0.30, platforms/interface.py
+    # update_block_size_for_backend; read in 0.18, 0.19, 0.29) or the LCM over backends (0.31+, read in 0.31-0.34).
+    # 61 x (576 + 132) = 43,188 B per token per rank, x 8 ranks (the latent is replicated) = 345,504;
+    # cdiv(1,050, 64) = 17 blocks = 1,088 slots -> 375,908,352 B (32-token blocks would give 1,056 slots).
+    s = kvsize.estimate(
+        "nvidia/DeepSeek-V3.2-NVFP4", ctx=1050, engine="vllm", engine_version=release, gpu="b200", tp=8, kv_dtype="fp8"
+    ).scenarios[0]
+    assert (s.block_size, s.kv_bytes_per_token) == (64, 8 * 61 * (576 + 132))
+    assert s.bytes_per_request == 1088 * 345_504 == 375_908_352

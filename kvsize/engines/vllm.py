@@ -97,6 +97,10 @@ MIMO_KV_DTYPES: dict[MimoBackend, frozenset[KvDtype]] = {
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS (0.33; 0.11 also lists plamo2).
 FLOAT16_NOT_SUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4", "plamo2"})
 MLLAMA_TYPES = frozenset({"mllama", "mllama_text_model"})
+# models/qwen2.py: Qwen2DecoderLayer models and Qwen3DecoderLayer ones (Qwen3Model(Qwen2Model), Qwen3-VL's
+# Qwen3LLMModel), which VllmRules.qwen_mixed_windows tells apart from 0.34.
+QWEN2_DECODER_TYPES = frozenset({"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"})
+QWEN3_DECODER_TYPES = frozenset({"qwen3", "qwen3_vl", "qwen3_vl_text"})
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py (0.33)
 MambaMode = Literal["none", "align", "all"]
 
@@ -279,6 +283,17 @@ class VllmEngine(Engine):
                 hint="Size it with --engine formula.",
             )
         r = self.rules
+        if self._qwen_partly_sliding(spec) and (
+            r.qwen_mixed_windows == "refused" or spec.model_type in QWEN2_DECODER_TYPES
+        ):
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} refuses a {spec.model_type} model whose layers only partly slide: 'Sliding "
+                "window for some but all layers is not supported' (models/qwen2.py, use_sliding_window with "
+                "max_window_layers below num_hidden_layers)",
+                hint="Set max_window_layers to num_hidden_layers (every layer slides) or use_sliding_window to false; "
+                + ("vLLM 0.34+ serves Qwen3 with every layer full; " if r.qwen_mixed_windows == "refused" else "")
+                + "or size it with --engine hf.",
+            )
         if spec.model_type in MLLAMA_TYPES:
             why = (
                 "serves Mllama (Llama 3.2 Vision) on its V0 engine only"
@@ -367,12 +382,23 @@ class VllmEngine(Engine):
         """A layer's attention as vLLM caches it. MiMo-V2 (models/mimo_v2_flash.py, mimo_v2.py): its sliding layers
         take `sliding_window_size` as the window (kvsize's spec holds transformers' sliding_window_size + 1), and
         through 0.19 V is padded to K's width (VllmRules.mimo_v2). Every other model: as parsed."""
+        all_full = self.rules.qwen_mixed_windows == "qwen3_all_full" and spec.model_type in QWEN3_DECODER_TYPES
+        if attn.kind is AttentionKind.SLIDING and all_full and self._qwen_partly_sliding(spec):
+            return msgspec.structs.replace(attn, kind=AttentionKind.FULL, window=None)
         if spec.model_type not in MIMO_V2_MODEL_TYPES or attn.kind is AttentionKind.SHARED:
             return attn
         attn = sliding_window_size_attention(spec, attn)
         if self.rules.mimo_v2 == "v_padded" and attn.head_dim_v < attn.head_dim:
             attn = msgspec.structs.replace(attn, head_dim_v=attn.head_dim)
         return attn
+
+    @staticmethod
+    def _qwen_partly_sliding(spec: ArchSpec) -> bool:
+        """A Qwen2-family model with sliding and full layers (models/qwen2.py's mixed layer_types)."""
+        if spec.model_type not in QWEN2_DECODER_TYPES | QWEN3_DECODER_TYPES:
+            return False
+        kinds = {layer.attention.kind for layer, _ in spec.layer_groups() if layer.attention is not None}
+        return AttentionKind.SLIDING in kinds and AttentionKind.FULL in kinds
 
     def gemma4_backend(self, spec: ArchSpec) -> Gemma4Backend:
         """The attention backend vLLM runs a Gemma 4 model on (VllmRules.gemma4), refusing the paths kvsize has
@@ -648,22 +674,24 @@ class VllmEngine(Engine):
     def _sparse_backend(self, attn: AttentionSpec, dtype: KvDtype, tp: int) -> tuple[int, bool]:
         """(block size, fp8 in FlashMLA sparse's 656 B layout) of DeepSeek-V3.2's sparse MLA.
 
-        0.11-0.17 (DeepseekV32ForCausalLM.verify_and_update_config): 64-token blocks, fp8 -> fp8_ds_mla on
-        every GPU. 0.18+ (platforms/cuda.py _get_backend_priorities, mla_attention.py
-        _canonicalize_sparse_mla_kv_cache_dtype: fp8_ds_mla only on FLASHMLA_SPARSE): sm_10x with fp8 takes
-        FlashInfer-MLA sparse (32-token blocks, standard fp8); sm_10x in 16 bits FlashInfer sparse (32) at
-        <= 16 heads per rank, FA4 sparse (64) there from 0.33, FlashMLA sparse (64) above; other GPUs FlashMLA
-        sparse (64)."""
+        The block is 64 tokens in every release: 0.11-0.17 set it (DeepseekV32ForCausalLM.verify_and_update_config);
+        from 0.18 the indexer cache's backend decides it (v1/attention/backends/mla/indexer.py
+        DeepseekV32IndexerBackend.get_supported_kernel_block_sizes: [64] on CUDA), as the first attention layer a
+        model registers (Platform.update_block_size_for_backend, 0.18-0.30: the indexer is built before the MLA
+        layer in models/deepseek_v2.py DeepseekV2MLAAttention) and then as the least common multiple over every
+        layer's backend (_preferred_block_size_for_backends, 0.31+): FlashInfer sparse-MLA's MultipleOf(32) takes it.
+        fp8: fp8_ds_mla on every GPU through 0.17; from 0.18 only on FLASHMLA_SPARSE (mla_attention.py
+        _canonicalize_sparse_mla_kv_cache_dtype): sm_10x with fp8 runs FlashInfer-MLA sparse in standard fp8, and
+        in 16 bits FlashInfer sparse at <= 16 heads per rank (FA4 sparse from 0.33), FlashMLA sparse above."""
         if self.rules.sparse_fp8 == "config":
             return 64, True
         dev = self.device
         if dev.platform == "cuda" and dev.capability is not None and dev.capability[0] == 10:
-            flashinfer = 64 if self.rules.default_block_size == 64 else 32  # MultipleOf(32): the default at 64
             if dtype in (KvDtype.FP8_E4M3, KvDtype.FP8_E5M2):
-                return flashinfer, False
+                return 64, False
             heads = (attn.num_query_heads or 128) // tp  # MLAAttention.num_heads: the heads on this rank
             if heads <= 16:
-                return (64 if self.rules.sparse_fa4 else flashinfer), False
+                return 64, False
         return 64, True
 
     def state_bytes(self, spec: ArchSpec, state: StateSpec, tp: int = 1) -> int:
@@ -1193,6 +1221,11 @@ class VllmEngine(Engine):
 
     def estimate_notes(self, spec: ArchSpec) -> tuple[str, ...]:
         notes = []
+        if self.rules.qwen_mixed_windows == "qwen3_all_full" and self._qwen_partly_sliding(spec):
+            notes.append(
+                f"vLLM {self.version} caches every layer of this {spec.model_type} model in full: a model whose layers "
+                "only partly slide gets no window (models/qwen2.py Qwen2DecoderLayer, engine/arg_utils.py)"
+            )
         if spec.has_state and self._attends(spec):
             mode = self.mamba_mode(spec)
             notes.append(

@@ -161,6 +161,13 @@ class VllmRules:
     mla_hybrid_align_128: bool
     """_align_hybrid_block_size: MLA hybrids take A >= 128."""
 
+    qwen_mixed_windows: Literal["refused", "qwen3_all_full"]
+    """Qwen2-family configs whose layers only partly slide (use_sliding_window with max_window_layers below the
+    layer count): models/qwen2.py refuses them ("Sliding window for some but all layers is not supported", in
+    Qwen2Model through 0.33); from 0.34 the assertion sits in Qwen2DecoderLayer, so Qwen2 / Qwen2-VL are still
+    refused and Qwen3 / Qwen3-VL (Qwen3DecoderLayer) are served with every layer full: engine/arg_utils.py sets no
+    global window for a mixed model and the layers take none of their own."""
+
     # --- attention backends (platforms/cuda.py) ------------------------------------------------------------
     default_block_size: int
     """CacheConfig.DEFAULT_BLOCK_SIZE, which Platform.update_block_size_for_backend hands each attention backend
@@ -308,6 +315,7 @@ R_0_8_5 = VllmRules(
     hybrid_align="fixed16",
     blackwell_hd256_align32=False,
     mla_hybrid_align_128=False,
+    qwen_mixed_windows="refused",
     default_block_size=16,
     mla_blocks="hopper64",  # platforms/cuda.py check_and_update_config: FlashMLA forces 64 on Hopper
     uniform_type_groups=False,
@@ -506,10 +514,12 @@ R_0_33_0 = replace(
     kv_dtypes=KV_DTYPES_0330,
 )
 # 0.34.0: 64-token default blocks (config/cache.py DEFAULT_BLOCK_SIZE); the extensible KV cache on by default on
-# CUDA and ROCm, sized after warm-up and capture at utilisation 1.0 (v1/worker/extensible_kv_cache.py).
+# CUDA and ROCm, sized after warm-up and capture at utilisation 1.0 (v1/worker/extensible_kv_cache.py); Qwen3's
+# partly sliding configs served with every layer full (models/qwen2.py Qwen2DecoderLayer).
 R_0_34_0 = replace(
     R_0_33_0,
     default_block_size=64,
+    qwen_mixed_windows="qwen3_all_full",
     kv_sizing="measured",
     measured_utilization=1.0,
 )
