@@ -193,3 +193,18 @@ def test_sparse_mla_pages_at_the_indexer_block(release: str) -> None:
     ).scenarios[0]
     assert (s.block_size, s.kv_bytes_per_token) == (64, 8 * 61 * (576 + 132))
     assert s.bytes_per_request == 1088 * 345_504 == 375_908_352
+
+
+def test_removed_architectures_are_refused_after_their_last_release() -> None:
+    # model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS (0.34.0): BaichuanForCausalLM "0.23.0",
+    # KeyeForConditionalGeneration "0.33.0" (0.33.0 still registers Keye; 0.34.0 lists it as removed).
+    assert kvsize.estimate("baichuan-inc/Baichuan2-7B-Chat", ctx=4096, engine="vllm", engine_version="0.23.0")
+    for release in ("0.24.0", "0.24.0rc1", "0.34.0"):
+        with pytest.raises(
+            UnsupportedArchitecture, match="no longer serves BaichuanForCausalLM: it was supported until"
+        ):
+            kvsize.estimate("baichuan-inc/Baichuan2-7B-Chat", ctx=4096, engine="vllm", engine_version=release)
+    keye = {**registry_config("Qwen/Qwen3-8B"), "architectures": ["KeyeForConditionalGeneration"]}
+    assert kvsize.estimate(keye, ctx=4096, engine="vllm", engine_version="0.33.0")
+    with pytest.raises(UnsupportedArchitecture, match="until v0.33.0"):
+        kvsize.estimate(keye, ctx=4096, engine="vllm", engine_version="0.34.0")

@@ -283,6 +283,7 @@ class VllmEngine(Engine):
                 hint="Size it with --engine formula.",
             )
         r = self.rules
+        self._check_not_removed(spec)
         if self._qwen_partly_sliding(spec) and (
             r.qwen_mixed_windows == "refused" or spec.model_type in QWEN2_DECODER_TYPES
         ):
@@ -391,6 +392,21 @@ class VllmEngine(Engine):
         if self.rules.mimo_v2 == "v_padded" and attn.head_dim_v < attn.head_dim:
             attn = msgspec.structs.replace(attn, head_dim_v=attn.head_dim)
         return attn
+
+    def _check_not_removed(self, spec: ArchSpec) -> None:
+        """Refuse an architecture vLLM removed before this release (vllm_releases.REMOVED_ARCHITECTURES)."""
+        from packaging.version import Version
+
+        from kvsize.engines.vllm_releases import REMOVED_ARCHITECTURES
+
+        for arch in spec.architectures:
+            last = REMOVED_ARCHITECTURES.get(arch)
+            if last is not None and Version(self.version.split("+")[0]) > Version(last):
+                raise UnsupportedArchitecture(
+                    f"vLLM {self.version} no longer serves {arch}: it was supported until v{last} "
+                    "(model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS)",
+                    hint=f"Pass --engine-version {last} or older, or size it with --engine hf or formula.",
+                )
 
     @staticmethod
     def _qwen_partly_sliding(spec: ArchSpec) -> bool:
