@@ -283,7 +283,6 @@ class VllmEngine(Engine):
                 hint="Size it with --engine formula.",
             )
         r = self.rules
-        self._check_not_removed(spec)
         if self._qwen_partly_sliding(spec) and (
             r.qwen_mixed_windows == "refused" or spec.model_type in QWEN2_DECODER_TYPES
         ):
@@ -304,6 +303,7 @@ class VllmEngine(Engine):
             raise UnsupportedArchitecture(
                 f"vLLM {self.version} {why}", hint="Use --engine hf or sglang, or size it with --engine formula."
             )
+        self._check_not_removed(spec)
         if spec.has_state and not r.v1_state_models:
             raise UnsupportedArchitecture(
                 f"vLLM {self.version} runs Mamba and linear-attention models on its V0 engine, whose state cache "
