@@ -343,6 +343,15 @@ def _quantization(b: _Builder, s: LaunchScenario, flag: str) -> None:
         )
 
 
+def _stated_utilization(budget: Any) -> float | None:
+    """The utilisation a launch command states: the budget's, except vLLM 0.34+'s unset default under the measured
+    sizing (1.0 where the warm-up bound decides: CacheConfig.resolved_gpu_memory_utilization), which the command
+    leaves unset so that a driver without virtual-memory support keeps vLLM's 0.92 (a stated 1.0 would not)."""
+    if budget.engine == "vllm" and budget.start_snapshot_bytes and budget.utilization == 1.0:
+        return None
+    return float(budget.utilization) if budget.utilization is not None else None
+
+
 def _vllm(s: LaunchScenario, flags: ReleaseFlags) -> _Builder:
     b = _Builder("vllm", flags, ["vllm", "serve", s.model])
     if s.revision:
@@ -538,7 +547,7 @@ def sized_launch(
             spec,
             loaded.raw,
             rules,
-            utilization=scenario.gpu.budget.utilization,
+            utilization=_stated_utilization(scenario.gpu.budget),
             kv_memory_bytes=kv_memory_bytes,
             max_num_batched_tokens=tokens,
             revision=revision,

@@ -208,3 +208,19 @@ def test_removed_architectures_are_refused_after_their_last_release() -> None:
     assert kvsize.estimate(keye, ctx=4096, engine="vllm", engine_version="0.33.0")
     with pytest.raises(UnsupportedArchitecture, match="until v0.33.0"):
         kvsize.estimate(keye, ctx=4096, engine="vllm", engine_version="0.34.0")
+
+
+def test_the_launch_command_leaves_the_measured_default_unset() -> None:
+    # 0.34's flags (kvsize/data/engine_flags/vllm.json, read from arg_utils.py@0.34.0) hold the new switch; the
+    # command states no --gpu-memory-utilization where 0.34's unset default (1.0, measured) sized the pool, so a
+    # driver without virtual-memory support keeps vLLM's 0.92; a given share is stated.
+    from kvsize.launch import release_flags
+
+    assert "--enable-extensible-kv-cache" in release_flags("vllm", "0.34.0").flags
+    default = CliRunner().invoke(app, [LLAMA, "--ctx", "32k", "--gpu", "h100", "--emit", "vllm"])
+    assert default.exit_code == 0, default.stderr
+    command = default.stdout.strip().splitlines()[-1]
+    assert command.startswith("vllm serve ") and "--gpu-memory-utilization" not in command
+    assert "newer than the newest release read" not in default.stdout
+    given = CliRunner().invoke(app, [LLAMA, "--ctx", "32k", "--gpu", "h100", "--gpu-util", "0.9", "--emit", "vllm"])
+    assert "--gpu-memory-utilization 0.9 " in given.stdout
