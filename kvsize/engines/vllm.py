@@ -419,7 +419,8 @@ class VllmEngine(Engine):
     def gemma4_backend(self, spec: ArchSpec) -> Gemma4Backend:
         """The attention backend vLLM runs a Gemma 4 model on (VllmRules.gemma4), refusing the paths kvsize has
         not read. Both kvsize-modelled backends take any multiple of 16 tokens as a kernel block
-        (get_supported_kernel_block_sizes: MultipleOf(16)), so every layer starts from 16-token blocks."""
+        (get_supported_kernel_block_sizes: MultipleOf(16)), so every layer starts from the default block (16, 64 from
+        0.34: VllmRules.default_block_size)."""
         heads = {
             a.head_dim
             for layer, _ in spec.layer_groups()
