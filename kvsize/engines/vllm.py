@@ -260,7 +260,7 @@ class VllmEngine(Engine):
     @property
     def rule(self) -> str:
         return (
-            f"vLLM {self.version}: blocks of {self.fixed_block_size or self.rules.default_block_size} tokens per layer "
+            f"vLLM {self.version}: blocks of {self.fixed_block_size or self.default_block(mla=False)} tokens per layer "
             "(hybrid Mamba: enlarged to fit a state; MLA: the backend's block), sliding layers "
             "cdiv(min(W-1+in-flight, ctx), bs)+1 blocks, chunked cdiv(min(C+in-flight, ctx), bs), in-flight from "
             "the GPU's scheduler defaults, MLA latent replicated per TP rank, kv heads max(1, kv//tp); groups over "

@@ -87,8 +87,6 @@ class VllmRules:
     sparse_fp8: Literal["config", "backend"]
     """fp8 on sparse MLA: the config turns it into fp8_ds_mla (656 B) on every GPU, or MLAAttention.__init__
     does so only on the FLASHMLA_SPARSE backend (FlashInfer-MLA sparse on sm_10x keeps standard fp8)."""
-    sparse_fa4: bool
-    """sm_10x puts FA4-sparse (64-token blocks) first at <= 16 heads per rank (platforms/cuda.py)."""
     serves_gemma3n: bool
     """Gemma3nForConditionalGeneration is in models/registry.py (from 0.9.2; absent in 0.9.1). Its last
     num_kv_shared_layers attention layers name a kv_sharing_target_layer_name and get no KV-cache spec
@@ -291,7 +289,6 @@ R_0_8_5 = VllmRules(
     sparse_mla=False,
     sparse_mla_auto_ds_mla=False,
     sparse_fp8="config",
-    sparse_fa4=False,
     serves_gemma3n=False,
     gemma4="absent",
     mimo_v2="absent",
@@ -510,7 +507,6 @@ R_0_33_0 = replace(
     gb10_small_tier=True,
     nvml_total_fallback=True,
     checkpoint_gdn=True,
-    sparse_fa4=True,
     kv_dtypes=KV_DTYPES_0330,
 )
 # 0.34.0: 64-token default blocks (config/cache.py DEFAULT_BLOCK_SIZE); the extensible KV cache on by default on
