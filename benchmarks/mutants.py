@@ -64,6 +64,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engine_logs.py",
         "tests/test_rope_tables.py",
         "tests/test_engine_sglang_releases.py",
+        "tests/test_vllm_034.py",  # the measured pool of vLLM 0.34 (_vllm_measured)
         "tests/test_mutants_killed.py",
     ],
     "kvsize/rope_tables.py": ["tests/test_rope_tables.py", "tests/test_budget_small_cards.py"],
@@ -72,6 +73,16 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_reliability_log.py",
         "tests/test_log_corpus.py",
         "tests/test_log_command.py",
+        "tests/test_vllm_034.py",  # 0.34's "Memory after warmup" and "Free memory on device" lines
+        "tests/test_mutants_killed.py",
+    ],
+    # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.
+    "kvsize/calibration.py": [
+        "tests/test_log_command.py",
+        "tests/test_log_corpus.py",
+        "tests/test_log_parts.py",
+        "tests/test_reliability_log.py",
+        "tests/test_vllm_034.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/engines/sglang.py": [
@@ -210,6 +221,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_serving.py",  # prefix caching's whole blocks and windows (prefix_shared_tokens)
         "tests/test_vllm_gemma4.py",
         "tests/test_vllm_mimo.py",
+        "tests/test_vllm_034.py",
         "tests/test_mutants_killed.py",
     ],
 }
@@ -291,12 +303,17 @@ _DEEPSTACK_COUNT_ONLY = (
     "(which layers feed them) do not size the tower, only its length (3)."
 )
 
+_START_USE_ROUNDING = (
+    "calibration.py _vllm_budget_parts: the start-up use is the difference of two figures vLLM prints with two "
+    "decimals (format_gib), so rounding it to 2 or to 3 decimals gives the same number."
+)
 _SERVED_WIDTHS = (
     "weights.py _widened: a served dtype is fp16, bf16 or fp32 (--dtype: kvsize.engines.context.SERVED_DTYPES), 16 "
     "or 32 bits, so `<= 16` and `<= 17` part them the same."
 )
 EQUIVALENT: dict[str, str] = {
     "kvsize/weights.py:739:36:16 -> 17": _SERVED_WIDTHS,
+    "kvsize/calibration.py:237:73:2 -> 3": _START_USE_ROUNDING,
     "kvsize/params.py:1183:33:8 -> 9": _DEEPSTACK_COUNT_ONLY,
     "kvsize/params.py:1183:33:8 -> 7": _DEEPSTACK_COUNT_ONLY,
     "kvsize/fit.py:807:18:>= -> >": _FIT_ZERO_BUDGET,

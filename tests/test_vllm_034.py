@@ -224,3 +224,21 @@ def test_the_launch_command_leaves_the_measured_default_unset() -> None:
     assert "newer than the newest release read" not in default.stdout
     given = CliRunner().invoke(app, [LLAMA, "--ctx", "32k", "--gpu", "h100", "--gpu-util", "0.9", "--emit", "vllm"])
     assert "--gpu-memory-utilization 0.9 " in given.stdout
+
+
+def test_only_the_measured_sizing_has_start_up_use_and_a_margin() -> None:
+    # 0.33's profiled budget keeps neither part (0 in the JSON, no row in the reserve), and says nothing of 0.34's
+    # constants; 0.34 on a card says where its two measured parts come from.
+    from kvsize.report import reserve_parts
+
+    old = kvsize.estimate(LLAMA, ctx=8192, gpu="h100", engine="vllm", engine_version="0.33.0")
+    gpu = old.scenarios[0].gpu
+    assert gpu is not None and gpu.budget is not None
+    assert (gpu.budget.start_snapshot_bytes, gpu.budget.margin_bytes) == (0, 0)
+    assert not any(label in ("start-up use", "warm-up margin") for label, _ in reserve_parts(gpu))
+    assert not any("sizes the pool after warm-up" in n for n in old.notes)
+    new = kvsize.estimate(LLAMA, ctx=8192, gpu="h100", engine="vllm", engine_version="0.34.0")
+    assert any("taken from vLLM 0.19 H100 logs" in n for n in new.notes)
+    new_gpu = new.scenarios[0].gpu
+    assert new_gpu is not None
+    assert dict(reserve_parts(new_gpu))["start-up use"] == START
