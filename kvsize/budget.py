@@ -390,25 +390,14 @@ def _vllm_rules(version: str | None) -> VllmRules:
 
 
 def _vllm_measured(
-    spec: ArchSpec,
-    rules: VllmRules,
-    s: BudgetSettings,
-    version: str | None,
-    device: Device | None,
-    memory_bytes: int,
-    weights_bytes: int,
-    visible: int,
-    visible_source: str,
-    multi: bool,
-    activation: int,
-    activation_rule: str,
-    non_torch: int,
-) -> KvBudget:
-    """vLLM 0.34+'s measured pool (VllmRules.kv_sizing, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes):
-    `available = min(requested - non_kv_used, headroom - margin) - max(transient peak, reserve growth)`, where
-    headroom = free at the start snapshot - what loading and capture keep. kvsize's activation peak stands for the
-    transient peak and the reserve growth alike, so in kvsize's terms the pool is min(ceil(visible x u), visible -
-    start-up use - margin) - weights - RoPE tables - activation - non-torch - captured graphs."""
+    rules: VllmRules, s: BudgetSettings, device: Device | None, visible: int, multi: bool, activation: int
+) -> tuple[float, int, int, int, int]:
+    """(utilisation, requested, captured graphs, start-up use, margin) of vLLM 0.34+'s measured pool
+    (VllmRules.kv_sizing, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes): `available = min(requested -
+    non_kv_used, headroom - margin) - max(transient peak, reserve growth)`, headroom = free at the start snapshot -
+    what loading and capture keep. kvsize's activation peak stands for the transient peak and the reserve growth
+    alike, so the request is min(ceil(visible x u), visible - start-up use - margin); start-up use and margin are
+    0 where the utilisation cap decides."""
     util = s.gpu_util if s.gpu_util is not None else (rules.measured_utilization or rules.gpu_memory_utilization)
     rocm = device is not None and device.platform == "rocm"
     start = START_SNAPSHOT_MULTI if multi else START_SNAPSHOT_TP1
@@ -418,38 +407,10 @@ def _vllm_measured(
         if s.cuda_graph_bytes is not None
         else (CUDA_GRAPH_CAPTURED_MULTI if multi else CUDA_GRAPH_CAPTURED_TP1)
     )
-    capped = math.ceil(visible * util)
-    measured = visible - start - margin
-    requested = min(capped, measured)
-    rope = _rope_tables("vllm", version, spec, s, device)
-    rule = (
-        f"vLLM {version}: min(ceil(CUDA-visible memory x {util:g}), CUDA-visible - start-up use - warm-up margin "
-        f"max({'3' if rocm else '1'} GiB, 0.75 x activation)) - weights"
-        + (" - RoPE tables" if rope.bytes else "")
-        + " - activation peak - non-torch - captured CUDA graphs (v1/worker/extensible_kv_cache.py "
-        + f"measure_kv_cache_bytes); CUDA-visible memory: {visible_source}"
-        + MEASURED_NOTE
-        + (UNIFIED_MEASURED_NOTE if device is not None and device.unified_memory else "")
-    )
-    return KvBudget(
-        engine="vllm",
-        memory_bytes=memory_bytes,
-        utilization=util,
-        requested_bytes=requested,
-        weights_bytes=weights_bytes,
-        activation_bytes=activation,
-        non_torch_bytes=non_torch,
-        cuda_graph_bytes=graphs,
-        kv_budget_bytes=requested - weights_bytes - rope.bytes - activation - non_torch - graphs,
-        rule=rule,
-        visible_bytes=visible,
-        visible_source=visible_source,
-        rope_table_bytes=rope.bytes,
-        rope_table_rule=rope.rule,
-        activation_rule=activation_rule,
-        start_snapshot_bytes=start if measured < capped else 0,
-        margin_bytes=margin if measured < capped else 0,
-    )
+    capped, measured = math.ceil(visible * util), visible - start - margin
+    if capped <= measured:
+        return util, capped, graphs, 0, 0
+    return util, measured, graphs, start, margin
 
 
 def kv_budget(
@@ -483,6 +444,7 @@ def kv_budget(
         )
     visible, visible_source = cuda_visible(memory_bytes, device)
     multi = tp * pp > 1
+    start = margin = 0  # vLLM 0.34+'s measured sizing only
     if s.reserve_bytes is not None:
         engine = "given reserve"  # a stated reserve replaces every engine's model
     if engine == "vllm":
@@ -494,28 +456,37 @@ def kv_budget(
             if s.non_torch_bytes is not None
             else (NON_TORCH_NVLS if tp > 1 and has_nvls(device) else NON_TORCH_TP1)
         )
-        measured = rules.kv_sizing == "measured" and (device is None or device.platform in ("cuda", "rocm"))
-        if measured:
-            return _vllm_measured(
-                spec, rules, s, version, device, memory_bytes, weights_bytes, visible, visible_source, multi,
-                activation, activation_rule, non_torch,
-            )  # fmt: skip
-        graphs = (
-            s.cuda_graph_bytes
-            if s.cuda_graph_bytes is not None
-            else ((CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1) if rules.cuda_graph_estimate else 0)
-        )
-        requested = math.ceil(visible * util)
         rope = _rope_tables("vllm", version, spec, s, device)
-        rule = (
-            f"vLLM {version}: ceil(CUDA-visible memory x {util}) - weights"
-            + (" - RoPE tables" if rope.bytes else "")
-            + " - activation peak - non-torch"
-            + (" - CUDA graphs" if graphs else "")
-            + " (v1/worker/gpu_worker.py determine_available_memory, v1/worker/utils.py request_memory); "
-            + f"CUDA-visible memory: {visible_source}"
-            + (UNIFIED_NOTE if device is not None and device.unified_memory else "")
-        )
+        from kvsize.engines.vllm_releases import measures_pool
+
+        if measures_pool(rules, device.platform if device is not None else "cuda"):
+            util, requested, graphs, start, margin = _vllm_measured(rules, s, device, visible, multi, activation)
+            rocm = device is not None and device.platform == "rocm"
+            rule = (
+                f"vLLM {version}: min(ceil(CUDA-visible memory x {util:g}), CUDA-visible - start-up use - warm-up "
+                f"margin max({'3' if rocm else '1'} GiB, 0.75 x activation)) - weights"
+                + (" - RoPE tables" if rope.bytes else "")
+                + " - activation peak - non-torch - captured CUDA graphs (v1/worker/extensible_kv_cache.py "
+                + f"measure_kv_cache_bytes); CUDA-visible memory: {visible_source}"
+                + MEASURED_NOTE
+                + (UNIFIED_MEASURED_NOTE if device is not None and device.unified_memory else "")
+            )
+        else:
+            graphs = (
+                s.cuda_graph_bytes
+                if s.cuda_graph_bytes is not None
+                else ((CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1) if rules.cuda_graph_estimate else 0)
+            )
+            requested = math.ceil(visible * util)
+            rule = (
+                f"vLLM {version}: ceil(CUDA-visible memory x {util}) - weights"
+                + (" - RoPE tables" if rope.bytes else "")
+                + " - activation peak - non-torch"
+                + (" - CUDA graphs" if graphs else "")
+                + " (v1/worker/gpu_worker.py determine_available_memory, v1/worker/utils.py request_memory); "
+                + f"CUDA-visible memory: {visible_source}"
+                + (UNIFIED_NOTE if device is not None and device.unified_memory else "")
+            )
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
         # (KVCacheConfigurator._profile_available_bytes); the default fraction is the formula of the era that
@@ -633,4 +604,6 @@ def kv_budget(
         rope_table_bytes=rope.bytes,
         rope_table_rule=rope.rule,
         activation_rule=activation_rule,
+        start_snapshot_bytes=start,
+        margin_bytes=margin,
     )

@@ -113,8 +113,9 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
     "cohere2": {"sliding_window_pattern": 4},
-    # ErgoConfig (transformers 5.25 configuration_ergo.py): a 512-token window, every 4th layer global.
-    "ergo": {"sliding_window": 512, "global_attention_every_n_layers": 4},
+    # ErgoConfig (transformers 5.25 configuration_ergo.py): a 512-token window (every 4th layer global:
+    # GLOBAL_EVERY_N_FIELDS).
+    "ergo": {"sliding_window": 512},
     # Gemma 4 (transformers 5.24 configuration_gemma4.py Gemma4TextConfig; the wrapper `gemma4` names the same
     # text class). global_head_dim is a constructor argument whose default 512 sizes the full layers' heads.
     **dict.fromkeys(("gemma4_text", "gemma4"), _GEMMA4_TEXT_DEFAULTS),
@@ -414,6 +415,10 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None, assume: bool
         return msgspec.structs.replace(spec, notes=(ignored_note(findings), *spec.notes))
     return _parse_known(raw, data, where, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
 
+
+# Every n-th layer global, the rest sliding where (i + 1) % n (AfmoeConfig.__post_init__, transformers 5.24;
+# ErgoConfig.__post_init__, 5.25): the field each family names n with, and its default.
+GLOBAL_EVERY_N_FIELDS = {"afmoe": ("global_attn_every_n_layers", 4), "ergo": ("global_attention_every_n_layers", 4)}
 
 # transformers config classes' `attribute_map`s that rename a cache field kvsize reads: the released configs
 # spell the key on the left, the class stores it as the one on the right.
@@ -1247,13 +1252,9 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
         kinds = ["chunked" if rope_layers[i] else "full" for i in range(n)]
     window = f.integer("sliding_window", minimum=0, maximum=MAX_POSITIONS)
     use_window = f.flag("use_sliding_window")
-    if window and f.raw("model_type") == "afmoe":
-        # AfmoeConfig.__post_init__ (transformers 5.24): sliding where (i + 1) % global_attn_every_n_layers
-        every = f.integer("global_attn_every_n_layers") or 4
-        return ["sliding" if (i + 1) % every else "full" for i in range(n)]
-    if window and f.raw("model_type") == "ergo":
-        # ErgoConfig.__post_init__ (transformers 5.25): the same rule, its own field name (default 4)
-        every = f.need_int("global_attention_every_n_layers", minimum=1, maximum=MAX_LAYERS)
+    every_n = GLOBAL_EVERY_N_FIELDS.get(str(f.raw("model_type")))
+    if window and every_n:
+        every = f.integer(every_n[0], maximum=MAX_LAYERS) or every_n[1]
         return ["sliding" if (i + 1) % every else "full" for i in range(n)]
     if window and use_window is False:
         notes.append(f"sliding_window {window} ignored: use_sliding_window is false")

@@ -44,7 +44,7 @@ from kvsize.engines.base import (
     sliding_window_size_attention,
 )
 from kvsize.engines.context import Device, served_dtype_name
-from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules
+from kvsize.engines.vllm_releases import VLLM_RELEASES, VllmRules, measures_pool
 from kvsize.engines.vllm_scheduler import SchedulerSettings, scheduler_settings
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
@@ -395,13 +395,15 @@ class VllmEngine(Engine):
 
     def _check_not_removed(self, spec: ArchSpec) -> None:
         """Refuse an architecture vLLM removed before this release (vllm_releases.REMOVED_ARCHITECTURES)."""
-        from packaging.version import Version
-
         from kvsize.engines.vllm_releases import REMOVED_ARCHITECTURES
 
         for arch in spec.architectures:
             last = REMOVED_ARCHITECTURES.get(arch)
-            if last is not None and Version(self.version.split("+")[0]) > Version(last):
+            if last is None:
+                continue
+            from packaging.version import Version  # only for a removed architecture: most runs never load it
+
+            if Version(self.version.split("+")[0]) > Version(last):
                 raise UnsupportedArchitecture(
                     f"vLLM {self.version} no longer serves {arch}: it was supported until v{last} "
                     "(model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS)",
@@ -740,7 +742,7 @@ class VllmEngine(Engine):
     @property
     def measured_sizing(self) -> bool:
         """Whether this release sizes the pool after warm-up on this platform (VllmRules.kv_sizing)."""
-        return self.rules.kv_sizing == "measured" and self.device.platform in ("cuda", "rocm")
+        return measures_pool(self.rules, self.device.platform)
 
     def default_block(self, mla: bool) -> int:
         """The block a backend takes from CacheConfig's default (VllmRules.default_block_size): ROCm's

@@ -520,6 +520,11 @@ R_0_34_0 = replace(
     measured_utilization=1.0,
 )
 
+def measures_pool(rules: VllmRules, platform: str) -> bool:
+    """Whether the release sizes its pool after warm-up on this platform (VllmRules.kv_sizing: CUDA and ROCm)."""
+    return rules.kv_sizing == "measured" and platform in ("cuda", "rocm")
+
+
 # Architectures vLLM has removed, with the last release that served each: model_executor/models/registry.py
 # _PREVIOUSLY_SUPPORTED_MODELS (0.34.0; ModelRegistry refuses them, "was supported in vLLM until v<release>").
 REMOVED_ARCHITECTURES: dict[str, str] = {
