@@ -46,6 +46,15 @@ BEGIN, END = "<!-- mutants:begin -->", "<!-- mutants:end -->"
 # Module -> the test files that pin its rules (files that import it directly, plus those that reach it
 # through the engine or CLI). A module not listed gets the test files that import it by name.
 TEST_MAP: dict[str, list[str]] = {
+    "kvsize/engines/vllm_releases.py": [  # the eras' switches, read by every vLLM sizing
+        "tests/test_vllm_eras.py",
+        "tests/test_vllm_034.py",
+        "tests/test_engine_vllm.py",
+        "tests/test_engine_vllm_truth.py",
+        "tests/test_vllm_gemma4.py",
+        "tests/test_vllm_mimo.py",
+        "tests/test_mutants_killed.py",
+    ],
     "kvsize/engines/vllm_scheduler.py": [
         "tests/test_vllm_eras.py",
         "tests/test_engine_vllm_truth.py",
@@ -311,8 +320,14 @@ _SERVED_WIDTHS = (
     "weights.py _widened: a served dtype is fp16, bf16 or fp32 (--dtype: kvsize.engines.context.SERVED_DTYPES), 16 "
     "or 32 bits, so `<= 16` and `<= 17` part them the same."
 )
+_QWEN3_ALL_FULL = (
+    "engines/vllm.py served_attention: a partly sliding Qwen config reaches it only as Qwen3 at 0.34+ (check_supported "
+    "refuses Qwen2 at any release and Qwen3 before 0.34), where both sides of `and` are true; any other config is "
+    "not partly sliding, so the third condition is false either way: `and` and `or` decide the same."
+)
 EQUIVALENT: dict[str, str] = {
-    "kvsize/weights.py:739:36:16 -> 17": _SERVED_WIDTHS,
+    "kvsize/engines/vllm.py:386:19:and -> or": _QWEN3_ALL_FULL,
+    "kvsize/weights.py:741:36:16 -> 17": _SERVED_WIDTHS,
     "kvsize/calibration.py:237:73:2 -> 3": _START_USE_ROUNDING,
     "kvsize/params.py:1190:33:8 -> 9": _DEEPSTACK_COUNT_ONLY,
     "kvsize/params.py:1190:33:8 -> 7": _DEEPSTACK_COUNT_ONLY,

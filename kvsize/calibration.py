@@ -34,7 +34,7 @@ from kvsize.budget import (
 )
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
 from kvsize.engine_log import GIB, MIB, EngineLog
-from kvsize.engines.context import Device
+from kvsize.engines.context import Device, EngineContext
 from kvsize.errors import KvsizeError, UsageError
 from kvsize.spec import ArchSpec
 
@@ -366,7 +366,14 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         if dep.spec is None:
             out.notes.append("pool not predicted: kvsize needs the model's config (--config)")
         return
-    engine = VllmEngine(version, block_size=sc.block_size, max_num_batched_tokens=sc.max_num_batched_tokens)
+    # The rules on the log's card: vLLM's scheduler defaults (the sliding windows' and Mamba groups' in-flight
+    # blocks) and its attention backends key on the device, as in a sizing run (api.engine_context).
+    engine = VllmEngine(
+        version,
+        block_size=sc.block_size,
+        max_num_batched_tokens=sc.max_num_batched_tokens,
+        max_num_seqs=sc.max_num_seqs,
+    ).with_context(EngineContext(device=dep.device))
     available = f.get("available_kv_min_gib", f["available_kv_gib"])  # pipeline stages: the smallest
     pool = engine.pool(
         dep.spec,
@@ -420,7 +427,9 @@ def _check_sglang(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             )
         out.figures.append(Figure("KV memory (K + V)", kv_gib, budget.kv_budget_bytes / GIB, "GiB", "the card"))
     if kv_gib and dep.spec is not None and "pool_tokens" in f:
-        engine = SglangEngine(block_size=_int_setting(s.get("page_size")))
+        engine = SglangEngine(log.engine_version, block_size=_int_setting(s.get("page_size"))).with_context(
+            EngineContext(device=dep.device)
+        )
         pool = engine.pool(
             dep.spec,
             available_bytes=round(kv_gib * GIB),

@@ -716,6 +716,8 @@ def find_weights(
         served_dtype = None  # bf16 <-> fp16: the same bytes
     if served_dtype is not None and weight_bits(served_dtype) > weight_bits(model_dtype):
         served_dtype = _widened(loaded, served_dtype, weights_dtype)
+        if served_dtype is not None and weights_dtype is not None:
+            weights_dtype = served_dtype  # a 16-bit pricing (_widened kept it) is cast whole, as the checkpoint is
     found = _find_weights(loaded, model_dtype, weights_dtype, fetch_hub, served_dtype)
     if found.estimated and served_dtype is not None:
         why = f"the engine runs this {model_dtype} checkpoint in {served_dtype}"

@@ -265,3 +265,28 @@ def test_plan_reuses_calibration_on_its_card(tmp_path: Path) -> None:
     # vLLM 0.19's modelled overheads against the 0.19 start-up's measured parts: the measured overheads change
     # the requests one H100 holds, and the calibrated layout says so.
     assert json.loads(plain.stdout) != json.loads(calibrated.stdout)
+
+
+def test_pool_on_the_logs_card_not_the_reference_h100() -> None:
+    """The paging arithmetic runs on the card given (--gpu): vLLM's batch defaults key on it, and a sliding
+    group's blocks per request follow them. Published log (manifest: xbill9/gemma4-dev, vLLM 0.29.0 on a Tesla
+    T4): gemma-4-E2B served in float16, max_model_len 16,384, max_num_seqs 8, "Available KV cache memory: 4.66
+    GiB", "GPU KV cache size: 519,681 tokens, Maximum concurrency for 16,384 tokens per request: 31.72x".
+
+    By hand (vLLM 0.29: v1/core/kv_cache_utils.py, v1/kv_cache_interface.py): 15 layers own KV (20 reuse it,
+    num_kv_shared_layers), 12 sliding (1 KV head x 256) and 3 full (1 x 512). Groups of 3 layers: 4 sliding + 1
+    full. A full page of 16 tokens is 16 x 512 x 2 x 2 B = 32,768 B; the sliding layers' block grows to 32
+    tokens for the same page. A block is 3 x 32,768 = 98,304 B: 4.66 GiB // 98,304 = 50,899 blocks. A request
+    holds cdiv(16,384, 16) = 1,024 full blocks and, per sliding group, cdiv(511 + 4,096, 32) + 1 = 145 blocks:
+    the window - 1 + the tokens in flight, 2 batches x 2,048 (the T4's default max_num_batched_tokens; an H100's
+    8,192 would give min(511 + 2 x 8,192, 16,384) / 32 + 1 = 513). 50,899 / (1,024 + 4 x 145) = 31.73x, x 16,384
+    = 519,905 tokens."""
+    log = LOGS / "vllm-xbill9-t4-gemma-4-e2b-qat-w4a16.log"
+    args = (str(log), "--config", "google/gemma-4-E2B-it", "--engine-version", "0.29.0", "--json")
+    code, out, err = run(*args, "--gpu", "t4")
+    figs = figures(out)
+    assert figs["pool tokens"]["logged"] == 519_681 and figs["pool tokens"]["predicted"] == 519_905, err
+    assert figs["max concurrency"]["logged"] == 31.72 and figs["max concurrency"]["predicted"] == 31.73
+    # Without a card, the reference H100's defaults: 50,899 / (1,024 + 4 x 513) = 16.55x, far from the log.
+    code, out, err = run(*args)
+    assert figures(out)["max concurrency"]["predicted"] == 16.55, err

@@ -1658,3 +1658,52 @@ def test_hf_static_cache_holds_exactly_its_length() -> None:
     assert engine.estimate(spec, ctx=4096, batch=1, kv_dtype=KvDtype.BF16).kv_cache_bytes == 4096 * 32 * 8 * 128 * 4
     with pytest.raises(UsageError, match="cannot hold ctx 4097"):
         engine.estimate(spec, ctx=4097, batch=1, kv_dtype=KvDtype.BF16)
+
+
+# --- round 15 (--seed 15, the lines stop 34 changed) -------------------------------------------------------
+
+
+def _llama_budget(version: str, gpu: str) -> Any:
+    from kvsize.budget import kv_budget
+    from kvsize.config import parse_config
+    from kvsize.profiles import resolve_gpu
+
+    profile = resolve_gpu(gpu)
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+    return kv_budget(
+        "vllm",
+        version,
+        spec,
+        memory_bytes=profile.memory_bytes,
+        weights_bytes=16_060_522_496,
+        device=Device.from_profile(profile),
+    )
+
+
+def test_measured_pool_says_so_on_unified_memory_only() -> None:
+    # budget.kv_budget, vLLM 0.34's measured pool: the unified-memory note (what the OS leaves free) is on the
+    # DGX Spark's rule, never on a discrete card's.
+    from kvsize.budget import UNIFIED_MEASURED_NOTE
+
+    assert UNIFIED_MEASURED_NOTE in _llama_budget("0.34.0", "dgx-spark").rule
+    assert UNIFIED_MEASURED_NOTE not in _llama_budget("0.34.0", "h100").rule
+
+
+def test_no_cuda_graph_charge_before_vllm_estimates_them() -> None:
+    # vLLM 0.19 captures its CUDA graphs after the KV cache is sized (the estimate is subtracted from 0.20,
+    # VllmRules.cuda_graph_estimate): nothing is charged, to the byte, and the budget is the remainder.
+    budget = _llama_budget("0.19.0", "h100")
+    assert budget.cuda_graph_bytes == 0
+    parts = budget.weights_bytes + budget.activation_bytes + budget.non_torch_bytes + budget.cuda_graph_bytes
+    assert budget.kv_budget_bytes == budget.requested_bytes - parts - budget.rope_table_bytes
+
+
+def test_a_16_bit_weights_dtype_is_cast_whole_under_float32() -> None:
+    # weights._widened: --weights-dtype bf16 is an unquantized pricing, so --dtype float32 casts it whole (2 x),
+    # where a quantized one would be refused. Llama-3.1-8B: 8,030,261,248 parameters x 4 B.
+    from kvsize.resolve import load_model_config
+    from kvsize.weights import find_weights
+
+    loaded = load_model_config("meta-llama/Llama-3.1-8B")
+    found = find_weights(loaded, model_dtype="bf16", weights_dtype="bf16", served_dtype="fp32")
+    assert found.bytes == 8_030_261_248 * 4
