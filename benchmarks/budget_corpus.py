@@ -173,6 +173,11 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
             gpu_util=float(util) if util else None,
             max_batched_tokens=s.get("max_num_batched_tokens"),
             max_num_seqs=s.get("max_num_seqs"),
+            **(
+                {"max_model_len": s.get("max_model_len") or entry.get("max_model_len")}
+                if "max_model_len" in inspect.signature(BudgetSettings).parameters
+                else {}
+            ),
         )
         extra: dict[str, Any] = {}
         if takes_device:

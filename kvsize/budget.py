@@ -344,8 +344,7 @@ def _profile_peak(
         max_num_seqs=seqs,
         max_model_len=s.max_model_len or spec.max_context or tokens,
         tp=tp,
-        ceil_budget=rules.mm_items_ceil,
-        per_prompt_by_len=rules.mm_items_by_len,
+        rules=rules,
     )
     peak = mm.input_bytes + max(mm.tower_peak_bytes, mm.output_bytes + language)
     return peak, f"{rule}; {mm.rule}"

@@ -771,6 +771,8 @@ def plan_fit(
             if on_rank.even
             else f"{weights_source}; {on_rank.rule} ({format_bytes(weights_bytes)} in all)"
         )
+    if settings.max_model_len is None:  # the context is the engine's max_model_len (launch: --max-model-len ctx)
+        settings = msgspec.structs.replace(settings, max_model_len=ctx)
     budget = kv_budget(
         engine.name,
         engine.version,

@@ -22,15 +22,25 @@ max(1, min(limit, max_model_len // tokens per item)) (VllmRules.mm_items_by_len)
 Each model's largest item is its processor's, read from the model's vLLM file; only the families in
 `vision_dummy` are modelled. Any other multimodal model is flagged: its activation peak counts the language
 model only.
+
+The Qwen-VL family's item depends on the release and on max_model_len (`qwen_vl_item`): Qwen2-VL and Qwen2.5-VL
+profile a video of as many frame pairs of the largest image as fit max_model_len (14 frames at most from 0.11),
+so at 128k the tower runs over 7 x 65,536 patches. Their towers' peaks (tensors live in the MLP step, read in
+qwen2_5_vl.py / qwen2_vl.py / qwen3_vl.py of 0.19.0; the tower is not compiled, and vLLM's custom ops run their
+native forms under the default inductor compile) are the source's, not measured: the rule says so.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvsize.record import Record
 from kvsize.spec import ArchSpec, VisionDummy
+
+if TYPE_CHECKING:
+    from kvsize.engines.vllm_releases import VllmRules
 
 # config.py MultiModalConfig.get_limit_per_prompt (0.8.5: `999 if envs.VLLM_USE_V1 else 1`; later the model's
 # supported limit, None for Gemma 3 and Llama 4, taken as 999 by allowed_mm_limits).
@@ -38,6 +48,84 @@ DEFAULT_ITEMS_PER_PROMPT = 999
 # Llama4ImageProcessorFast's max_patches (transformers models/llama4/image_processing_llama4_fast.py, and the
 # hub preprocessor_config.json of Llama-4-Scout / Maverick): mllama4.py get_max_num_tiles reads it.
 LLAMA4_MAX_TILES = 16
+# The largest image the Qwen-VL processors make: max_pixels of the hub's preprocessor_config.json, 12,845,056 in
+# every Qwen2-VL / Qwen2.5-VL repo (min_pixels 3,136) and size.longest_edge 16,777,216 in Qwen3-VL's. kvsize reads
+# config.json only, so these hub values are assumed; --mm-processor-kwargs max_pixels changes them in vLLM.
+QWEN2_VL_MAX_PIXELS = 12_845_056
+QWEN3_VL_MAX_PIXELS = 16_777_216
+# Qwen3-VL's dummy video in 0.11.0-0.12.0 (qwen3_vl.py _get_max_video_frames, _MAX_FRAMES_PER_VIDEO 24,576): the
+# frames shrink to 32 x 32 under the video processor's longest_edge 25,165,824 before the token budget binds.
+QWEN3_VL_011_VIDEO_FRAMES, QWEN3_VL_011_VIDEO_SIDE = 24_576, 32
+QWEN3_VL_011_VIDEO_TOKEN_FACTOR = 12.5
+QWEN_VL_ARCHS = {
+    "Qwen2VLForConditionalGeneration": "qwen2_vl",
+    "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
+    "Qwen3VLForConditionalGeneration": "qwen3_vl",
+    "Qwen3VLMoeForConditionalGeneration": "qwen3_vl",
+}
+
+
+def _qwen_vl_dummy(names: set[str], vision: Mapping[str, Any]) -> VisionDummy | None:
+    """The largest image of a Qwen-VL model (qwen2_vl.py Qwen2VLProcessingInfo, shared by qwen2_5_vl.py;
+    qwen3_vl.py Qwen3VLProcessingInfo): smart_resize of the largest square to max_pixels in multiples of patch x
+    merge, one temporal patch (the image repeated to temporal_patch_size frames); pixel_values holds a row of
+    channels x temporal x patch^2 per patch, and merge^2 patches make one token."""
+    from kvsize.config import _positive_int
+
+    family = next((QWEN_VL_ARCHS[n] for n in sorted(names) if n in QWEN_VL_ARCHS), None)
+    if family is None:
+        return None
+    patch, merge = _positive_int(vision.get("patch_size")), _positive_int(vision.get("spatial_merge_size"))
+    temporal = _positive_int(vision.get("temporal_patch_size"))
+    channels = _positive_int(vision.get("in_chans", vision.get("in_channels", 3)))
+    if family == "qwen2_vl":
+        # Qwen2VisionBlock: LayerNorm, fc1 (mlp_ratio x embed_dim) -> QuickGELU -> fc2; vision_config.hidden_size
+        # is the merger's output (the language model's width). Live in the MLP: the residual and the normed input
+        # (2 x E), fc1's output and QuickGELU's x * sigmoid(1.702 x) temporaries (3 x I).
+        width, ratio = _positive_int(vision.get("embed_dim")), _positive_int(vision.get("mlp_ratio"))
+        inner = width * ratio if width and ratio else None
+        output, factors, kept, label = _positive_int(vision.get("hidden_size")), (2, 3), 0, "Qwen2-VL"
+    elif family == "qwen2_5_vl":
+        # Qwen2_5_VisionBlock: RMSNorm, gated MLP gate_up (2 x I) -> SiluAndMul -> down. Live at SiluAndMul (native:
+        # silu(x[:I]) * x[I:]): x, the attention output, the fused norm's output and residual (4 x H), gate_up
+        # (2 x I), silu's output and the product (2 x I).
+        width, inner = _positive_int(vision.get("hidden_size")), _positive_int(vision.get("intermediate_size"))
+        output, factors, kept, label = _positive_int(vision.get("out_hidden_size")), (4, 4), 0, "Qwen2.5-VL"
+    else:
+        # Qwen3_VisionBlock: LayerNorm, fc1 -> GELU-tanh -> fc2 (2 x H + 2 x I) and the interpolated position
+        # embeddings held through the forward (H); each deepstack layer's merger output (out_hidden per merged
+        # token) stays live to the end and is returned beside the merger's: out_hidden x (1 + deepstack).
+        width, inner = _positive_int(vision.get("hidden_size")), _positive_int(vision.get("intermediate_size"))
+        deepstack = vision.get("deepstack_visual_indexes")
+        out = _positive_int(vision.get("out_hidden_size"))
+        if not isinstance(deepstack, list) or not out or not merge:
+            return None
+        output, factors, label = out * (1 + len(deepstack)), (3, 2), "Qwen3-VL"
+        kept = len(deepstack) * out // (merge * merge)
+    if not (patch and merge and temporal and channels and width and inner and output):
+        return None
+    max_pixels = QWEN3_VL_MAX_PIXELS if family == "qwen3_vl" else QWEN2_VL_MAX_PIXELS
+    factor = patch * merge
+    side = math.isqrt(max_pixels) // factor * factor
+    if not side:
+        return None
+    patches = (side // patch) ** 2
+    return VisionDummy(
+        family=f"{label} (qwen{'3' if family == 'qwen3_vl' else '2'}_vl.py: a {side} x {side} image, the hub's "
+        f"max_pixels {max_pixels:,} assumed)",
+        tokens_per_item=patches // (merge * merge),
+        input_elements=patches * channels * temporal * patch * patch,
+        tower_tokens=patches,
+        tower_hidden=width,
+        tower_intermediate=inner,
+        output_width=output,
+        tower_hidden_factor=factors[0],
+        tower_intermediate_factor=factors[1],
+        tower_kept_per_token=kept,
+        video="qwen3_vl" if family == "qwen3_vl" else "qwen2_vl",
+        patch_size=patch,
+        temporal_patch_size=temporal,
+    )
 
 
 def vision_dummy(raw: Mapping[str, Any], text_hidden: int | None) -> VisionDummy | None:
@@ -53,6 +141,8 @@ def vision_dummy(raw: Mapping[str, Any], text_hidden: int | None) -> VisionDummy
     vision = raw.get("vision_config")
     if not isinstance(vision, Mapping) or not text_hidden:
         return None
+    if names & QWEN_VL_ARCHS.keys():
+        return _qwen_vl_dummy(names, vision)
     size, patch = _int(vision, "image_size"), _int(vision, "patch_size")
     hidden, inner = _int(vision, "hidden_size"), _int(vision, "intermediate_size")
     if not (size and patch and hidden and inner) or size % patch:
@@ -143,6 +233,64 @@ def mm_items(
     return max(1, min(encoder_items, max_num_seqs * per_prompt))
 
 
+class MmItem(Record, frozen=True, kw_only=True):
+    """The dummy item a release profiles: the tokens its budget counts, and the item actually built."""
+
+    budget_tokens: int
+    """Tokens per item as the encoder budget and the item count see them (get_mm_max_tokens_per_item)."""
+    tokens: int
+    """Embeddings the built item yields."""
+    tower_tokens: int
+    input_elements: int
+    what: str
+
+
+def qwen_vl_item(dummy: VisionDummy, rules: VllmRules, *, max_model_len: int, max_batched_tokens: int) -> MmItem:
+    """The item a Qwen-VL model is profiled with (the module docstring). Qwen2-VL / Qwen2.5-VL
+    (qwen2_vl.py Qwen2VLProcessingInfo): a video of frame pairs of the largest image, as many as fit the budget
+    (max_model_len, less one image through 0.10.1), at most _MAX_FRAMES_PER_VIDEO / 2 pairs; it has at least the
+    image's tokens, so it is profiled (on a tie the image, of the same shape). Through 0.10.2 the item is rebuilt
+    with the pairs that fit max_num_batched_tokens (VllmRules.mm_dummy_at_model_len). Qwen3-VL
+    (qwen3_vl.py): the image, except 0.11.0-0.12.0, whose video of 24,576 frames of 32 x 32 counts x 12.5."""
+    image = MmItem(
+        budget_tokens=dummy.tokens_per_item,
+        tokens=dummy.tokens_per_item,
+        tower_tokens=dummy.tower_tokens,
+        input_elements=dummy.input_elements,
+        what="image",
+    )
+    per_patch = dummy.input_elements // dummy.tower_tokens
+    merged = dummy.tower_tokens // dummy.tokens_per_item  # patches per token (merge^2)
+    if dummy.video == "qwen3_vl":
+        if not rules.qwen3_vl_video_x12_5:
+            return image
+        temporal, patch = dummy.temporal_patch_size or 1, dummy.patch_size or QWEN3_VL_011_VIDEO_SIDE
+        patches = QWEN3_VL_011_VIDEO_FRAMES // temporal * max(1, QWEN3_VL_011_VIDEO_SIDE // patch) ** 2
+        tokens = patches // merged
+        return MmItem(
+            budget_tokens=int(tokens * QWEN3_VL_011_VIDEO_TOKEN_FACTOR),
+            tokens=tokens,
+            tower_tokens=patches,
+            input_elements=patches * per_patch,
+            what=f"video of {QWEN3_VL_011_VIDEO_FRAMES:,} frames of {QWEN3_VL_011_VIDEO_SIDE} x "
+            f"{QWEN3_VL_011_VIDEO_SIDE} (its tokens x {QWEN3_VL_011_VIDEO_TOKEN_FACTOR:g} in the budget)",
+        )
+    if dummy.video != "qwen2_vl":
+        return image
+    pair = dummy.tokens_per_item  # one temporal patch (two frames) of the largest image
+    cap = rules.qwen_vl_video_frames // 2
+    budget = max_model_len - (pair if rules.qwen_vl_video_minus_image else 0)
+    pairs = max(1, min(budget // pair, cap))
+    built = pairs if rules.mm_dummy_at_model_len else max(1, min(max_batched_tokens // pair, cap))
+    return MmItem(
+        budget_tokens=pairs * pair,
+        tokens=built * pair,
+        tower_tokens=built * dummy.tower_tokens,
+        input_elements=built * dummy.input_elements,
+        what=f"video of {2 * built} frames" + ("" if built == pairs else f" (budgeted as {2 * pairs})"),
+    )
+
+
 def vllm_mm_profile(
     spec: ArchSpec,
     dummy: VisionDummy,
@@ -152,42 +300,59 @@ def vllm_mm_profile(
     max_num_seqs: int,
     max_model_len: int,
     tp: int,
-    ceil_budget: bool,
-    per_prompt_by_len: bool,
+    rules: VllmRules,
 ) -> MmProfile:
+    item = qwen_vl_item(dummy, rules, max_model_len=max_model_len, max_batched_tokens=max_batched_tokens)
     items = mm_items(
-        dummy.tokens_per_item,
+        item.budget_tokens,
         max_batched_tokens=max_batched_tokens,
         max_num_seqs=max_num_seqs,
         max_model_len=max_model_len,
-        ceil_budget=ceil_budget,
-        per_prompt_by_len=per_prompt_by_len,
+        ceil_budget=rules.mm_items_ceil,
+        per_prompt_by_len=rules.mm_items_by_len,
     )
-    inputs = items * dummy.input_elements * dtype_bytes
-    outputs = items * dummy.tokens_per_item * dummy.output_width * dtype_bytes
-    tower = items * dummy.tower_tokens * (2 * dummy.tower_hidden + 2 * dummy.tower_intermediate // tp) * dtype_bytes
+    hf, inf = dummy.tower_hidden_factor, dummy.tower_intermediate_factor
+    per_token = hf * dummy.tower_hidden + inf * dummy.tower_intermediate // tp + dummy.tower_kept_per_token
+    inputs = items * item.input_elements * dtype_bytes
+    outputs = items * item.tokens * dummy.output_width * dtype_bytes
+    tower = items * item.tower_tokens * per_token * dtype_bytes
+    kept = f" + {dummy.tower_kept_per_token}" if dummy.tower_kept_per_token else ""
     return MmProfile(
         items=items,
         input_bytes=inputs,
         output_bytes=outputs,
         tower_peak_bytes=tower,
         rule=(
-            f"multimodal profile: {items} image items of {dummy.tokens_per_item} tokens, {dummy.family}; "
-            f"dummy inputs {items} x {dummy.input_elements:,} x {dtype_bytes} B + max(encoder forward "
-            f"{items} x {dummy.tower_tokens:,} x (2 x {dummy.tower_hidden} + 2 x {dummy.tower_intermediate}"
+            f"multimodal profile: {items} {item.what} items of {item.tokens} tokens, {dummy.family}; "
+            f"dummy inputs {items} x {item.input_elements:,} x {dtype_bytes} B + max(encoder forward "
+            f"{items} x {item.tower_tokens:,} x ({hf} x {dummy.tower_hidden} + {inf} x {dummy.tower_intermediate}"
             + (f" / {tp}" if tp > 1 else "")
-            + f") x {dtype_bytes} B, encoder outputs {items} x {dummy.tokens_per_item} x {dummy.output_width} x "
+            + f"{kept}) x {dtype_bytes} B, encoder outputs {items} x {item.tokens} x {dummy.output_width} x "
             f"{dtype_bytes} B + the language model's peak) (kvsize/mm_profile.py, v1/worker/gpu_model_runner.py "
             "profile_run)"
+            + ("; the tower's peak is the live tensors read in the source, not measured" if dummy.video else "")
         ),
     )
 
 
 def unmodelled_note(spec: ArchSpec) -> str | None:
-    """The flag on a multimodal model whose encoder profile this module does not model; None otherwise."""
-    if not spec.is_multimodal or spec.vision_dummy is not None:
+    """The flag on a multimodal model whose encoder profile this module does not model, or models from the
+    source alone (the Qwen-VL towers); None otherwise."""
+    if not spec.is_multimodal:
         return None
-    return UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)
+    if spec.vision_dummy is None:
+        return UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)
+    if spec.vision_dummy.video is not None:
+        return SOURCE_ONLY_NOTE
+    return None
+
+
+SOURCE_ONLY_NOTE = (
+    "the vision encoder's profile (the largest image or video vLLM's processor makes at max_model_len, at the hub's "
+    "max_pixels) is worked from the source, not measured: `kvsize log --save-calibration` on a start-up log "
+    "measures it; --limit-mm-per-prompt '{\"video\": 0}', a smaller max_pixels or --skip-mm-profiling in vLLM "
+    "shrink it, which kvsize does not model"
+)
 
 
 UNMODELLED_NOTE = (

@@ -236,12 +236,25 @@ class VisionDummy(Record, frozen=True, kw_only=True):
     tower_intermediate: int
     output_width: int
     """Width of each embedding the encoder returns (the language model's hidden size)."""
+    tower_hidden_factor: int = 2
+    tower_intermediate_factor: int = 2
+    """The tower's peak per token is hidden_factor x hidden + intermediate_factor x intermediate / tp elements: the
+    tensors live in its MLP step (2 and 2 for a plain fc1-act-fc2 MLP; kvsize/mm_profile.py for the others)."""
+    tower_kept_per_token: int = 0
+    """Elements per tower token held to the end of the forward besides (Qwen3-VL's deepstack features)."""
+    video: str | None = None
+    """The release-dependent video dummy of the family (kvsize/mm_profile.py qwen_vl_item): "qwen2_vl",
+    "qwen3_vl"; None: the item above is the dummy at every release."""
+    patch_size: int = 0
+    temporal_patch_size: int = 0
+    """The tower's patch (pixels) and temporal patch (frames), for the video dummies (0: not used)."""
 
     def __post_init__(self) -> None:
         check_at_least(
             self, 1, "tokens_per_item", "input_elements", "tower_tokens", "tower_hidden", "tower_intermediate"
         )
-        check_at_least(self, 1, "output_width")
+        check_at_least(self, 1, "output_width", "tower_hidden_factor", "tower_intermediate_factor")
+        check_at_least(self, 0, "tower_kept_per_token", "patch_size", "temporal_patch_size")
 
 
 class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room for the cached layer groups

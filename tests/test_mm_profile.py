@@ -234,3 +234,136 @@ def test_architectures_that_are_not_names_read_as_none(archs: Any) -> None:
     # no family is recognised from it, so no encoder dummy is sized
     raw = {"architectures": archs, "vision_config": {"image_size": 896, "hidden_size": 1152}}
     assert vision_dummy(raw, 2560) is None
+
+
+# --- the Qwen-VL family: a video of frame pairs, by release and max_model_len ------------------------------
+# qwen2_vl.py Qwen2VLProcessingInfo (shared by qwen2_5_vl.py) and qwen3_vl.py Qwen3VLProcessingInfo, read in the
+# 0.8.5, 0.10.1, 0.10.2, 0.11.0, 0.12.0, 0.13.0, 0.19.0 and 0.33.0 sdists. The hub's preprocessor max_pixels
+# (12,845,056 for Qwen2/2.5-VL, longest_edge 16,777,216 for Qwen3-VL) makes the largest image 3584^2 / 4096^2:
+# (3584 / 14)^2 = (4096 / 16)^2 = 65,536 patches, / 2^2 merged = 16,384 tokens.
+
+QWEN25_PER_TOKEN = 4 * 1280 + 4 * 3420  # Qwen2.5-VL-7B's gated MLP step: 4 x H + 4 x I = 18,800 elements
+QWEN25_PATCH = 3 * 2 * 14 * 14  # pixel_values row: channels x temporal patch x patch^2 = 1,176
+
+
+def _qwen25() -> ArchSpec:
+    return spec_of(registry_raw("Qwen/Qwen2.5-VL-7B-Instruct"))
+
+
+def test_qwen25_vl_largest_image() -> None:
+    d = _qwen25().vision_dummy
+    assert d is not None and d.video == "qwen2_vl"
+    assert (d.tokens_per_item, d.tower_tokens, d.input_elements) == (16_384, 65_536, 65_536 * QWEN25_PATCH)
+    assert (d.tower_hidden, d.tower_intermediate, d.output_width) == (1280, 3420, 3584)  # out_hidden_size
+
+
+@pytest.mark.parametrize(
+    ("version", "max_model_len", "patches"),
+    [
+        # 0.11+: pairs = min(max_model_len // 16,384, 14 frames / 2), the dummy built at max_model_len:
+        ("0.19.0", 128_000, 7 * 65_536),  # 128,000 // 16,384 = 7: 14 frames, 114,688 tokens (vllm PR #12604)
+        ("0.19.0", 32_768, 2 * 65_536),  # 2 pairs: 4 frames
+        ("0.11.0", 65_535, 3 * 65_536),  # 65,535 // 16,384 = 3 (one token short of 4 pairs)
+        ("0.34.0", 8_192, 65_536),  # below one pair: still one (max(1, ...)), the image's shape
+        # <= 0.10.2: the budget may count 6-7 pairs, but the item is rebuilt at max_num_batched_tokens (8,192 on
+        # an H100): max(1, 8,192 // 16,384) = 1 pair
+        ("0.10.1", 128_000, 65_536),
+        ("0.10.2", 128_000, 65_536),
+    ],
+)
+def test_qwen25_vl_profiles_its_video(version: str, max_model_len: int, patches: int) -> None:
+    spec = _qwen25()
+    inputs = patches * QWEN25_PATCH * 2
+    tower = patches * QWEN25_PER_TOKEN * 2
+    outputs = patches // 4 * 3584 * 2
+    got = activation(spec, version, max_model_len=max_model_len)
+    # every release here gives an H100 API server 8,192 tokens / 1,024 sequences (vllm_scheduler batch_defaults)
+    assert got == inputs + max(tower, outputs + language_peak(spec))
+    if patches == 7 * 65_536:  # 128k on 0.19: 1,078,984,704 B of pixels + 17,249,075,200 B of tower
+        assert got == 1_078_984_704 + 17_249_075_200
+
+
+def test_qwen25_vl_video_budget_by_release() -> None:
+    # The budgeted tokens set the item count (1 here at every release); they differ by release:
+    # 0.10.1 budgets max_model_len less one image: (128,000 - 16,384) // 16,384 = 6 pairs (98,304 tokens);
+    # 0.10.2: 128,000 // 16,384 = 7 (cap 16 frames = 8 pairs); 0.11+: 7 (cap 14 frames).
+    from kvsize.mm_profile import qwen_vl_item
+
+    d = _qwen25().vision_dummy
+    assert d is not None
+    budget = {
+        v: qwen_vl_item(d, VLLM_RELEASES.resolve(v).era.rules, max_model_len=128_000, max_batched_tokens=8192)
+        for v in ("0.10.1", "0.10.2", "0.11.0")
+    }
+    assert [b.budget_tokens for b in budget.values()] == [98_304, 114_688, 114_688]
+    assert [b.tokens for b in budget.values()] == [16_384, 16_384, 114_688]
+    # the frame cap: 1M tokens of max_model_len, 16 frames (8 pairs) on 0.10.2, 14 (7 pairs) on 0.11
+    capped = [
+        qwen_vl_item(d, VLLM_RELEASES.resolve(v).era.rules, max_model_len=1 << 20, max_batched_tokens=8192)
+        for v in ("0.10.2", "0.11.0")
+    ]
+    assert [c.budget_tokens for c in capped] == [8 * 16_384, 7 * 16_384]
+
+
+def test_qwen25_vl_tower_shards_its_mlp_over_tp() -> None:
+    # tp 2 at 0.19, 32k: 131,072 patches x (4 x 1,280 + 4 x 3,420 / 2) x 2 B; the residual stream is replicated
+    spec = _qwen25()
+    patches = 2 * 65_536
+    tower = patches * (4 * 1280 + 4 * 3420 // 2) * 2
+    got = activation(spec, "0.19.0", tp=2, max_model_len=32_768)
+    outputs = patches // 4 * 3584 * 2
+    assert got == patches * QWEN25_PATCH * 2 + max(tower, outputs + language_peak(spec, tp=2))
+
+
+def test_qwen2_vl_tower_is_embed_dim_wide() -> None:
+    # Qwen2-VL's vision_config: embed_dim 1280 is the tower, hidden_size 3584 the merger's output (the language
+    # model's width), mlp_ratio 4: fc1 of 5,120; the MLP step holds 2 x E + 3 x I = 17,920 elements per patch.
+    raw = registry_raw("Qwen/Qwen2.5-VL-7B-Instruct")
+    raw = {
+        **raw,
+        "architectures": ["Qwen2VLForConditionalGeneration"],
+        "model_type": "qwen2_vl",
+        "vision_config": {
+            "depth": 32,
+            "embed_dim": 1280,
+            "mlp_ratio": 4,
+            "num_heads": 16,
+            "hidden_size": 3584,
+            "in_chans": 3,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+    }
+    spec = spec_of(raw)
+    d = spec.vision_dummy
+    assert d is not None
+    assert (d.tower_hidden, d.tower_intermediate, d.output_width) == (1280, 5120, 3584)
+    got = activation(spec, "0.19.0", max_model_len=32_768)
+    patches = 2 * 65_536
+    assert got == patches * QWEN25_PATCH * 2 + max(patches * 17_920 * 2, patches // 4 * 3584 * 2 + language_peak(spec))
+
+
+def test_qwen3_vl_image_and_deepstack() -> None:
+    # Qwen3-VL-8B: H 1,152, I 4,304, out_hidden 4,096, deepstack_visual_indexes [8, 16, 24]. The image: 65,536
+    # patches of 3 x 2 x 16^2 = 1,536 values; per patch 3 x H + 2 x I (the MLP and the position embeddings) +
+    # 3 x 4,096 / 4 deepstack features kept = 15,136 elements; the encoder returns 4,096 x (1 + 3) per token.
+    spec = spec_of(registry_raw("Qwen/Qwen3-VL-8B-Instruct"))
+    d = spec.vision_dummy
+    assert d is not None and d.video == "qwen3_vl"
+    assert (d.tokens_per_item, d.output_width, d.tower_kept_per_token) == (16_384, 16_384, 3_072)
+    inputs, tower, outputs = 65_536 * 1536 * 2, 65_536 * 15_136 * 2, 16_384 * 16_384 * 2
+    assert (inputs, tower, outputs) == (201_326_592, 1_983_905_792, 536_870_912)
+    assert activation(spec, "0.13.0", max_model_len=32_768) == inputs + max(tower, outputs + language_peak(spec))
+    # 0.11.0-0.12.0: the video of 24,576 frames of 32 x 32 (12,288 pairs x (32 / 16)^2 = 49,152 patches, 12,288
+    # tokens, budgeted x 12.5 = 153,600) is profiled instead: one item (153,600 > 8,192 batched tokens).
+    patches = 49_152
+    small = patches * 1536 * 2 + max(patches * 15_136 * 2, 12_288 * 16_384 * 2 + language_peak(spec))
+    assert activation(spec, "0.11.0", max_model_len=32_768) == small
+
+
+def test_a_qwen_vl_config_without_its_vision_fields_is_flagged() -> None:
+    # no spatial_merge_size / temporal_patch_size / out_hidden_size: not sized from guesses, said instead
+    raw = registry_raw("Qwen/Qwen2.5-VL-7B-Instruct")
+    vision = {k: v for k, v in raw["vision_config"].items() if k != "out_hidden_size"}
+    assert spec_of({**raw, "vision_config": vision}).vision_dummy is None

@@ -231,6 +231,19 @@ class VllmRules:
     mm_items_by_len: bool
     """The decoder's side of the item count is max_num_seqs x max(1, min(limit, max_model_len // tokens per
     item)) (v1/worker/utils.py MultiModalBudget.get_max_items, 0.10.1+); before, max_num_seqs x limit."""
+    mm_dummy_at_model_len: bool
+    """_get_mm_dummy_batch builds the dummy item with seq_len = max_model_len (0.11.0+, read in 0.11.0, 0.13.0);
+    before, max_num_tokens (max_num_batched_tokens), so a Qwen-VL video is rebuilt with the frames that fit one
+    step (v1/worker/gpu_model_runner.py, read in 0.10.1, 0.10.2; inline in profile_run in 0.8.5)."""
+    qwen_vl_video_frames: int
+    """Qwen2-VL / Qwen2.5-VL's _MAX_FRAMES_PER_VIDEO (models/qwen2_vl.py): 16 through 0.10.2, 14 from 0.11.0."""
+    qwen_vl_video_minus_image: bool
+    """Qwen2VLProcessingInfo.get_num_frames_with_most_features budgets the video with max_model_len less one
+    largest image (read in 0.8.5 and 0.10.1); from 0.10.2 with max_model_len alone."""
+    qwen3_vl_video_x12_5: bool
+    """Qwen3VLProcessingInfo.get_max_video_tokens counts the dummy video's tokens x 12.5 (the timestamps'
+    text: `formatted_video_soft_tokens`, 0.11.0-0.12.0), so the video, not the image, is profiled; from 0.13.0 the
+    image (16,384 tokens) has the most (models/qwen3_vl.py)."""
 
     # --- the model's maximum context (config/model.py _get_and_verify_max_len) -------------------------------
     unscaled_rope_types: frozenset[str]
@@ -328,6 +341,10 @@ R_0_8_5 = VllmRules(
     mrope_unit_factor_archs=frozenset(),
     mm_items_ceil=True,
     mm_items_by_len=False,
+    mm_dummy_at_model_len=False,
+    qwen_vl_video_frames=16,
+    qwen_vl_video_minus_image=True,
+    qwen3_vl_video_x12_5=False,
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -348,10 +365,12 @@ R_0_10_1 = replace(
     R_0_10_0, chunked_local_window=False, mla_blocks="cutlass100", seqs_capped_by_tokens=True, mm_items_by_len=True
 )
 # 0.10.2: hybrids and Whisper on V1 by default (_is_v1_supported_oracle); MambaModelConfig forces prefix caching
-# off; HybridAttentionMambaModelConfig A = 16; cross attention = the encoder length.
-R_0_10_2 = replace(R_0_10_1, v1_state_models=True, v1_whisper=True)
+# off; HybridAttentionMambaModelConfig A = 16; cross attention = the encoder length; Qwen2-VL's video budget no
+# longer less an image (qwen2_vl.py get_num_frames_with_most_features).
+R_0_10_2 = replace(R_0_10_1, v1_state_models=True, v1_whisper=True, qwen_vl_video_minus_image=False)
 # 0.11.0: V0 removed (Mllama with it); bfloat16 KV; DeepSeek-V3.2 (auto and fp8 -> fp8_ds_mla,
-# DeepseekV32ForCausalLM); UniformTypeKVCacheSpecs; groups over the whole model.
+# DeepseekV32ForCausalLM); UniformTypeKVCacheSpecs; groups over the whole model; the multimodal dummy built at
+# max_model_len, Qwen2-VL videos of at most 14 frames, Qwen3-VL (new) with its video's tokens x 12.5.
 R_0_11_0 = replace(
     R_0_10_2,
     mllama="removed",
@@ -359,6 +378,9 @@ R_0_11_0 = replace(
     sparse_mla=True,
     sparse_mla_auto_ds_mla=True,
     uniform_type_groups=True,
+    mm_dummy_at_model_len=True,
+    qwen_vl_video_frames=14,
+    qwen3_vl_video_x12_5=True,
 )
 # 0.11.1: hybrid prefix caching off by default, SupportsMambaPrefixCaching models may turn it on
 # (get_chunked_prefill_prefix_caching_defaults; MambaSpec cdiv(L, block)); alignment 16 / MLA 64 / sm_10x head
@@ -388,8 +410,13 @@ R_0_12_0 = replace(
 )
 # 0.13.0: Whisper's max_num_encoder_input_tokens = max_num_batched_tokens (SchedulerConfig.__post_init__);
 # NemotronH SSM dtype from the config, default float16 (NemotronHForCausalLMConfig); CUTLASS MLA on any cc 10.x.
+# Qwen3-VL profiles its image again: the x 12.5 on its video's tokens is gone (qwen3_vl.py get_max_video_tokens).
 R_0_13_0 = replace(
-    R_0_12_0, encoder_tokens="batched_tokens", nemotron_ssm_default=KvDtype.FP16, mla_blocks="cutlass10x"
+    R_0_12_0,
+    encoder_tokens="batched_tokens",
+    nemotron_ssm_default=KvDtype.FP16,
+    mla_blocks="cutlass10x",
+    qwen3_vl_video_x12_5=False,
 )
 # 0.14.0: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (Llama 4 chunked again); async
 # scheduling on by default (config/vllm.py VllmConfig.__post_init__); DeepSeek's scaled RoPE table in float32
@@ -519,6 +546,7 @@ R_0_34_0 = replace(
     kv_sizing="measured",
     measured_utilization=1.0,
 )
+
 
 def measures_pool(rules: VllmRules, platform: str) -> bool:
     """Whether the release sizes its pool after warm-up on this platform (VllmRules.kv_sizing: CUDA and ROCm)."""
