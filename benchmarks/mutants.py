@@ -74,8 +74,11 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_rope_tables.py",
         "tests/test_engine_sglang_releases.py",
         "tests/test_vllm_034.py",  # the measured pool of vLLM 0.34 (_vllm_measured)
+        "tests/test_mxfp4_padding.py",  # vllm_mxfp4_padding
+        "tests/test_mm_profile.py",  # the multimodal profile peak (_profile_peak)
         "tests/test_mutants_killed.py",
     ],
+    "kvsize/mm_profile.py": ["tests/test_mm_profile.py", "tests/test_mutants_killed.py"],
     "kvsize/rope_tables.py": ["tests/test_rope_tables.py", "tests/test_budget_small_cards.py"],
     "kvsize/units.py": ["tests/test_units.py", "tests/test_range_errors.py", "tests/test_mutants_killed.py"],
     "kvsize/engine_log.py": [
@@ -328,6 +331,10 @@ _QWEN3_ALL_FULL = (
 EQUIVALENT: dict[str, str] = {
     "kvsize/engines/vllm.py:386:19:and -> or": _QWEN3_ALL_FULL,
     "kvsize/weights.py:741:36:16 -> 17": _SERVED_WIDTHS,
+    "kvsize/weights.py:734:58:16 -> 15": (
+        "weights.py _widened: --weights-dtype names a format of 4, 4.x, 8, 16 or 32 bits (WEIGHT_BITS), none between "
+        "15 and 16, so `>= 16` and `>= 15` part them the same."
+    ),
     "kvsize/calibration.py:237:73:2 -> 3": _START_USE_ROUNDING,
     "kvsize/params.py:1190:33:8 -> 9": _DEEPSTACK_COUNT_ONLY,
     "kvsize/params.py:1190:33:8 -> 7": _DEEPSTACK_COUNT_ONLY,

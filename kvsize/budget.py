@@ -169,6 +169,9 @@ class KvBudget(Record, frozen=True, kw_only=True):
     """vLLM 0.34+ measured sizing: the warm-up margin kept free, max(1 GiB, 0.75 x transient peak), where it decides."""
     visible_source: str = ""
     """Which figure `visible_bytes` is, and its source."""
+    loading_padding_bytes: int = 0
+    """Of `weights_bytes`: what the engine holds beyond the weights given (vLLM's padded MXFP4 experts)."""
+    loading_padding_rule: str = ""
 
 
 def cuda_visible(memory_bytes: int, device: Device | None) -> tuple[int, str]:
@@ -381,6 +384,63 @@ def _rope_tables(
     return load_rope_tables(engine, version, spec, device)
 
 
+MXFP4_BLOCK = 32  # one e8m0 scale byte per 32 weights (OCP MX)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def _mxfp4_layer_bytes(experts: int, inter: int, hidden: int, *, bias: int, scale_copies: int, row: int) -> int:
+    """One layer's MXFP4 expert tensors as Mxfp4MoEMethod.create_weights makes them (quantization/mxfp4.py):
+    w13 (E, 2I, H/2) and w2 (E, H, I/2) uint8 (rows padded to `row` bytes), their e8m0 scales (E, 2I, H/32) and
+    (E, H, I/32) (`scale_copies` resident), biases (E, 2I) and (E, H) of `bias` bytes."""
+    weights = experts * (2 * inter * _round_up(hidden // 2, row) + hidden * _round_up(inter // 2, row))
+    scales = experts * (2 * inter * (hidden // MXFP4_BLOCK) + hidden * (inter // MXFP4_BLOCK))
+    return weights + scale_copies * scales + experts * (2 * inter + hidden) * bias
+
+
+def vllm_mxfp4_padding(spec: ArchSpec, rules: VllmRules, device: Device | None, tp: int, pp: int) -> tuple[int, str]:
+    """(bytes per GPU, rule) vLLM holds beyond the checkpoint's share for MXFP4 MoE experts (gpt-oss): the kernel
+    it picks pads intermediate_size / tp and hidden_size and may widen the biases or keep a second copy of the
+    scales (VllmRules.mxfp4_hopper, mxfp4_trtllm_pad; read in every sdist 0.10.1-0.34.0: quantization/mxfp4.py,
+    fused_moe/oracle/mxfp4.py, utils/mxfp4_utils.py, marlin_utils_fp4.py). By compute capability: 10.x FlashInfer
+    TRT-LLM (I to 256, 128 from 0.27; H to 256; fp32 biases); 9.x OAI Triton from 0.12 (I to 64; fp32 biases),
+    Marlin before; 7.5-8.x and 11.x-12.x Marlin (I to 128, H to 256). The Triton swizzle's padding of the scale
+    rows (under 0.05 GiB) is not counted. (0, "") where nothing is padded or the card is not known."""
+    experts, inter, hidden = spec.mxfp4_experts, spec.moe_intermediate_size, spec.hidden_size
+    cap = device.capability if device is not None else None
+    if not (experts and inter and hidden) or cap is None or device is None or device.platform != "cuda":
+        return 0, ""
+    part = inter // tp
+    if cap[0] == 10:
+        kernel, padded = "FlashInfer TRT-LLM", (_round_up(part, rules.mxfp4_trtllm_pad), _round_up(hidden, 256))
+        bias, copies, row = 4, 1, 1
+    elif cap[0] == 9 and rules.mxfp4_hopper != "marlin":
+        kernel, padded = "OAI Triton", (_round_up(part, 64), hidden)
+        bias, copies = 4, 1 if rules.mxfp4_hopper == "triton" else 2
+        row = 64 if rules.mxfp4_hopper == "triton_dup_scales_row64" else 1
+    elif cap >= (7, 5):
+        kernel, padded, bias, copies, row = "Marlin", (_round_up(part, 128), _round_up(hidden, 256)), 2, 1, 1
+    else:
+        return 0, ""
+    layers = -(-spec.num_layers // pp)
+    held = layers * _mxfp4_layer_bytes(experts, padded[0], padded[1], bias=bias, scale_copies=copies, row=row)
+    stored = -(-layers * _mxfp4_layer_bytes(experts, inter, hidden, bias=2, scale_copies=1, row=1) // tp)
+    if held <= stored:
+        return 0, ""
+    extra = [f"intermediate {part} -> {padded[0]}"] + (
+        [f"hidden {hidden} -> {padded[1]}"] if padded[1] != hidden else []
+    )
+    if bias == 4:
+        extra.append("fp32 biases")
+    if copies == 2:
+        extra.append("the original scales kept beside the swizzled ones")
+    if row > 1:
+        extra.append(f"weight rows padded to {row} B")
+    return held - stored, f"MXFP4 experts on {kernel}: {', '.join(extra)}"
+
+
 def _vllm_rules(version: str | None) -> VllmRules:
     """The switches of the vLLM era that sizes `version` (None: the newest read)."""
     from kvsize.engines.vllm_releases import VLLM_RELEASES
@@ -446,8 +506,11 @@ def kv_budget(
     start = margin = 0  # vLLM 0.34+'s measured sizing only
     if s.reserve_bytes is not None:
         engine = "given reserve"  # a stated reserve replaces every engine's model
+    padding_rule = ""
     if engine == "vllm":
         rules = _vllm_rules(version)
+        padding, padding_rule = vllm_mxfp4_padding(spec, rules, device, tp, pp)
+        weights_bytes += padding  # the weights as loaded: what vLLM's profile subtracts
         util = s.gpu_util if s.gpu_util is not None else rules.gpu_memory_utilization
         activation, activation_rule = _profile_peak(spec, memory_bytes, s, version, device, tp, multimodal=True)
         non_torch = (
@@ -587,6 +650,10 @@ def kv_budget(
             ),
         )
     budget = requested - weights_bytes - rope.bytes - activation - non_torch - graphs
+    if padding_rule:
+        rule += f"; weights as loaded: + {padding:,} B ({padding_rule})"
+    else:
+        padding = 0
     return KvBudget(
         engine=engine,
         memory_bytes=memory_bytes,
@@ -605,4 +672,6 @@ def kv_budget(
         activation_rule=activation_rule,
         start_snapshot_bytes=start,
         margin_bytes=margin,
+        loading_padding_bytes=padding,
+        loading_padding_rule=padding_rule,
     )

@@ -30,6 +30,7 @@ from kvsize.budget import (
     KvBudget,
     kv_budget,
     load_rope_tables,
+    vllm_mxfp4_padding,
     weights_on_busiest_rank,
 )
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
@@ -322,8 +323,11 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         weights_rank = busiest_rank_weights(dep, sc.tp, sc.pp, "vllm")
     memory = card_memory(log, dep)
     if "weights_gib" in f and weights_rank is not None:
-        # "Model loading took" is the memory the load allocated: the weights and the RoPE tables beside them
+        # "Model loading took" is the memory the load allocated: the weights as loaded (MXFP4 experts padded,
+        # budget.vllm_mxfp4_padding) and the RoPE tables beside them
         rope = 0 if measured_weights or dep.spec is None else load_rope_tables("vllm", version, dep.spec).bytes
+        if not measured_weights and dep.spec is not None:
+            rope += vllm_mxfp4_padding(dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp)[0]
         out.figures.append(_weights_figure(f["weights_gib"], weights_rank, rope))
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(

@@ -561,6 +561,7 @@ def _parse_known(
             vision_dummy=vision_dummy(raw, hidden_size),
             rope_table=_rope_table(merged, layers, model_type),
             tied_embeddings=_tied_embeddings(raw, data, model_type),
+            mxfp4_experts=_mxfp4_experts(raw, data),
         )
     except InvalidRecord as exc:  # a combination of fields the spec rejects (e.g. zero-sized attention)
         raise ConfigError(f"{source}: {exc}") from None
@@ -648,6 +649,14 @@ def _moe_top_k(data: Mapping[str, Any]) -> int | None:
         ),
         None,
     )
+
+
+def _mxfp4_experts(raw: Mapping[str, Any], data: Mapping[str, Any]) -> int | None:
+    """The experts per layer of an MXFP4-quantized MoE checkpoint (quant_method "mxfp4"); None otherwise."""
+    quant = raw.get("quantization_config", data.get("quantization_config"))
+    if not isinstance(quant, Mapping) or quant.get("quant_method") != "mxfp4" or _moe_top_k(data) is None:
+        return None
+    return _positive_int(data.get("num_local_experts")) or _positive_int(data.get("num_experts"))
 
 
 def _moe_width(data: Mapping[str, Any]) -> int | None:
@@ -753,8 +762,11 @@ def _rope_table(data: Mapping[str, Any], layers: Sequence[LayerSpec], model_type
         entry = data.get("rope_parameters")
         nested = entry.get("partial_rotary_factor") if isinstance(entry, Mapping) else None
         share = next(
-            (f for f in (_number(data.get("partial_rotary_factor")), _number(nested), _number(data.get("rotary_pct")))
-             if f is not None),
+            (
+                f
+                for f in (_number(data.get("partial_rotary_factor")), _number(nested), _number(data.get("rotary_pct")))
+                if f is not None
+            ),
             _ROPE_BY_DEFAULT.get(model_type, 1.0),
         )
         if not 0 < share <= 1:

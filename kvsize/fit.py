@@ -636,9 +636,7 @@ def request_bytes(engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, t
     return engine.estimate(spec, ctx=ctx, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp).kv_cache_bytes_per_gpu
 
 
-def grown_request_bytes(
-    engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
-) -> int:
+def grown_request_bytes(engine: Engine, spec: ArchSpec, ctx: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1) -> int:
     """The most one request's cache holds on its way to `ctx` tokens (a request passes every length): its
     bytes at `ctx`, or more where an engine's bytes can fall as the context grows (the hf engine on
     DeepSeek-V4: HfEngine.peak_request_bytes)."""
@@ -784,6 +782,10 @@ def plan_fit(
         settings=settings,
         device=engine.context.device,
     )
+    if budget.loading_padding_bytes:  # the engine holds more than the checkpoint's share (budget.py)
+        padded = format_bytes(budget.loading_padding_bytes)
+        weights_source = f"{weights_source}; + {padded} as vLLM loads them ({budget.loading_padding_rule})"
+        weights_per_gpu = budget.weights_bytes
     whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request
     usable = max(budget.kv_budget_bytes, 0)

@@ -300,6 +300,9 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     tied_embeddings: bool = False
     """`tie_word_embeddings`: the output head reuses the input embedding (one copy unless pipeline stages split
     them)."""
+    mxfp4_experts: int | None = None
+    """Experts per MoE layer of a checkpoint whose experts are MXFP4 (quantization_config.quant_method "mxfp4",
+    gpt-oss), which vLLM pads when it loads them (kvsize/budget.py vllm_mxfp4_padding); None otherwise."""
     context_lengths: tuple[tuple[str, int], ...] = ()
     """Every context-length key the language model's config states, with its value (max_position_embeddings,
     n_positions, seq_length, model_max_length, ...): engines read different keys and `max_context` is the
@@ -309,7 +312,7 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
         if not self.layers:
             raise InvalidRecord("ArchSpec.layers must hold at least one layer")
         check_at_least(self, 1, "num_attention_heads", "max_context", "hidden_size", "intermediate_size")
-        check_at_least(self, 1, "vocab_size", "experts_per_token", "moe_intermediate_size")
+        check_at_least(self, 1, "vocab_size", "experts_per_token", "moe_intermediate_size", "mxfp4_experts")
         check_at_least(self, 1, "vision_layers", "vision_hidden_size")
 
     @property

@@ -240,6 +240,15 @@ class VllmRules:
     qwen_vl_video_minus_image: bool
     """Qwen2VLProcessingInfo.get_num_frames_with_most_features budgets the video with max_model_len less one
     largest image (read in 0.8.5 and 0.10.1); from 0.10.2 with max_model_len alone."""
+    mxfp4_hopper: Literal["marlin", "triton_dup_scales", "triton_dup_scales_row64", "triton"]
+    """The MXFP4 MoE kernel an sm_90 card loads gpt-oss's experts for (quantization/mxfp4.py
+    get_mxfp4_backend; fused_moe/oracle/mxfp4.py from 0.19): Marlin through 0.11.2 (the default wheel ships no
+    triton_kernels); OAI Triton from 0.12, whose swizzle keeps the original scales resident beside their swizzled
+    copy through 0.24 (freed from 0.25: convert_gpt_oss_weight_to_mxfp4_moe_kernel_format), and whose vendored
+    triton_kernels 3.6 (0.17-0.21) pads each weight row to 64 bytes (HopperMXValueLayout.swizzle_data)."""
+    mxfp4_trtllm_pad: int
+    """FlashInfer TRT-LLM's MXFP4 MoE (sm_10x) pads intermediate_size per partition to this: 256 through 0.26,
+    128 from 0.27 (mxfp4_round_up_hidden_size_and_intermediate_size)."""
     qwen3_vl_video_x12_5: bool
     """Qwen3VLProcessingInfo.get_max_video_tokens counts the dummy video's tokens x 12.5 (the timestamps'
     text: `formatted_video_soft_tokens`, 0.11.0-0.12.0), so the video, not the image, is profiled; from 0.13.0 the
@@ -345,6 +354,8 @@ R_0_8_5 = VllmRules(
     qwen_vl_video_frames=16,
     qwen_vl_video_minus_image=True,
     qwen3_vl_video_x12_5=False,
+    mxfp4_hopper="marlin",
+    mxfp4_trtllm_pad=256,
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -401,12 +412,14 @@ R_0_11_1 = replace(
 )
 # 0.12.0: unify_kv_cache_spec_page_size (divisible pages); group size max when max < 1.25 min; attention-free
 # prefix caching off (is_prefix_caching_supported); encoder-decoder no longer chunked (is_chunked_prefill_supported).
+# gpt-oss on sm_90: the vendored OAI triton_kernels (MXFP4 experts on Triton, original scales kept).
 R_0_12_0 = replace(
     R_0_11_1,
     page_unify="divisible",
     group_pad_threshold=1.25,
     attention_free_prefix_caching=False,
     encoder_decoder_chunked=False,
+    mxfp4_hopper="triton_dup_scales",
 )
 # 0.13.0: Whisper's max_num_encoder_input_tokens = max_num_batched_tokens (SchedulerConfig.__post_init__);
 # NemotronH SSM dtype from the config, default float16 (NemotronHForCausalLMConfig); CUTLASS MLA on any cc 10.x.
@@ -435,7 +448,14 @@ R_0_16_0 = replace(
     async_batches="two_at_pp1",
 )
 # 0.17.0: --performance-mode throughput; Mamba-2 conv keeps speculative columns (mamba2_state_shape); Qwen3.5.
-R_0_17_0 = replace(R_0_16_0, throughput_mode=True, speculative_conv_mamba2=True, qwen35_ssm_dtype=True)
+# triton_kernels 3.6: MXFP4 weight rows padded to 64 bytes on sm_90.
+R_0_17_0 = replace(
+    R_0_16_0,
+    throughput_mode=True,
+    speculative_conv_mamba2=True,
+    qwen35_ssm_dtype=True,
+    mxfp4_hopper="triton_dup_scales_row64",
+)
 # 0.18.0: group size max when max < 1.5 min; MLA block from the backend's preference
 # (update_block_size_for_backend); float16 KV; the sm_10x head-size-256 alignment dropped; fp8 -> fp8_ds_mla only
 # on FLASHMLA_SPARSE (MLAAttention.__init__).
@@ -469,7 +489,10 @@ R_0_20_1 = replace(R_0_20_0, logged_pool="concurrency_x_len")
 R_0_21_0 = replace(R_0_20_1, nvfp4_sliding_packed=True)
 # 0.22.0: "all" + speculative blocks, "all" again under speculation (MambaModelConfig, MambaSpec). 0.23.0 moves
 # max_concurrent_batches into VllmConfig (pp + 1 on the V2 runner), which sizes nothing until 0.26.0.
-R_0_22_0 = replace(R_0_21_0, all_mode_speculative_blocks=True, all_mode_under_speculation=True)
+# triton_kernels 3.5 again (no row padding).
+R_0_22_0 = replace(
+    R_0_21_0, all_mode_speculative_blocks=True, all_mode_under_speculation=True, mxfp4_hopper="triton_dup_scales"
+)
 # 0.24.0: a non-divisible attention page is padded on num-blocks-first backends; BambaForCausalLM removed; DSA
 # layers that share a top-k build no indexer (deepseek_v2.py); Gemma 4 on FA4 where supported (Gemma4Config).
 # MiMo-V2 on TRITON_ATTN_DIFFKV where FlashAttention 3/4 does not run.
@@ -483,11 +506,13 @@ R_0_24_0 = replace(
 )
 # 0.25.0: Platform._align_heterogeneous_kv_block_size (skip layers); int4_per_token_head; V2 runner for listed
 # architectures or any non-MoE model (never hybrid).
-R_0_25_0 = replace(R_0_24_0, skip_layers="realign", kv_dtypes=KV_DTYPES_0250, v2_runner="dense")
+# The original MXFP4 scales freed after the Triton swizzle.
+R_0_25_0 = replace(R_0_24_0, skip_layers="realign", kv_dtypes=KV_DTYPES_0250, v2_runner="dense", mxfp4_hopper="triton")
 # 0.26.0: sliding and chunked layers reserve VllmConfig.max_in_flight_tokens.
 R_0_26_0 = replace(R_0_25_0, sliding_reserve="in_flight_batches")
 # 0.27.0: MLA hybrids A >= 128 (_align_hybrid_block_size).
-R_0_27_0 = replace(R_0_26_0, mla_hybrid_align_128=True)
+# FlashInfer TRT-LLM MXFP4 MoE pads intermediate to 128, not 256.
+R_0_27_0 = replace(R_0_26_0, mla_hybrid_align_128=True, mxfp4_trtllm_pad=128)
 # 0.28.0: hybrid prefix caching on by default, always "align" (EngineArgs defaults, MambaModelConfig); the
 # 160 GiB tier (get_batch_defaults); nvfp4_4over6.
 R_0_28_0 = replace(
