@@ -75,6 +75,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_engine_sglang_releases.py",
         "tests/test_vllm_034.py",  # the measured pool of vLLM 0.34 (_vllm_measured)
         "tests/test_mxfp4_padding.py",  # vllm_mxfp4_padding
+        "tests/test_enforce_eager.py",  # BudgetSettings.enforce_eager
         "tests/test_mm_profile.py",  # the multimodal profile peak (_profile_peak)
         "tests/test_mutants_killed.py",
     ],
@@ -86,6 +87,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_log_corpus.py",
         "tests/test_log_command.py",
         "tests/test_vllm_034.py",  # 0.34's "Memory after warmup" and "Free memory on device" lines
+        "tests/test_enforce_eager.py",  # enforce_eager in the args dict and the config line
         "tests/test_mutants_killed.py",
     ],
     # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.

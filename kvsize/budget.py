@@ -133,6 +133,10 @@ class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_model_len: int | None = None
     """vLLM's max_model_len, which bounds a multimodal profile's items per prompt (None: the model's maximum,
     vLLM's default)."""
+    enforce_eager: bool = False
+    """vLLM --enforce-eager: no CUDA graphs, so none are estimated (0.20+, gpu_worker.py
+    determine_available_memory skips profile_cudagraph_memory when cudagraph_mode is NONE) or captured (0.34's
+    measured pool: compile_or_warm_up_model skips capture_model)."""
 
 
 DEFAULT_SETTINGS = BudgetSettings()
@@ -464,6 +468,8 @@ def _vllm_measured(
     graphs = (
         s.cuda_graph_bytes
         if s.cuda_graph_bytes is not None
+        else 0
+        if s.enforce_eager
         else (CUDA_GRAPH_CAPTURED_MULTI if multi else CUDA_GRAPH_CAPTURED_TP1)
     )
     capped, measured = math.ceil(visible * util), visible - start - margin
@@ -537,7 +543,11 @@ def kv_budget(
             graphs = (
                 s.cuda_graph_bytes
                 if s.cuda_graph_bytes is not None
-                else ((CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1) if rules.cuda_graph_estimate else 0)
+                else (
+                    (CUDA_GRAPH_TP if multi else CUDA_GRAPH_TP1)
+                    if rules.cuda_graph_estimate and not s.enforce_eager
+                    else 0
+                )
             )
             requested = math.ceil(visible * util)
             rule = (
@@ -549,6 +559,8 @@ def kv_budget(
                 + f"CUDA-visible memory: {visible_source}"
                 + (UNIFIED_NOTE if device is not None and device.unified_memory else "")
             )
+        if s.enforce_eager:
+            rule += "; --enforce-eager: no CUDA graphs"
     elif engine == "sglang":
         # KV = mem_fraction_static x free memory before loading - weights - what loading left allocated
         # (KVCacheConfigurator._profile_available_bytes); the default fraction is the formula of the era that

@@ -335,6 +335,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             max_batched_tokens=sc.max_num_batched_tokens,
             max_num_seqs=sc.max_num_seqs,
             max_model_len=sc.max_model_len,
+            enforce_eager=log.settings.get("enforce_eager") is True,
         )
         if cal is not None:  # the measured overheads where the settings leave them to the model
             settings = cal.budget_settings(settings)

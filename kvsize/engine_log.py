@@ -411,6 +411,8 @@ def _parse_vllm(r: _Reader) -> None:
                 s[key] = args[key]
         if "kv_cache_memory_bytes" in args and (count := _count(args["kv_cache_memory_bytes"])) is not None:
             s["kv_cache_memory_bytes"] = count
+        if args.get("enforce_eager") is True:  # no CUDA graphs (config/vllm.py: cudagraph_mode NONE)
+            s["enforce_eager"] = True
         model = args.get("model") or args.get("model_tag")
         if isinstance(model, str):
             log.model = model
@@ -431,6 +433,8 @@ def _parse_vllm(r: _Reader) -> None:
                 s.setdefault(key, cfg[key])
         if cfg.get("dtype"):
             s.setdefault("dtype", cfg["dtype"].replace("torch.", ""))
+        if cfg.get("enforce_eager") == "True":
+            s.setdefault("enforce_eager", True)
     m = r.search(r"max_num_batched_tokens=<N>") or r.search(r"Defaulting max_num_batched_tokens to <N>")
     if m and (count := r.count(m.group(1), "max_num_batched_tokens", positive=True)) is not None:
         s.setdefault("max_num_batched_tokens", count)

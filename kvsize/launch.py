@@ -197,6 +197,8 @@ class LaunchScenario:
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
     prefix_caching: bool | None = None
+    enforce_eager: bool = False
+    """vLLM --enforce-eager, as the budget was sized (no CUDA graphs)."""
     quant_method: str | None = None
     """The checkpoint's quantization_config.quant_method (None: an unquantized checkpoint)."""
     weights_dtype: str | None = None
@@ -372,6 +374,8 @@ def _vllm(s: LaunchScenario, flags: ReleaseFlags) -> _Builder:
     if s.prefix_caching is not None:
         flag = "--enable-prefix-caching" if s.prefix_caching else "--no-enable-prefix-caching"
         b.add(flag, what="prefix caching")
+    if s.enforce_eager:
+        b.add("--enforce-eager", what="eager mode (no CUDA graphs)")
     if s.block_size is not None:
         b.add("--block-size", s.block_size, what="the block size")
     if (dtype := _model_dtype(s)) is not None:
@@ -556,5 +560,6 @@ def sized_launch(
             prefix_caching=prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
             block_size=engine_options.get("block_size"),
+            enforce_eager=bool(getattr(options.get("budget"), "enforce_eager", False)),
         ),
     )

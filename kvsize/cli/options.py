@@ -185,6 +185,15 @@ PrefixCachingOpt = Annotated[
         rich_help_panel="Engine",
     ),
 ]
+EnforceEagerOpt = Annotated[
+    bool,
+    typer.Option(
+        "--enforce-eager",
+        help="vLLM --enforce-eager: no CUDA graphs, so the budget keeps none back (0.20+ estimates them, 0.34 "
+        "captures them before sizing the pool); the launch command says so.",
+        rich_help_panel="Engine",
+    ),
+]
 SkipLayersOpt = Annotated[
     str | None,
     typer.Option(

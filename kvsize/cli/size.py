@@ -22,6 +22,7 @@ from kvsize.cli.options import (
     DiskOpt,
     EmitOpt,
     EncoderLenOpt,
+    EnforceEagerOpt,
     EngineOpt,
     EngineVersionOpt,
     ExplainOpt,
@@ -94,6 +95,7 @@ def size(
     flash_attn: FlashAttnOpt = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     kv_cache_dtype_skip_layers: SkipLayersOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     gpu_util: GpuUtilOpt = None,
@@ -237,6 +239,10 @@ def size(
             enable_prefix_caching=enable_prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
+        if enforce_eager:  # vLLM: no CUDA graphs estimated or captured (budget.py BudgetSettings.enforce_eager)
+            import msgspec
+
+            options["budget"] = msgspec.structs.replace(options["budget"], enforce_eager=True)
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
             from kvsize.calibration import apply_calibration, calibration_target, model_weights, read_calibration
 
