@@ -57,6 +57,9 @@ QWEN3_VL_MAX_PIXELS = 16_777_216
 # frames shrink to 32 x 32 under the video processor's longest_edge 25,165,824 before the token budget binds.
 QWEN3_VL_011_VIDEO_FRAMES, QWEN3_VL_011_VIDEO_SIDE = 24_576, 32
 QWEN3_VL_011_VIDEO_TOKEN_FACTOR = 12.5
+# Bounds past any released tower (patch 14-16, merge 2, width <= 8,192 incl. deepstack outputs): beyond them a
+# config's vision fields are not sized.
+MAX_PATCH_FIELD, MAX_TOWER_WIDTH, MAX_DEEPSTACK = 1 << 10, 1 << 17, 1 << 8
 QWEN_VL_ARCHS = {
     "Qwen2VLForConditionalGeneration": "qwen2_vl",
     "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
@@ -98,12 +101,14 @@ def _qwen_vl_dummy(names: set[str], vision: Mapping[str, Any]) -> VisionDummy | 
         width, inner = _positive_int(vision.get("hidden_size")), _positive_int(vision.get("intermediate_size"))
         deepstack = vision.get("deepstack_visual_indexes")
         out = _positive_int(vision.get("out_hidden_size"))
-        if not isinstance(deepstack, list) or not out or not merge:
+        if not isinstance(deepstack, list) or len(deepstack) > MAX_DEEPSTACK or not out or not merge:
             return None
         output, factors, label = out * (1 + len(deepstack)), (3, 2), "Qwen3-VL"
         kept = len(deepstack) * out // (merge * merge)
     if not (patch and merge and temporal and channels and width and inner and output):
         return None
+    if max(patch, merge, temporal, channels) > MAX_PATCH_FIELD or max(width, inner, output) > MAX_TOWER_WIDTH:
+        return None  # not a real tower: flagged as not modelled rather than sized
     max_pixels = QWEN3_VL_MAX_PIXELS if family == "qwen3_vl" else QWEN2_VL_MAX_PIXELS
     factor = patch * merge
     side = math.isqrt(max_pixels) // factor * factor

@@ -367,3 +367,28 @@ def test_a_qwen_vl_config_without_its_vision_fields_is_flagged() -> None:
     raw = registry_raw("Qwen/Qwen2.5-VL-7B-Instruct")
     vision = {k: v for k, v in raw["vision_config"].items() if k != "out_hidden_size"}
     assert spec_of({**raw, "vision_config": vision}).vision_dummy is None
+
+
+@pytest.mark.parametrize(
+    "vision",
+    [
+        {"patch_size": 0},
+        {"patch_size": True},
+        {"patch_size": "14"},
+        {"temporal_patch_size": 10**12},
+        {"spatial_merge_size": 10**6},
+        {"intermediate_size": 10**15},
+    ],
+)
+def test_a_qwen_vl_tower_past_any_released_one_is_flagged(vision: dict[str, Any]) -> None:
+    # a field that is not a positive int, or one past every released tower (mm_profile MAX_PATCH_FIELD,
+    # MAX_TOWER_WIDTH), leaves the encoder profile not modelled, with its note, rather than sized from it
+    raw = registry_raw("Qwen/Qwen2.5-VL-7B-Instruct")
+    spec = spec_of({**raw, "vision_config": {**raw["vision_config"], **vision}})
+    assert spec.vision_dummy is None
+    assert (
+        "not modelled for Qwen2_5_VLForConditionalGeneration"
+        in kv_budget(
+            "vllm", "0.19.0", spec, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100
+        ).activation_rule
+    )
