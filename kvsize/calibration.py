@@ -326,9 +326,13 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         # "Model loading took" is the memory the load allocated: the weights as loaded (MXFP4 experts padded,
         # budget.vllm_mxfp4_padding) and the RoPE tables beside them
         rope = 0 if measured_weights or dep.spec is None else load_rope_tables("vllm", version, dep.spec).bytes
+        padding = 0
         if not measured_weights and dep.spec is not None:
-            rope += vllm_mxfp4_padding(dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp)[0]
-        out.figures.append(_weights_figure(f["weights_gib"], weights_rank, rope))
+            padding = vllm_mxfp4_padding(dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp)[0]
+        figure = _weights_figure(f["weights_gib"], weights_rank + padding, rope)
+        if padding:
+            figure = msgspec.structs.replace(figure, basis="kvsize's padded weights + RoPE tables")
+        out.figures.append(figure)
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(
             gpu_util=sc.gpu_util,
