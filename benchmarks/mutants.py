@@ -97,6 +97,8 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_log_parts.py",
         "tests/test_reliability_log.py",
         "tests/test_vllm_034.py",
+        "tests/test_mxfp4_padding.py",
+        "tests/test_enforce_eager.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/engines/sglang.py": [
@@ -118,6 +120,8 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_bench_result.py",
         "tests/test_capacity.py",
         "tests/test_overrides.py",
+        "tests/test_mm_profile.py",
+        "tests/test_mxfp4_padding.py",
         "tests/test_mutants_killed.py",
     ],
     # serving.py: the files that import it, and the CLI's hand-worked shared-prefix sizes (test_advice_truth.py).
@@ -148,6 +152,8 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_families_round5.py",
         "tests/test_deepseek_v4.py",
         "tests/test_ergo.py",
+        "tests/test_mxfp4_padding.py",
+        "tests/test_mm_profile.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/capacity_file.py": [
@@ -330,7 +336,15 @@ _QWEN3_ALL_FULL = (
     "refuses Qwen2 at any release and Qwen3 before 0.34), where both sides of `and` are true; any other config is "
     "not partly sliding, so the third condition is false either way: `and` and `or` decide the same."
 )
+_UNUSED_DEFAULTS = (
+    "fit.py grown_request_bytes: its callers (max_context, and the search test's oracle) pass tp and pp, so "
+    "the defaults of 1 are never read."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/fit.py:639:95:1 -> 0": _UNUSED_DEFAULTS,
+    "kvsize/fit.py:639:95:1 -> 2": _UNUSED_DEFAULTS,
+    "kvsize/fit.py:639:108:1 -> 0": _UNUSED_DEFAULTS,
+    "kvsize/fit.py:639:108:1 -> 2": _UNUSED_DEFAULTS,
     "kvsize/engines/vllm.py:386:19:and -> or": _QWEN3_ALL_FULL,
     "kvsize/weights.py:741:36:16 -> 17": _SERVED_WIDTHS,
     "kvsize/weights.py:734:58:16 -> 15": (

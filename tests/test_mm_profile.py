@@ -297,6 +297,11 @@ def test_qwen25_vl_video_budget_by_release() -> None:
     }
     assert [b.budget_tokens for b in budget.values()] == [98_304, 114_688, 114_688]
     assert [b.tokens for b in budget.values()] == [16_384, 16_384, 114_688]
+    assert [b.what for b in budget.values()] == [
+        "video of 2 frames (budgeted as 12)",
+        "video of 2 frames (budgeted as 14)",
+        "video of 14 frames",
+    ]
     # the frame cap: 1M tokens of max_model_len, 16 frames (8 pairs) on 0.10.2, 14 (7 pairs) on 0.11
     capped = [
         qwen_vl_item(d, VLLM_RELEASES.resolve(v).era.rules, max_model_len=1 << 20, max_batched_tokens=8192)
@@ -392,3 +397,20 @@ def test_a_qwen_vl_tower_past_any_released_one_is_flagged(vision: dict[str, Any]
             "vllm", "0.19.0", spec, memory_bytes=H100.total_memory_bytes, weights_bytes=0, device=H100
         ).activation_rule
     )
+
+
+def test_the_context_asked_is_the_profile_s_max_model_len() -> None:
+    # `kvsize MODEL --ctx 32768` launches with --max-model-len 32768 (kvsize/launch.py), so vLLM 0.19 profiles a
+    # 4-frame video: 131,072 patches x 1,176 x 2 B of pixels + 131,072 x 18,800 x 2 B of tower = 5,236,588,544 B.
+    # The model's own maximum (128,000) would profile 14 frames: 18,328,059,904 B.
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    def activation_at(ctx: str) -> int:
+        args = ["Qwen/Qwen2.5-VL-7B-Instruct", "--ctx", ctx, "--gpu", "h100", "--engine-version", "0.19", "--json"]
+        out = json.loads(CliRunner().invoke(app, args).stdout)
+        return int(out["scenarios"][0]["gpu"]["budget"]["activation_bytes"])
+
+    assert activation_at("32768") == 131_072 * QWEN25_PATCH * 2 + 131_072 * QWEN25_PER_TOKEN * 2 == 5_236_588_544
+    assert activation_at("128000") == 18_328_059_904

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from tiny_configs import registry_config
 
@@ -76,6 +77,23 @@ def test_hopper_by_release(version: str, layer: int, kernel: str) -> None:
     padding, rule = _padding(_spec("openai/gpt-oss-20b"), version, "h100", tp=2)
     assert padding == 24 * layer - STORED_20B_TP2
     assert kernel in rule
+    # the rule names what it counts: the kept scales only where they are kept (0.12-0.24 on Triton)
+    assert ("original scales kept" in rule) == (version in ("0.13.0", "0.24.0", "0.19.0"))
+    assert ("fp32 biases" in rule) == (kernel == "Triton")
+
+
+def test_aligned_experts_need_no_padding() -> None:
+    # An MXFP4 MoE whose widths are already multiples of Marlin's 128 / 256 (hidden and intermediate 3,072 at tp 1
+    # on an A100): the loaded tensors are the checkpoint's, nothing is added and no rule is said.
+    raw = {**registry_config("openai/gpt-oss-20b"), "hidden_size": 3072, "intermediate_size": 3072}
+    assert _padding(parse_config(raw), "0.19.0", "a100-80gb") == (0, "")
+
+
+def test_experts_counted_under_either_key() -> None:
+    # num_local_experts (gpt-oss) or num_experts (other MoE configs) give the experts per layer
+    raw = dict(registry_config("openai/gpt-oss-20b"))
+    raw["num_experts"] = raw.pop("num_local_experts")
+    assert parse_config(raw).mxfp4_experts == 32
 
 
 def test_b200_flashinfer_pads_to_256_then_128() -> None:
@@ -129,3 +147,11 @@ def test_the_published_a100_load() -> None:
     )
     weights = next(f for f in check_log(log, dep).figures if f.name == "weights per rank")
     assert weights.logged == 17.2217 and abs(weights.error_pct) < 0.5
+    assert weights.basis == "kvsize's padded weights + RoPE tables"
+    # weights measured on this rank (a calibration) are the load as it was: nothing is added to them
+    from kvsize.calibration import calibration_from_log
+
+    measured = calibration_from_log(log, gpu="a100-80gb", model="openai/gpt-oss-120b", source="t")
+    again = msgspec.structs.replace(dep, calibration=measured, gpu_id="a100-80gb", model_id="openai/gpt-oss-120b")
+    weights = next(f for f in check_log(log, again).figures if f.name == "weights per rank")
+    assert weights.predicted == pytest.approx(17.2217, abs=0.005) and "padded" not in weights.basis
