@@ -77,6 +77,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_mxfp4_padding.py",  # vllm_mxfp4_padding
         "tests/test_enforce_eager.py",  # BudgetSettings.enforce_eager
         "tests/test_mm_profile.py",  # the multimodal profile peak (_profile_peak)
+        "tests/test_language_model_only.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/mm_profile.py": ["tests/test_mm_profile.py", "tests/test_mutants_killed.py"],
@@ -88,6 +89,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_log_command.py",
         "tests/test_vllm_034.py",  # 0.34's "Memory after warmup" and "Free memory on device" lines
         "tests/test_enforce_eager.py",  # enforce_eager in the args dict and the config line
+        "tests/test_language_model_only.py",
         "tests/test_mutants_killed.py",
     ],
     # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.
@@ -99,6 +101,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_vllm_034.py",
         "tests/test_mxfp4_padding.py",
         "tests/test_enforce_eager.py",
+        "tests/test_language_model_only.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/engines/sglang.py": [
@@ -173,6 +176,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_budget_cards.py",  # --dtype float32 doubles an unquantized checkpoint
         "tests/test_log_command.py",  # kvsize log of a float32 run
         "tests/test_reliability_gates.py",  # float8 configs served in bf16
+        "tests/test_language_model_only.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/params.py": [

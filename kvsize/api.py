@@ -545,7 +545,8 @@ def estimate_loaded(
         settings = msgspec.structs.replace(settings, reserve_bytes=reserve_bytes)
     if card is None and (settings != BudgetSettings() or weights_bytes is not None or weights_dtype or offload):
         raise UsageError(
-            "budget settings (reserve, weights, utilisation, KV memory) only apply to a card",
+            "budget settings (reserve, weights, utilisation, KV memory, --enforce-eager, --language-model-only) "
+            "only apply to a card",
             hint="Add --gpu or --gpu-mem.",
         )
     # Scheduler settings size the engine's cache and, on a card, its activation profile.
@@ -555,6 +556,8 @@ def estimate_loaded(
         )
     if settings.max_num_seqs is None and (engine_options or {}).get("max_num_seqs"):
         settings = msgspec.structs.replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
+    if settings.language_model_only and not settings.tower_bytes and weights_bytes is None:
+        settings = msgspec.structs.replace(settings, tower_bytes=_tower_bytes(loaded.raw, spec, notes))
     weights = None
     engine_weights: dict[str, WeightsSize] = {}  # by the dtype each engine runs the model in (Engine.run_dtype)
     if card is not None:
@@ -609,7 +612,7 @@ def estimate_loaded(
         if card is not None and rules.name == "vllm" and settings.activation_bytes is None:
             from kvsize.mm_profile import unmodelled_note
 
-            if (flag := unmodelled_note(spec)) is not None:
+            if not settings.language_model_only and (flag := unmodelled_note(spec)) is not None:
                 notes.append(f"vLLM: {flag}")
             from kvsize.engines.vllm import VllmEngine
 
@@ -988,6 +991,16 @@ class _Card(msgspec.Struct, frozen=True):
     host_link_bytes_per_s: int | None = None
     host_link_source: str | None = None
     device: Device | None = None
+
+
+def _tower_bytes(raw: Mapping[str, Any], spec: ArchSpec, notes: list[str]) -> int:
+    """kvsize.weights.tower_bytes, which vLLM's --language-model-only does not load; a note where it is 0."""
+    from kvsize.weights import tower_bytes
+
+    towers = tower_bytes(raw, spec.model_dtype)
+    if not towers:
+        notes.append("--language-model-only: no tower counted in this config, so the weights are as found")
+    return towers
 
 
 def engine_context(

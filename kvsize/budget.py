@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kvsize.engines.context import Device, UsageContext
+from kvsize.errors import UsageError
 from kvsize.mm_profile import unmodelled_note, vllm_mm_profile
 from kvsize.record import Record
 from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
@@ -133,6 +134,11 @@ class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_model_len: int | None = None
     """vLLM's max_model_len, which bounds a multimodal profile's items per prompt (None: the model's maximum,
     vLLM's default)."""
+    language_model_only: bool = False
+    """vLLM --language-model-only (0.17+, config/multimodal.py: every modality's limit 0): no encoder in the
+    profile run, and the towers are not built (`tower_bytes` less on the weights, split over tp)."""
+    tower_bytes: int = 0
+    """The whole model's vision and audio towers, bytes (kvsize/params.py's count at the model dtype)."""
     enforce_eager: bool = False
     """vLLM --enforce-eager: no CUDA graphs, so none are estimated (0.20+, gpu_worker.py
     determine_available_memory skips profile_cudagraph_memory when cudagraph_mode is NONE) or captured (0.34's
@@ -174,7 +180,8 @@ class KvBudget(Record, frozen=True, kw_only=True):
     visible_source: str = ""
     """Which figure `visible_bytes` is, and its source."""
     loading_padding_bytes: int = 0
-    """Of `weights_bytes`: what the engine holds beyond the weights given (vLLM's padded MXFP4 experts)."""
+    """Of `weights_bytes`: what the engine holds beyond the weights given (vLLM's padded MXFP4 experts; negative
+    where it leaves towers out: --language-model-only)."""
     loading_padding_rule: str = ""
 
 
@@ -516,9 +523,22 @@ def kv_budget(
     if engine == "vllm":
         rules = _vllm_rules(version)
         padding, padding_rule = vllm_mxfp4_padding(spec, rules, device, tp, pp)
+        if s.language_model_only:
+            if not rules.language_model_only:
+                raise UsageError(
+                    f"vLLM {version} has no --language-model-only (added in 0.17.0)",
+                    hint="Use --engine-version 0.17 or later, or size the model with its encoders.",
+                )
+            towers = -(-s.tower_bytes // tp)
+            padding -= towers
+            padding_rule = "; ".join(
+                r for r in (padding_rule, f"--language-model-only: the towers' {towers:,} B not loaded") if r
+            )
         weights_bytes += padding  # the weights as loaded: what vLLM's profile subtracts
         util = s.gpu_util if s.gpu_util is not None else rules.gpu_memory_utilization
-        activation, activation_rule = _profile_peak(spec, memory_bytes, s, version, device, tp, multimodal=True)
+        activation, activation_rule = _profile_peak(
+            spec, memory_bytes, s, version, device, tp, multimodal=not s.language_model_only
+        )
         non_torch = (
             s.non_torch_bytes
             if s.non_torch_bytes is not None
@@ -663,7 +683,7 @@ def kv_budget(
         )
     budget = requested - weights_bytes - rope.bytes - activation - non_torch - graphs
     if padding_rule:
-        rule += f"; weights as loaded: + {padding:,} B ({padding_rule})"
+        rule += f"; weights as loaded: {padding:+,} B ({padding_rule})"
     else:
         padding = 0
     return KvBudget(

@@ -142,6 +142,9 @@ class Deployment(msgspec.Struct, frozen=True):
     """The GPU profile id given (--gpu), which a calibration must have been measured on."""
     model_id: str | None = None
     """The model the user named (--config's, or the log's resolved), which a calibration must have measured."""
+    tower_bytes: int = 0
+    """The whole model's vision and audio towers (kvsize.weights.tower_bytes): what a --language-model-only
+    run does not load."""
 
 
 # --- versions ---------------------------------------------------------------------------------------------
@@ -329,9 +332,12 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         padding = 0
         if not measured_weights and dep.spec is not None:
             padding = vllm_mxfp4_padding(dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp)[0]
+            if log.settings.get("language_model_only") is True:  # the towers are not built (0.17+)
+                padding -= -(-dep.tower_bytes // sc.tp)
         figure = _weights_figure(f["weights_gib"], weights_rank + padding, rope)
         if padding:
-            figure = msgspec.structs.replace(figure, basis="kvsize's padded weights + RoPE tables")
+            basis = "kvsize's padded weights" if padding > 0 else "kvsize's weights without towers"
+            figure = msgspec.structs.replace(figure, basis=f"{basis} + RoPE tables")
         out.figures.append(figure)
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
         settings = BudgetSettings(
@@ -340,6 +346,8 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             max_num_seqs=sc.max_num_seqs,
             max_model_len=sc.max_model_len,
             enforce_eager=log.settings.get("enforce_eager") is True,
+            language_model_only=log.settings.get("language_model_only") is True,
+            tower_bytes=dep.tower_bytes,
         )
         if cal is not None:  # the measured overheads where the settings leave them to the model
             settings = cal.budget_settings(settings)

@@ -411,8 +411,9 @@ def _parse_vllm(r: _Reader) -> None:
                 s[key] = args[key]
         if "kv_cache_memory_bytes" in args and (count := _count(args["kv_cache_memory_bytes"])) is not None:
             s["kv_cache_memory_bytes"] = count
-        if args.get("enforce_eager") is True:  # no CUDA graphs (config/vllm.py: cudagraph_mode NONE)
-            s["enforce_eager"] = True
+        for switch in ("enforce_eager", "language_model_only"):  # no CUDA graphs; no encoders (0.17+)
+            if args.get(switch) is True:
+                s[switch] = True
         model = args.get("model") or args.get("model_tag")
         if isinstance(model, str):
             log.model = model

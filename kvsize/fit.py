@@ -782,9 +782,10 @@ def plan_fit(
         settings=settings,
         device=engine.context.device,
     )
-    if budget.loading_padding_bytes:  # the engine holds more than the checkpoint's share (budget.py)
-        padded = format_bytes(budget.loading_padding_bytes)
-        weights_source = f"{weights_source}; + {padded} as vLLM loads them ({budget.loading_padding_rule})"
+    if budget.loading_padding_bytes:  # the engine holds more (padding) or less (towers) than the share given
+        change = budget.loading_padding_bytes
+        shown = f"{'+' if change > 0 else '-'} {format_bytes(abs(change))}"
+        weights_source = f"{weights_source}; {shown} as vLLM loads them ({budget.loading_padding_rule})"
         weights_per_gpu = budget.weights_bytes
     whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request

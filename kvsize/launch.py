@@ -199,6 +199,8 @@ class LaunchScenario:
     prefix_caching: bool | None = None
     enforce_eager: bool = False
     """vLLM --enforce-eager, as the budget was sized (no CUDA graphs)."""
+    language_model_only: bool = False
+    """vLLM --language-model-only, as the budget was sized (no towers, no encoder profile)."""
     quant_method: str | None = None
     """The checkpoint's quantization_config.quant_method (None: an unquantized checkpoint)."""
     weights_dtype: str | None = None
@@ -376,6 +378,8 @@ def _vllm(s: LaunchScenario, flags: ReleaseFlags) -> _Builder:
         b.add(flag, what="prefix caching")
     if s.enforce_eager:
         b.add("--enforce-eager", what="eager mode (no CUDA graphs)")
+    if s.language_model_only:
+        b.add("--language-model-only", what="text only (no encoders)")
     if s.block_size is not None:
         b.add("--block-size", s.block_size, what="the block size")
     if (dtype := _model_dtype(s)) is not None:
@@ -561,5 +565,6 @@ def sized_launch(
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
             block_size=engine_options.get("block_size"),
             enforce_eager=bool(getattr(options.get("budget"), "enforce_eager", False)),
+            language_model_only=bool(getattr(options.get("budget"), "language_model_only", False)),
         ),
     )

@@ -811,3 +811,16 @@ def _find_weights(
                 counted, source=f"{counted.source}; hub safetensors metadata unavailable: {exc}"
             )
     return _config_estimate(loaded, model_dtype)
+
+
+def tower_bytes(raw: Mapping[str, Any], model_dtype: str) -> int:
+    """The vision and audio towers' bytes at the model dtype, as kvsize/params.py counts them (0 where it has no
+    rule for the config's towers, or the config has none)."""
+    from kvsize.params import estimate_parameters
+
+    try:
+        counted = estimate_parameters(raw)
+    except KvsizeError:
+        return 0
+    towers = counted.breakdown.get("vision", 0) + counted.breakdown.get("audio", 0)
+    return int(towers * weight_bits(model_dtype)) // 8

@@ -191,6 +191,17 @@ EnforceEagerOpt = Annotated[
         "--enforce-eager",
         help="vLLM --enforce-eager: no CUDA graphs, so the budget keeps none back (0.20+ estimates them, 0.34 "
         "captures them before sizing the pool); the launch command says so.",
+        metavar="",
+        rich_help_panel="Engine",
+    ),
+]
+LanguageModelOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--language-model-only",
+        help="vLLM 0.17+ --language-model-only: a multimodal model served for text: no encoder in the profile "
+        "run, and its vision and audio towers not loaded.",
+        metavar="",
         rich_help_panel="Engine",
     ),
 ]

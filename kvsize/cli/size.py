@@ -37,6 +37,7 @@ from kvsize.cli.options import (
     KvDtypeOpt,
     KvMemoryOpt,
     KvUnifiedOpt,
+    LanguageModelOnlyOpt,
     LayersOpt,
     LinkOpt,
     LlamaBatchSizeOpt,
@@ -96,6 +97,7 @@ def size(
     max_num_seqs: MaxNumSeqsOpt = None,
     kv_cache_dtype_skip_layers: SkipLayersOpt = None,
     enforce_eager: EnforceEagerOpt = False,
+    language_model_only: LanguageModelOnlyOpt = False,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     gpu_util: GpuUtilOpt = None,
@@ -239,10 +241,12 @@ def size(
             enable_prefix_caching=enable_prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
-        if enforce_eager:  # vLLM: no CUDA graphs estimated or captured (budget.py BudgetSettings.enforce_eager)
+        if enforce_eager or language_model_only:  # vLLM switches of the budget (budget.py BudgetSettings)
             import msgspec
 
-            options["budget"] = msgspec.structs.replace(options["budget"], enforce_eager=True)
+            options["budget"] = msgspec.structs.replace(
+                options["budget"], enforce_eager=enforce_eager, language_model_only=language_model_only
+            )
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
             from kvsize.calibration import apply_calibration, calibration_target, model_weights, read_calibration
 

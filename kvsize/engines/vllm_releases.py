@@ -249,6 +249,9 @@ class VllmRules:
     mxfp4_trtllm_pad: int
     """FlashInfer TRT-LLM's MXFP4 MoE (sm_10x) pads intermediate_size per partition to this: 256 through 0.26,
     128 from 0.27 (mxfp4_round_up_hidden_size_and_intermediate_size)."""
+    language_model_only: bool
+    """--language-model-only exists (0.17.0+: engine/arg_utils.py EngineArgs, config/multimodal.py
+    MultiModalConfig.language_model_only)."""
     qwen3_vl_video_x12_5: bool
     """Qwen3VLProcessingInfo.get_max_video_tokens counts the dummy video's tokens x 12.5 (the timestamps'
     text: `formatted_video_soft_tokens`, 0.11.0-0.12.0), so the video, not the image, is profiled; from 0.13.0 the
@@ -356,6 +359,7 @@ R_0_8_5 = VllmRules(
     qwen3_vl_video_x12_5=False,
     mxfp4_hopper="marlin",
     mxfp4_trtllm_pad=256,
+    language_model_only=False,
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -448,13 +452,14 @@ R_0_16_0 = replace(
     async_batches="two_at_pp1",
 )
 # 0.17.0: --performance-mode throughput; Mamba-2 conv keeps speculative columns (mamba2_state_shape); Qwen3.5.
-# triton_kernels 3.6: MXFP4 weight rows padded to 64 bytes on sm_90.
+# triton_kernels 3.6: MXFP4 weight rows padded to 64 bytes on sm_90. --language-model-only.
 R_0_17_0 = replace(
     R_0_16_0,
     throughput_mode=True,
     speculative_conv_mamba2=True,
     qwen35_ssm_dtype=True,
     mxfp4_hopper="triton_dup_scales_row64",
+    language_model_only=True,
 )
 # 0.18.0: group size max when max < 1.5 min; MLA block from the backend's preference
 # (update_block_size_for_backend); float16 KV; the sm_10x head-size-256 alignment dropped; fp8 -> fp8_ds_mla only
