@@ -344,7 +344,14 @@ _UNUSED_DEFAULTS = (
     "fit.py grown_request_bytes: its callers (max_context, and the search test's oracle) pass tp and pp, so "
     "the defaults of 1 are never read."
 )
+_NONZERO_SIGN = (
+    "a sign test under `if padding:` / `if budget.loading_padding_bytes:` (a nonzero integer): `> 0`, `>= 0` and "
+    "`> -1` decide the same."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/calibration.py:339:49:> -> >=": _NONZERO_SIGN,
+    "kvsize/calibration.py:339:59:0 -> -1": _NONZERO_SIGN,
+    "kvsize/fit.py:787:26:> -> >=": _NONZERO_SIGN,
     "kvsize/fit.py:639:95:1 -> 0": _UNUSED_DEFAULTS,
     "kvsize/fit.py:639:95:1 -> 2": _UNUSED_DEFAULTS,
     "kvsize/fit.py:639:108:1 -> 0": _UNUSED_DEFAULTS,

@@ -90,3 +90,30 @@ def test_kvsize_log_reads_it() -> None:
     }
     assert round((figures["plain"].predicted - figures["text"].predicted) * 2**30) == towers
     assert figures["text"].basis == "kvsize's weights without towers + RoPE tables"
+
+
+def test_towers_split_over_tp() -> None:
+    # tp 2: the weights' half, 16,584,333,312 / 2, less the tower's half, 1,353,100,288 / 2 (the tower's linear
+    # layers are sharded like the language model's, mm_encoder_tp_mode "weights")
+    text = _gpu([*QWEN, "--engine-version", "0.19", "--language-model-only", "--tp", "2"])
+    assert text["budget"]["weights_bytes"] == 8_292_166_656 - 676_550_144
+
+
+def test_no_towers_counted_is_nothing_taken() -> None:
+    # a text model has no tower; a config the counter cannot read (no hidden_size) is 0, not a guess
+    assert tower_bytes(registry_config("meta-llama/Llama-3.1-8B"), "bf16") == 0
+    assert tower_bytes({"architectures": ["X"], "model_type": "unknown_xyz"}, "bf16") == 0
+
+
+def test_a_log_deployment_without_tower_counts_takes_nothing() -> None:
+    # Deployment.tower_bytes defaults to none: a --language-model-only log checked without them keeps the
+    # weights figure as it is, to the byte
+    text = (LOGS / "vllm-xbill9-t4-gemma-4-e2b-qat-w4a16.log").read_text()
+    switched = parse_log(text.replace("'max_num_seqs': 8}", "'max_num_seqs': 8, 'language_model_only': True}"))
+    plain = parse_log(text)
+    assert switched is not None and plain is not None
+    dep = Deployment(
+        spec=parse_config(registry_config("google/gemma-4-E2B-it")), weights_bytes=10 * 2**30, max_model_len=16384
+    )
+    a, b = (next(f for f in check_log(log, dep).figures if f.name == "weights per rank") for log in (plain, switched))
+    assert a.predicted == b.predicted and a.basis == b.basis
