@@ -8,9 +8,12 @@ custom code they point to are never imported or run.
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -53,6 +56,45 @@ _GEMMA4_TEXT_DEFAULTS: dict[str, Any] = {
     "intermediate_size": 9216,
     "tie_word_embeddings": True,
 }
+# The layer_types a transformers 5.25 config class generates when a config.json names none (its __post_init__):
+# layer i is the second kind where (i + 1) % period == 0, else the first. gpt_oss (configuration_gpt_oss.py):
+# "sliding_attention" if (i + 1) % 2 else "full_attention"; olmo3: sliding unless (i + 1) % 4 == 0; minimax:
+# "full_attention" if (i + 1) % 2 else "linear_attention" (where no attn_type_list says otherwise).
+LAYER_TYPES_DEFAULTS: dict[str, tuple[int, str, str]] = {
+    "gpt_oss": (2, "sliding_attention", "full_attention"),
+    "olmo3": (4, "sliding_attention", "full_attention"),
+    "minimax": (2, "full_attention", "linear_attention"),
+}
+
+
+def _default_layer_types(model_type: str, merged: Mapping[str, Any]) -> list[str] | None:
+    rule = LAYER_TYPES_DEFAULTS.get(model_type)
+    layers = merged.get("num_hidden_layers")
+    if rule is None or "layer_types" in merged or "attn_type_list" in merged:
+        return None
+    if not isinstance(layers, int) or isinstance(layers, bool) or not 0 < layers <= MAX_LAYERS:
+        return None  # the layer count's own check reports it
+    period, first, nth = rule
+    return [nth if (i + 1) % period == 0 else first for i in range(layers)]
+
+
+HEAD_DIM_KEYS = ("head_dim", "kv_channels", "attention_head_dim", "hidden_size_per_head")
+
+
+@functools.cache
+def _head_dim_defaults() -> Mapping[str, Any]:
+    data = json.loads((Path(__file__).parent / "data" / "head_dim_defaults.json").read_text())
+    return data["defaults"]  # type: ignore[no-any-return]
+
+
+def head_dim_default(model_type: str) -> int | None:
+    """The head_dim a transformers config class sets when a config.json leaves it out (kvsize/data/
+    head_dim_defaults.json, from scripts/extract_head_dim_defaults.py over transformers 5.25.0); None for the
+    classes that set none (hidden_size / num_attention_heads applies)."""
+    entry = _head_dim_defaults().get(model_type)
+    return int(entry["head_dim"]) if entry else None
+
+
 MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {
         "num_hidden_layers": 32,
@@ -170,7 +212,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_intermediate_size": 2048,
         "tie_word_embeddings": False,
     },
-    "llama4_text": {"no_rope_layer_interval": 4},
+    # Llama4TextConfig.attention_chunk_size = 8192: a config that names none still chunks its RoPE layers
+    "llama4_text": {"no_rope_layer_interval": 4, "attention_chunk_size": 8192},
     "gpt2": {
         "n_layer": 12,
         "n_head": 12,
@@ -492,6 +535,10 @@ def _parse_known(
     if raw.get("is_encoder_decoder") is True:
         return _encoder_decoder(raw, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
     merged = {**MODEL_TYPE_DEFAULTS.get(model_type, {}), **data}
+    if not any(k in merged for k in HEAD_DIM_KEYS) and (default := head_dim_default(model_type)) is not None:
+        merged["head_dim"] = default  # the config class's own (not hidden / heads), as transformers and vLLM use
+    if (generated := _default_layer_types(model_type, merged)) is not None:
+        merged["layer_types"] = generated  # the class's own pattern, as transformers and vLLM build the model
     if model_type in PER_LAYER_SHAPE_TYPES:  # a wrapper whose text_config names no type: the family rules still apply
         merged.setdefault("model_type", model_type)
     fields = _Fields(merged, source=source, where=where)
@@ -1338,7 +1385,7 @@ def _attention_params(f: _Fields, notes: list[str]) -> _AttentionParams:
         return _AttentionParams(num_heads, 1, kv_lora_rank + rope, 0, (kv_lora_rank, rope, nope, v_dim))
 
     num_kv_heads = _num_kv_heads(f, num_heads, kv_from_attn_config)
-    head_dim = f.integer("head_dim", "kv_channels", "attention_head_dim", "hidden_size_per_head")
+    head_dim = f.integer(*HEAD_DIM_KEYS)
     if f.raw("model_type") in ("zamba", "zamba2"):
         # Zamba2's shared block attends over [hidden state, input embeddings]: 2 x hidden per head
         # (transformers Zamba2Config.attention_head_dim = 2 * hidden_size // num_attention_heads).
