@@ -352,6 +352,8 @@ EQUIVALENT: dict[str, str] = {
     "kvsize/calibration.py:339:49:> -> >=": _NONZERO_SIGN,
     "kvsize/calibration.py:339:59:0 -> -1": _NONZERO_SIGN,
     "kvsize/fit.py:787:26:> -> >=": _NONZERO_SIGN,
+    "kvsize/fit.py:787:35:0 -> -1": _NONZERO_SIGN,
+    "kvsize/fit.py:787:35:0 -> 1": _NONZERO_SIGN + " The change is a padding or a tower, never one byte.",
     "kvsize/fit.py:639:95:1 -> 0": _UNUSED_DEFAULTS,
     "kvsize/fit.py:639:95:1 -> 2": _UNUSED_DEFAULTS,
     "kvsize/fit.py:639:108:1 -> 0": _UNUSED_DEFAULTS,
