@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from kvsize.dtypes import KvDtype, dtype_from_torch_name
-from kvsize.errors import EnvironmentProblem, KvsizeError, MissingExtra, UsageError
+from kvsize.errors import ConfigError, EnvironmentProblem, KvsizeError, MissingExtra, UsageError
 from kvsize.record import Record
 from kvsize.resolve import LoadedConfig
 from kvsize.spec import ArchSpec
@@ -446,7 +446,13 @@ def hf_config(transformers: Any, raw: Mapping[str, Any], loaded: LoadedConfig, *
     model_type = raw.get("model_type")
     clean = {k: v for k, v in raw.items() if k != "auto_map" or trust_remote_code}
     if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
-        return CONFIG_MAPPING[model_type].from_dict(clean)
+        try:
+            return CONFIG_MAPPING[model_type].from_dict(clean)
+        except Exception as exc:  # the class's own validation (layer-type lists, patterns): the config is at fault
+            raise ConfigError(
+                f"transformers {transformers.__version__} cannot read this config: {type(exc).__name__}: {exc}",
+                hint="Fix the config.json, or size it without --verify.",
+            ) from None
     if not trust_remote_code:
         raise KvsizeError(
             f"transformers {transformers.__version__} has no built-in class for model_type '{model_type}'",
@@ -719,7 +725,14 @@ def run_scenario(
             )
         if not cuda and isinstance(exc, (MemoryError, RuntimeError)):  # torch's CPU allocator, size overflow
             return RunOutcome(None, oom=f"the {device} run failed ({type(exc).__name__}: {' '.join(str(exc).split())})")
-        raise
+        if isinstance(exc, KvsizeError):
+            raise
+        # transformers' own code refusing the run (a cache that holds no attention layer, a pattern it cannot
+        # build): said on one line, never a traceback
+        raise EnvironmentProblem(
+            f"transformers could not run the model at ctx {ctx} x batch {batch}: {type(exc).__name__}: {exc}",
+            hint="Size it without --verify, or try another transformers release.",
+        ) from None
     finally:
         cache = None
         gc.collect()

@@ -322,3 +322,61 @@ def test_local_weights_are_loaded(tmp_path: Path) -> None:
     result = run(folder, contexts=(24,))
     assert result.weights == "loaded" and result.passed
     assert any(f"weights loaded from {folder}" in note for note in result.notes)
+
+
+def test_a_config_transformers_cannot_read_is_one_line_exit_2(tmp_path: Path) -> None:
+    # EXAONE 4.0 without layer_types: its class builds them from sliding_window_pattern "LLLG" with
+    # `(i + 1) % sliding_window_pattern`, a TypeError in transformers 5.25 (configuration_exaone4.py), raised by
+    # the config class before any model exists. Run as a real process: one line, exit 2, no traceback.
+    from tiny_configs import registry_config
+
+    raw = registry_config("LGAI-EXAONE/EXAONE-4.0-32B")
+    raw.pop("layer_types", None)
+    assert isinstance(raw.get("sliding_window_pattern"), str)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    run = subprocess.run(
+        [sys.executable, "-m", "kvsize", "verify", str(path), "--device", "meta", "--ctx", "256"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and "cannot read this config: TypeError" in run.stderr
+
+
+def test_a_run_transformers_refuses_is_an_environment_error(tmp_path: Path) -> None:
+    # GraniteMoeHybridConfig's own default layer_types (every layer "linear_attention", configuration_
+    # granitemoehybrid.py): transformers builds the model but its forward raises (no attention layer for the
+    # mask). That is the installed transformers' limit: exit 3, one line.
+    raw = {
+        "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1024,
+        "layer_types": ["linear_attention", "linear_attention"],
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+        "shared_intermediate_size": 128,
+        "mamba_n_heads": 8,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 16,
+        "mamba_d_head": 64,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "torch_dtype": "bfloat16",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    run = subprocess.run(
+        [sys.executable, "-m", "kvsize", "verify", str(path), "--device", "meta", "--ctx", "256"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 3 and "transformers could not run the model" in run.stderr, run.stderr
