@@ -78,6 +78,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_enforce_eager.py",  # BudgetSettings.enforce_eager
         "tests/test_mm_profile.py",  # the multimodal profile peak (_profile_peak)
         "tests/test_language_model_only.py",
+        "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/mm_profile.py": ["tests/test_mm_profile.py", "tests/test_mutants_killed.py"],
@@ -90,6 +91,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_vllm_034.py",  # 0.34's "Memory after warmup" and "Free memory on device" lines
         "tests/test_enforce_eager.py",  # enforce_eager in the args dict and the config line
         "tests/test_language_model_only.py",
+        "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
     ],
     # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.
@@ -102,6 +104,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_mxfp4_padding.py",
         "tests/test_enforce_eager.py",
         "tests/test_language_model_only.py",
+        "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/engines/sglang.py": [

@@ -545,8 +545,8 @@ def estimate_loaded(
         settings = msgspec.structs.replace(settings, reserve_bytes=reserve_bytes)
     if card is None and (settings != BudgetSettings() or weights_bytes is not None or weights_dtype or offload):
         raise UsageError(
-            "budget settings (reserve, weights, utilisation, KV memory, --enforce-eager, --language-model-only) "
-            "only apply to a card",
+            "budget settings (reserve, weights, utilisation, KV memory, --enforce-eager, --language-model-only, "
+            "--enable-expert-parallel) only apply to a card",
             hint="Add --gpu or --gpu-mem.",
         )
     # Scheduler settings size the engine's cache and, on a card, its activation profile.

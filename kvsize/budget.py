@@ -139,6 +139,9 @@ class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     profile run, and the towers are not built (`tower_bytes` less on the weights, split over tp)."""
     tower_bytes: int = 0
     """The whole model's vision and audio towers, bytes (kvsize/params.py's count at the model dtype)."""
+    expert_parallel: bool = False
+    """vLLM --enable-expert-parallel: each rank holds E / tp whole experts instead of every expert's 1 / tp
+    (the fused-MoE workspace and MXFP4 padding follow)."""
     enforce_eager: bool = False
     """vLLM --enforce-eager: no CUDA graphs, so none are estimated (0.20+, gpu_worker.py
     determine_available_memory skips profile_cudagraph_memory when cudagraph_mode is NONE) or captured (0.34's
@@ -287,7 +290,13 @@ def weights_on_busiest_rank(
 
 
 def vllm_activation_bytes(
-    spec: ArchSpec, *, max_batched_tokens: int, max_num_seqs: int, tp: int = 1, gpu: str | None = None
+    spec: ArchSpec,
+    *,
+    max_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int = 1,
+    gpu: str | None = None,
+    expert_parallel: bool = False,
 ) -> int:
     """vLLM's profile-run peak ("torch peak memory increase"), tensor by tensor (0.19 source):
 
@@ -297,7 +306,9 @@ def vllm_activation_bytes(
     - forward (dense MLP, the larger layer peak): max_batched_tokens x (2 x hidden + 3 x intermediate / tp)
       x dtype: residual, normed input, gate_up output (2 x intermediate) and the activation's output;
     - MoE: the fused-MoE workspace, kept between calls (model_executor/layers/fused_moe/fused_moe.py
-      intermediate_cache1..3): tokens x top_k x (3 x expert width / tp + hidden) x dtype.
+      intermediate_cache1..3): tokens x top_k x (3 x expert width / tp + hidden) x dtype; with
+      --enable-expert-parallel the experts are whole on their ranks (FusedMoEParallelConfig.make: MoE tp size
+      1, ep size tp), so the width is not divided.
     The peak is max(sampler, forward) + the MoE workspace."""
     vocab = spec.vocab_size or 32_000
     hidden = spec.hidden_size or 4096
@@ -315,7 +326,8 @@ def vllm_activation_bytes(
     forward = max_batched_tokens * (2 * hidden + 3 * dense_width // tp) * dtype
     moe = 0
     if spec.experts_per_token and spec.moe_intermediate_size:
-        moe = max_batched_tokens * spec.experts_per_token * (3 * spec.moe_intermediate_size // tp + hidden) * dtype
+        width = spec.moe_intermediate_size // (1 if expert_parallel else tp)
+        moe = max_batched_tokens * spec.experts_per_token * (3 * width + hidden) * dtype
     return max(sampler, forward) + moe
 
 
@@ -340,7 +352,12 @@ def _profile_peak(
     default_tokens, default_seqs = batch_defaults(rules, device or Device(memory_bytes), UsageContext.API_SERVER)
     tokens, seqs = s.max_batched_tokens or default_tokens, s.max_num_seqs or default_seqs
     language = vllm_activation_bytes(
-        spec, max_batched_tokens=tokens, max_num_seqs=seqs, tp=tp, gpu=device.name if device is not None else None
+        spec,
+        max_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        tp=tp,
+        gpu=device.name if device is not None else None,
+        expert_parallel=s.expert_parallel,
     )
     rule = (
         f"language model's profile forward of {tokens:,} tokens and sampler over {seqs:,} sequences "
@@ -411,7 +428,9 @@ def _mxfp4_layer_bytes(experts: int, inter: int, hidden: int, *, bias: int, scal
     return weights + scale_copies * scales + experts * (2 * inter + hidden) * bias
 
 
-def vllm_mxfp4_padding(spec: ArchSpec, rules: VllmRules, device: Device | None, tp: int, pp: int) -> tuple[int, str]:
+def vllm_mxfp4_padding(
+    spec: ArchSpec, rules: VllmRules, device: Device | None, tp: int, pp: int, *, expert_parallel: bool = False
+) -> tuple[int, str]:
     """(bytes per GPU, rule) vLLM holds beyond the checkpoint's share for MXFP4 MoE experts (gpt-oss): the kernel
     it picks pads intermediate_size / tp and hidden_size and may widen the biases or keep a second copy of the
     scales (VllmRules.mxfp4_hopper, mxfp4_trtllm_pad; read in every sdist 0.10.1-0.34.0: quantization/mxfp4.py,
@@ -423,7 +442,8 @@ def vllm_mxfp4_padding(spec: ArchSpec, rules: VllmRules, device: Device | None, 
     cap = device.capability if device is not None else None
     if not (experts and inter and hidden) or cap is None or device is None or device.platform != "cuda":
         return 0, ""
-    part = inter // tp
+    # expert parallelism: E / tp whole experts per rank (FusedMoEParallelConfig.make), padded at full width
+    part, local = (inter, experts // tp) if expert_parallel else (inter // tp, experts)
     if cap[0] == 10:
         kernel, padded = "FlashInfer TRT-LLM", (_round_up(part, rules.mxfp4_trtllm_pad), _round_up(hidden, 256))
         bias, copies, row = 4, 1, 1
@@ -436,13 +456,15 @@ def vllm_mxfp4_padding(spec: ArchSpec, rules: VllmRules, device: Device | None, 
     else:
         return 0, ""
     layers = -(-spec.num_layers // pp)
-    held = layers * _mxfp4_layer_bytes(experts, padded[0], padded[1], bias=bias, scale_copies=copies, row=row)
+    held = layers * _mxfp4_layer_bytes(local, padded[0], padded[1], bias=bias, scale_copies=copies, row=row)
     stored = -(-layers * _mxfp4_layer_bytes(experts, inter, hidden, bias=2, scale_copies=1, row=1) // tp)
     if held <= stored:
         return 0, ""
     extra = [f"intermediate {part} -> {padded[0]}"] + (
         [f"hidden {hidden} -> {padded[1]}"] if padded[1] != hidden else []
     )
+    if expert_parallel:
+        extra.insert(0, f"{local} whole experts per rank (expert parallel)")
     if bias == 4:
         extra.append("fp32 biases")
     if copies == 2:
@@ -522,7 +544,7 @@ def kv_budget(
     padding_rule = ""
     if engine == "vllm":
         rules = _vllm_rules(version)
-        padding, padding_rule = vllm_mxfp4_padding(spec, rules, device, tp, pp)
+        padding, padding_rule = vllm_mxfp4_padding(spec, rules, device, tp, pp, expert_parallel=s.expert_parallel)
         if s.language_model_only:
             if not rules.language_model_only:
                 raise UsageError(

@@ -331,7 +331,10 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         rope = 0 if measured_weights or dep.spec is None else load_rope_tables("vllm", version, dep.spec).bytes
         padding = 0
         if not measured_weights and dep.spec is not None:
-            padding = vllm_mxfp4_padding(dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp)[0]
+            ep = log.settings.get("enable_expert_parallel") is True
+            padding = vllm_mxfp4_padding(
+                dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp, expert_parallel=ep
+            )[0]
             if log.settings.get("language_model_only") is True:  # the towers are not built (0.17+)
                 padding -= -(-dep.tower_bytes // sc.tp)
         figure = _weights_figure(f["weights_gib"], weights_rank + padding, rope)
@@ -348,6 +351,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             enforce_eager=log.settings.get("enforce_eager") is True,
             language_model_only=log.settings.get("language_model_only") is True,
             tower_bytes=dep.tower_bytes,
+            expert_parallel=log.settings.get("enable_expert_parallel") is True,
         )
         if cal is not None:  # the measured overheads where the settings leave them to the model
             settings = cal.budget_settings(settings)

@@ -411,7 +411,8 @@ def _parse_vllm(r: _Reader) -> None:
                 s[key] = args[key]
         if "kv_cache_memory_bytes" in args and (count := _count(args["kv_cache_memory_bytes"])) is not None:
             s["kv_cache_memory_bytes"] = count
-        for switch in ("enforce_eager", "language_model_only"):  # no CUDA graphs; no encoders (0.17+)
+        # no CUDA graphs; no encoders (0.17+); whole experts per rank
+        for switch in ("enforce_eager", "language_model_only", "enable_expert_parallel"):
             if args.get(switch) is True:
                 s[switch] = True
         model = args.get("model") or args.get("model_tag")

@@ -201,6 +201,8 @@ class LaunchScenario:
     """vLLM --enforce-eager, as the budget was sized (no CUDA graphs)."""
     language_model_only: bool = False
     """vLLM --language-model-only, as the budget was sized (no towers, no encoder profile)."""
+    expert_parallel: bool = False
+    """vLLM --enable-expert-parallel, as the budget was sized."""
     quant_method: str | None = None
     """The checkpoint's quantization_config.quant_method (None: an unquantized checkpoint)."""
     weights_dtype: str | None = None
@@ -380,6 +382,8 @@ def _vllm(s: LaunchScenario, flags: ReleaseFlags) -> _Builder:
         b.add("--enforce-eager", what="eager mode (no CUDA graphs)")
     if s.language_model_only:
         b.add("--language-model-only", what="text only (no encoders)")
+    if s.expert_parallel:
+        b.add("--enable-expert-parallel", what="expert parallelism")
     if s.block_size is not None:
         b.add("--block-size", s.block_size, what="the block size")
     if (dtype := _model_dtype(s)) is not None:
@@ -566,5 +570,6 @@ def sized_launch(
             block_size=engine_options.get("block_size"),
             enforce_eager=bool(getattr(options.get("budget"), "enforce_eager", False)),
             language_model_only=bool(getattr(options.get("budget"), "language_model_only", False)),
+            expert_parallel=bool(getattr(options.get("budget"), "expert_parallel", False)),
         ),
     )

@@ -195,6 +195,16 @@ EnforceEagerOpt = Annotated[
         rich_help_panel="Engine",
     ),
 ]
+ExpertParallelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--enable-expert-parallel",
+        help="vLLM --enable-expert-parallel: each of the tp ranks holds whole experts (the fused-MoE workspace at "
+        "the full expert width; MXFP4 padding per expert).",
+        metavar="",
+        rich_help_panel="Engine",
+    ),
+]
 LanguageModelOnlyOpt = Annotated[
     bool,
     typer.Option(

@@ -25,6 +25,7 @@ from kvsize.cli.options import (
     EnforceEagerOpt,
     EngineOpt,
     EngineVersionOpt,
+    ExpertParallelOpt,
     ExplainOpt,
     FlashAttnOpt,
     GpuMemOpt,
@@ -98,6 +99,7 @@ def size(
     kv_cache_dtype_skip_layers: SkipLayersOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     language_model_only: LanguageModelOnlyOpt = False,
+    enable_expert_parallel: ExpertParallelOpt = False,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     gpu_util: GpuUtilOpt = None,
@@ -241,11 +243,14 @@ def size(
             enable_prefix_caching=enable_prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
-        if enforce_eager or language_model_only:  # vLLM switches of the budget (budget.py BudgetSettings)
+        if enforce_eager or language_model_only or enable_expert_parallel:  # vLLM switches of the budget
             import msgspec
 
             options["budget"] = msgspec.structs.replace(
-                options["budget"], enforce_eager=enforce_eager, language_model_only=language_model_only
+                options["budget"],
+                enforce_eager=enforce_eager,
+                language_model_only=language_model_only,
+                expert_parallel=enable_expert_parallel,
             )
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
             from kvsize.calibration import apply_calibration, calibration_target, model_weights, read_calibration
