@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from kvsize.engines.base import cdiv
 from kvsize.engines.context import Device, UsageContext
 from kvsize.errors import UsageError
 from kvsize.mm_profile import unmodelled_note, vllm_mm_profile
@@ -416,7 +417,7 @@ MXFP4_BLOCK = 32  # one e8m0 scale byte per 32 weights (OCP MX)
 
 
 def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
+    return cdiv(n, multiple) * multiple
 
 
 def _mxfp4_layer_bytes(experts: int, inter: int, hidden: int, *, bias: int, scale_copies: int, row: int) -> int:
@@ -472,6 +473,25 @@ def vllm_mxfp4_padding(
     if row > 1:
         extra.append(f"weight rows padded to {row} B")
     return held - stored, f"MXFP4 experts on {kernel}: {', '.join(extra)}"
+
+
+def vllm_loading_change(
+    spec: ArchSpec, rules: VllmRules, device: Device | None, tp: int, pp: int, s: BudgetSettings
+) -> tuple[int, str]:
+    """(bytes per GPU, rule) vLLM loads beyond the checkpoint's share (MXFP4 padding, vllm_mxfp4_padding) or
+    short of it (--language-model-only: the towers, over tp); (0, "") for neither. Refuses --language-model-only
+    on a release without it."""
+    change, rule = vllm_mxfp4_padding(spec, rules, device, tp, pp, expert_parallel=s.expert_parallel)
+    if s.language_model_only:
+        if not rules.language_model_only:
+            raise UsageError(
+                "--language-model-only was added in vLLM 0.17.0",
+                hint="Use --engine-version 0.17 or later, or size the model with its encoders.",
+            )
+        towers = cdiv(s.tower_bytes, tp)
+        change -= towers
+        rule = "; ".join(r for r in (rule, f"--language-model-only: the towers' {towers:,} B not loaded") if r)
+    return change, rule
 
 
 def _vllm_rules(version: str | None) -> VllmRules:
@@ -544,18 +564,7 @@ def kv_budget(
     padding_rule = ""
     if engine == "vllm":
         rules = _vllm_rules(version)
-        padding, padding_rule = vllm_mxfp4_padding(spec, rules, device, tp, pp, expert_parallel=s.expert_parallel)
-        if s.language_model_only:
-            if not rules.language_model_only:
-                raise UsageError(
-                    f"vLLM {version} has no --language-model-only (added in 0.17.0)",
-                    hint="Use --engine-version 0.17 or later, or size the model with its encoders.",
-                )
-            towers = -(-s.tower_bytes // tp)
-            padding -= towers
-            padding_rule = "; ".join(
-                r for r in (padding_rule, f"--language-model-only: the towers' {towers:,} B not loaded") if r
-            )
+        padding, padding_rule = vllm_loading_change(spec, rules, device, tp, pp, s)
         weights_bytes += padding  # the weights as loaded: what vLLM's profile subtracts
         util = s.gpu_util if s.gpu_util is not None else rules.gpu_memory_utilization
         activation, activation_rule = _profile_peak(

@@ -30,7 +30,7 @@ from kvsize.budget import (
     KvBudget,
     kv_budget,
     load_rope_tables,
-    vllm_mxfp4_padding,
+    vllm_loading_change,
     weights_on_busiest_rank,
 )
 from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
@@ -325,34 +325,29 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
     elif dep.weights_bytes is not None:
         weights_rank = busiest_rank_weights(dep, sc.tp, sc.pp, "vllm")
     memory = card_memory(log, dep)
+    settings = BudgetSettings(
+        gpu_util=sc.gpu_util,
+        max_batched_tokens=sc.max_num_batched_tokens,
+        max_num_seqs=sc.max_num_seqs,
+        max_model_len=sc.max_model_len,
+        enforce_eager=log.settings.get("enforce_eager") is True,
+        language_model_only=log.settings.get("language_model_only") is True,
+        tower_bytes=dep.tower_bytes,
+        expert_parallel=log.settings.get("enable_expert_parallel") is True,
+    )
     if "weights_gib" in f and weights_rank is not None:
-        # "Model loading took" is the memory the load allocated: the weights as loaded (MXFP4 experts padded,
-        # budget.vllm_mxfp4_padding) and the RoPE tables beside them
+        # "Model loading took" is the memory the load allocated: the weights as loaded (padded MXFP4 experts, no
+        # towers under --language-model-only: budget.vllm_loading_change) and the RoPE tables beside them
         rope = 0 if measured_weights or dep.spec is None else load_rope_tables("vllm", version, dep.spec).bytes
-        padding = 0
+        change = 0
         if not measured_weights and dep.spec is not None:
-            ep = log.settings.get("enable_expert_parallel") is True
-            padding = vllm_mxfp4_padding(
-                dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp, expert_parallel=ep
-            )[0]
-            if log.settings.get("language_model_only") is True:  # the towers are not built (0.17+)
-                padding -= -(-dep.tower_bytes // sc.tp)
-        figure = _weights_figure(f["weights_gib"], weights_rank + padding, rope)
-        if padding:
-            basis = "kvsize's padded weights" if padding > 0 else "kvsize's weights without towers"
+            change = vllm_loading_change(dep.spec, vllm_log_rules(version), dep.device, sc.tp, sc.pp, settings)[0]
+        figure = _weights_figure(f["weights_gib"], weights_rank + change, rope)
+        if change:
+            basis = "kvsize's padded weights" if change > 0 else "kvsize's weights without towers"
             figure = msgspec.structs.replace(figure, basis=f"{basis} + RoPE tables")
         out.figures.append(figure)
     if "available_kv_gib" in f and dep.spec is not None and memory is not None and weights_rank is not None:
-        settings = BudgetSettings(
-            gpu_util=sc.gpu_util,
-            max_batched_tokens=sc.max_num_batched_tokens,
-            max_num_seqs=sc.max_num_seqs,
-            max_model_len=sc.max_model_len,
-            enforce_eager=log.settings.get("enforce_eager") is True,
-            language_model_only=log.settings.get("language_model_only") is True,
-            tower_bytes=dep.tower_bytes,
-            expert_parallel=log.settings.get("enable_expert_parallel") is True,
-        )
         if cal is not None:  # the measured overheads where the settings leave them to the model
             settings = cal.budget_settings(settings)
         budget = kv_budget(

@@ -95,6 +95,16 @@ def head_dim_default(model_type: str) -> int | None:
     return int(entry["head_dim"]) if entry else None
 
 
+def class_defaults(model_type: str) -> dict[str, Any]:
+    """The transformers class defaults of `model_type` a config may leave out: MODEL_TYPE_DEFAULTS, and the
+    class's head_dim (head_dim_default) where the table names none. The parameter counter (kvsize/params.py)
+    reads through the same defaults."""
+    found = dict(MODEL_TYPE_DEFAULTS.get(model_type, {}))
+    if "head_dim" not in found and (head_dim := head_dim_default(model_type)) is not None:
+        found["head_dim"] = head_dim
+    return found
+
+
 MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {
         "num_hidden_layers": 32,

@@ -538,10 +538,12 @@ def sized_launch(
     none was given (vLLM's tier default, which the budget profiled), the budget's utilisation. `--emit` and
     `kvsize check --emit-dir` both build their commands here."""
     from kvsize.api import _gpu_card, engine_context
+    from kvsize.budget import BudgetSettings
     from kvsize.config import parse_config
     from kvsize.engines import get_engine
 
     engine_options = options["engine_options"]
+    budget = options.get("budget") or BudgetSettings()  # the vLLM switches the budget was sized with
     card = _gpu_card(gpu, options["gpu_mem"])
     device = card.device if card is not None else None
     rules = get_engine(scenario.engine, engine_version, engine_context(device, engine_options), **engine_options)
@@ -568,8 +570,8 @@ def sized_launch(
             prefix_caching=prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
             block_size=engine_options.get("block_size"),
-            enforce_eager=bool(getattr(options.get("budget"), "enforce_eager", False)),
-            language_model_only=bool(getattr(options.get("budget"), "language_model_only", False)),
-            expert_parallel=bool(getattr(options.get("budget"), "expert_parallel", False)),
+            enforce_eager=budget.enforce_eager,
+            language_model_only=budget.language_model_only,
+            expert_parallel=budget.expert_parallel,
         ),
     )

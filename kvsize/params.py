@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from kvsize.config import GEMMA3N_MODEL_TYPES, MODEL_TYPE_DEFAULTS
+from kvsize.config import GEMMA3N_MODEL_TYPES, class_defaults
 from kvsize.errors import ConfigError
 from kvsize.text import shown
 
@@ -51,8 +51,7 @@ _TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 # transformers config-class defaults for the fields that size the weights, used only when a config leaves the
 # field out (configuration_llama.py, configuration_gemma3.py, ...). llava-1.5's text_config names none of the
 # Llama-2-7B dims, gemma-3-4b's names no head counts: both rely on these.
-# One table of transformers class defaults serves the cache parser and this counter.
-_DEFAULTS = MODEL_TYPE_DEFAULTS
+# One table of transformers class defaults serves the cache parser and this counter (config.class_defaults).
 # PretrainedConfig's own default; the families above and most newer ones override it to False.
 _TIE_DEFAULT_TRUE = frozenset(
     {
@@ -321,7 +320,7 @@ def estimate_parameters(raw: Mapping[str, Any]) -> ParamEstimate:
             text_raw, where = nested, f"{key}."
             break
     model_type = str(text_raw.get("model_type") or raw.get("model_type") or "")
-    cfg = _Cfg(text_raw, where=where, defaults=_DEFAULTS.get(model_type, {}))
+    cfg = _Cfg(text_raw, where=where, defaults=class_defaults(model_type))
     tie = tie_word_embeddings(cfg.data, raw, model_type)
 
     if model_type in GEMMA3N_MODEL_TYPES:

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tiny_configs import registry_config
+from tiny_configs import llama_8b_budget
 from typer.testing import CliRunner
 
-from kvsize.budget import CUDA_GRAPH_CAPTURED_TP1, CUDA_GRAPH_TP1, BudgetSettings, kv_budget
+from kvsize.budget import CUDA_GRAPH_CAPTURED_TP1, CUDA_GRAPH_TP1
 from kvsize.cli.app import app
-from kvsize.config import parse_config
 from kvsize.engine_log import parse_log
-from kvsize.engines.context import Device
 from kvsize.profiles import resolve_gpu
 
 H100 = resolve_gpu("h100")
@@ -27,16 +25,7 @@ LOGS = Path(__file__).parent / "data" / "logs"
 
 
 def _budget(version: str, eager: bool) -> int:
-    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
-    return kv_budget(
-        "vllm",
-        version,
-        spec,
-        memory_bytes=H100.memory_bytes,
-        weights_bytes=16_060_522_496,
-        settings=BudgetSettings(enforce_eager=eager),
-        device=Device.from_profile(H100),
-    ).kv_budget_bytes
+    return int(llama_8b_budget(version, "h100", enforce_eager=eager).kv_budget_bytes)
 
 
 def test_no_graph_estimate_from_0_20() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_configs import TINY, registry_config
+from tiny_configs import TINY, llama_8b_budget, registry_config
 
 from kvsize.engines.context import Device, UsageContext
 from kvsize.engines.sglang import tiered_reserve_mib
@@ -1663,36 +1663,19 @@ def test_hf_static_cache_holds_exactly_its_length() -> None:
 # --- round 15 (--seed 15, the lines stop 34 changed) -------------------------------------------------------
 
 
-def _llama_budget(version: str, gpu: str) -> Any:
-    from kvsize.budget import kv_budget
-    from kvsize.config import parse_config
-    from kvsize.profiles import resolve_gpu
-
-    profile = resolve_gpu(gpu)
-    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
-    return kv_budget(
-        "vllm",
-        version,
-        spec,
-        memory_bytes=profile.memory_bytes,
-        weights_bytes=16_060_522_496,
-        device=Device.from_profile(profile),
-    )
-
-
 def test_measured_pool_says_so_on_unified_memory_only() -> None:
     # budget.kv_budget, vLLM 0.34's measured pool: the unified-memory note (what the OS leaves free) is on the
     # DGX Spark's rule, never on a discrete card's.
     from kvsize.budget import UNIFIED_MEASURED_NOTE
 
-    assert UNIFIED_MEASURED_NOTE in _llama_budget("0.34.0", "dgx-spark").rule
-    assert UNIFIED_MEASURED_NOTE not in _llama_budget("0.34.0", "h100").rule
+    assert UNIFIED_MEASURED_NOTE in llama_8b_budget("0.34.0", "dgx-spark").rule
+    assert UNIFIED_MEASURED_NOTE not in llama_8b_budget("0.34.0", "h100").rule
 
 
 def test_no_cuda_graph_charge_before_vllm_estimates_them() -> None:
     # vLLM 0.19 captures its CUDA graphs after the KV cache is sized (the estimate is subtracted from 0.20,
     # VllmRules.cuda_graph_estimate): nothing is charged, to the byte, and the budget is the remainder.
-    budget = _llama_budget("0.19.0", "h100")
+    budget = llama_8b_budget("0.19.0", "h100")
     assert budget.cuda_graph_bytes == 0
     parts = budget.weights_bytes + budget.activation_bytes + budget.non_torch_bytes + budget.cuda_graph_bytes
     assert budget.kv_budget_bytes == budget.requested_bytes - parts - budget.rope_table_bytes

@@ -324,6 +324,18 @@ def test_local_weights_are_loaded(tmp_path: Path) -> None:
     assert any(f"weights loaded from {folder}" in note for note in result.notes)
 
 
+def _verify_process(tmp_path: Path, raw: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`kvsize verify CONFIG --device meta --ctx 256` as a real process, on `raw` written to tmp_path."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return subprocess.run(
+        [sys.executable, "-m", "kvsize", "verify", str(path), "--device", "meta", "--ctx", "256"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_a_config_transformers_cannot_read_is_one_line_exit_2(tmp_path: Path) -> None:
     # EXAONE 4.0 without layer_types: its class builds them from sliding_window_pattern "LLLG" with
     # `(i + 1) % sliding_window_pattern`, a TypeError in transformers 5.25 (configuration_exaone4.py), raised by
@@ -333,14 +345,7 @@ def test_a_config_transformers_cannot_read_is_one_line_exit_2(tmp_path: Path) ->
     raw = registry_config("LGAI-EXAONE/EXAONE-4.0-32B")
     raw.pop("layer_types", None)
     assert isinstance(raw.get("sliding_window_pattern"), str)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(raw))
-    run = subprocess.run(
-        [sys.executable, "-m", "kvsize", "verify", str(path), "--device", "meta", "--ctx", "256"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = _verify_process(tmp_path, raw)
     assert run.returncode == 2, run.stderr
     assert "Traceback" not in run.stderr and "cannot read this config: TypeError" in run.stderr
 
@@ -370,13 +375,6 @@ def test_a_run_transformers_refuses_is_an_environment_error(tmp_path: Path) -> N
         "mamba_expand": 2,
         "torch_dtype": "bfloat16",
     }
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(raw))
-    run = subprocess.run(
-        [sys.executable, "-m", "kvsize", "verify", str(path), "--device", "meta", "--ctx", "256"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = _verify_process(tmp_path, raw)
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode == 3 and "transformers could not run the model" in run.stderr, run.stderr

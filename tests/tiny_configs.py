@@ -15,6 +15,27 @@ def registry_config(hub_id: str) -> dict[str, Any]:
     assert entry is not None, hub_id
     return copy.deepcopy(load_registry_config(entry))
 
+
+def llama_8b_budget(version: str, gpu: str, **settings: Any) -> Any:
+    """vLLM `version`'s KvBudget of meta-llama/Llama-3.1-8B (16,060,522,496 B of weights) on the profile `gpu`,
+    with BudgetSettings(**settings)."""
+    from kvsize.budget import BudgetSettings, kv_budget
+    from kvsize.config import parse_config
+    from kvsize.engines.context import Device
+    from kvsize.profiles import resolve_gpu
+
+    profile = resolve_gpu(gpu)
+    return kv_budget(
+        "vllm",
+        version,
+        parse_config(registry_config("meta-llama/Llama-3.1-8B")),
+        memory_bytes=profile.memory_bytes,
+        weights_bytes=16_060_522_496,
+        settings=BudgetSettings(**settings),
+        device=Device.from_profile(profile),
+    )
+
+
 # 4 layers, 8 KV heads of 128 (hidden 4096 / 32 heads): 2 x 4 x 8 x 128 x 2 B = 16,384 B per token in bf16.
 TINY: dict[str, Any] = {
     "model_type": "llama",
