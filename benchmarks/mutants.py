@@ -352,8 +352,8 @@ _NONZERO_SIGN = (
     "`> -1` decide the same."
 )
 EQUIVALENT: dict[str, str] = {
-    "kvsize/calibration.py:339:49:> -> >=": _NONZERO_SIGN,
-    "kvsize/calibration.py:339:59:0 -> -1": _NONZERO_SIGN,
+    "kvsize/calibration.py:347:49:> -> >=": _NONZERO_SIGN,
+    "kvsize/calibration.py:347:58:0 -> -1": _NONZERO_SIGN,
     "kvsize/fit.py:787:26:> -> >=": _NONZERO_SIGN,
     "kvsize/fit.py:787:35:0 -> -1": _NONZERO_SIGN,
     "kvsize/fit.py:787:35:0 -> 1": _NONZERO_SIGN + " The change is a padding or a tower, never one byte.",
