@@ -54,6 +54,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_vllm_gemma4.py",
         "tests/test_vllm_mimo.py",
         "tests/test_mutants_killed.py",
+        "tests/test_mm_limits.py",
     ],
     "kvsize/engines/vllm_scheduler.py": [
         "tests/test_vllm_eras.py",
@@ -80,8 +81,9 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_language_model_only.py",
         "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
+        "tests/test_mm_limits.py",
     ],
-    "kvsize/mm_profile.py": ["tests/test_mm_profile.py", "tests/test_mutants_killed.py"],
+    "kvsize/mm_profile.py": ["tests/test_mm_profile.py", "tests/test_mm_limits.py", "tests/test_mutants_killed.py"],
     "kvsize/rope_tables.py": ["tests/test_rope_tables.py", "tests/test_budget_small_cards.py"],
     "kvsize/units.py": ["tests/test_units.py", "tests/test_range_errors.py", "tests/test_mutants_killed.py"],
     "kvsize/engine_log.py": [
@@ -93,6 +95,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_language_model_only.py",
         "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
+        "tests/test_mm_limits.py",
     ],
     # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.
     "kvsize/calibration.py": [
@@ -106,6 +109,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_language_model_only.py",
         "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
+        "tests/test_mm_limits.py",
     ],
     "kvsize/engines/sglang.py": [
         "tests/test_engine_sglang_releases.py",
@@ -181,6 +185,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_reliability_gates.py",  # float8 configs served in bf16
         "tests/test_language_model_only.py",
         "tests/test_mutants_killed.py",
+        "tests/test_mm_limits.py",
     ],
     "kvsize/params.py": [
         "tests/test_params.py",

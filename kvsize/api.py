@@ -546,7 +546,7 @@ def estimate_loaded(
     if card is None and (settings != BudgetSettings() or weights_bytes is not None or weights_dtype or offload):
         raise UsageError(
             "budget settings (reserve, weights, utilisation, KV memory, --enforce-eager, --language-model-only, "
-            "--enable-expert-parallel) only apply to a card",
+            "--enable-expert-parallel, --limit-mm-per-prompt, --skip-mm-profiling) only apply to a card",
             hint="Add --gpu or --gpu-mem.",
         )
     # Scheduler settings size the engine's cache and, on a card, its activation profile.
@@ -556,8 +556,16 @@ def estimate_loaded(
         )
     if settings.max_num_seqs is None and (engine_options or {}).get("max_num_seqs"):
         settings = msgspec.structs.replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
-    if settings.language_model_only and not settings.tower_bytes and weights_bytes is None:
-        settings = msgspec.structs.replace(settings, tower_bytes=_tower_bytes(loaded.raw, spec, notes))
+    limits = settings.mm_limits
+    if limits is not None:
+        from kvsize.mm_profile import model_modalities
+
+        modalities = model_modalities(spec.architectures)
+    drops = settings.language_model_only or bool(
+        limits and (limits.drops("vision", modalities) or limits.drops("audio", modalities))
+    )
+    if drops and not settings.tower_bytes and weights_bytes is None:
+        settings = _with_towers(loaded.raw, spec, settings, notes)
     weights = None
     engine_weights: dict[str, WeightsSize] = {}  # by the dtype each engine runs the model in (Engine.run_dtype)
     if card is not None:
@@ -610,11 +618,13 @@ def estimate_loaded(
             continue
         scenarios.extend(produced)
         if card is not None and rules.name == "vllm" and settings.activation_bytes is None:
-            from kvsize.mm_profile import unmodelled_note
-
-            if not settings.language_model_only and (flag := unmodelled_note(spec)) is not None:
-                notes.append(f"vLLM: {flag}")
             from kvsize.engines.vllm import VllmEngine
+            from kvsize.mm_profile import NO_LIMITS, unmodelled_note
+
+            quiet = settings.language_model_only or settings.skip_mm_profiling
+            era = rules.rules if isinstance(rules, VllmEngine) else None
+            if not quiet and (flag := unmodelled_note(spec, settings.mm_limits or NO_LIMITS, era)) is not None:
+                notes.append(f"vLLM: {flag}")
 
             if isinstance(rules, VllmEngine) and rules.measured_sizing:
                 notes.append(
@@ -993,14 +1003,18 @@ class _Card(msgspec.Struct, frozen=True):
     device: Device | None = None
 
 
-def _tower_bytes(raw: Mapping[str, Any], spec: ArchSpec, notes: list[str]) -> int:
-    """kvsize.weights.tower_bytes, which vLLM's --language-model-only does not load; a note where it is 0."""
+def _with_towers(raw: Mapping[str, Any], spec: ArchSpec, settings: BudgetSettings, notes: list[str]) -> BudgetSettings:
+    """The settings with the towers' bytes (kvsize.weights.tower_bytes) that vLLM's --language-model-only, or a
+    tower's modalities all limited to 0, leave unloaded; a note where none is counted."""
     from kvsize.weights import tower_bytes
 
     towers = tower_bytes(raw, spec.model_dtype)
     if not towers:
-        notes.append("--language-model-only: no tower counted in this config, so the weights are as found")
-    return towers
+        flag = "--language-model-only" if settings.language_model_only else "--limit-mm-per-prompt"
+        notes.append(f"{flag}: no tower counted in this config, so the weights are as found")
+    return msgspec.structs.replace(
+        settings, tower_bytes=towers, audio_tower_bytes=tower_bytes(raw, spec.model_dtype, ("audio",))
+    )
 
 
 def engine_context(

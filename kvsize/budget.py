@@ -18,7 +18,7 @@ import msgspec
 from kvsize.engines.base import cdiv
 from kvsize.engines.context import Device, UsageContext
 from kvsize.errors import UsageError
-from kvsize.mm_profile import unmodelled_note, vllm_mm_profile
+from kvsize.mm_profile import MmLimits, NotModelled, model_modalities, unmodelled_note, vllm_mm_profile
 from kvsize.record import Record
 from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
@@ -140,6 +140,14 @@ class BudgetSettings(msgspec.Struct, frozen=True, kw_only=True):
     profile run, and the towers are not built (`tower_bytes` less on the weights, split over tp)."""
     tower_bytes: int = 0
     """The whole model's vision and audio towers, bytes (kvsize/params.py's count at the model dtype)."""
+    audio_tower_bytes: int = 0
+    """The audio towers' part of tower_bytes."""
+    mm_limits: MmLimits | None = None
+    """vLLM --limit-mm-per-prompt: the modality profiled and its items per prompt (kvsize/mm_profile.py); a
+    tower whose modalities are all 0 is not built where the release skips it (VllmRules.zero_limit_drops_towers)."""
+    skip_mm_profiling: bool = False
+    """vLLM --skip-mm-profiling (0.10.1+): the profile run encodes nothing, so the budget keeps nothing back for
+    the encoder (its activations at serving time come out of the headroom)."""
     expert_parallel: bool = False
     """vLLM --enable-expert-parallel: each rank holds E / tp whole experts instead of every expert's 1 / tp
     (the fused-MoE workspace and MXFP4 padding follow)."""
@@ -366,18 +374,26 @@ def _profile_peak(
     )
     if not (multimodal and spec.is_multimodal):
         return language, rule
+    if s.skip_mm_profiling:
+        return language, f"{rule}; --skip-mm-profiling: no encoder in the profile run"
     if spec.vision_dummy is None:
         return language, f"{rule}; {unmodelled_note(spec)}"
-    mm = vllm_mm_profile(
-        spec,
-        spec.vision_dummy,
-        dtype_bytes=_dtype_bytes(spec),
-        max_batched_tokens=tokens,
-        max_num_seqs=seqs,
-        max_model_len=s.max_model_len or spec.max_context or tokens,
-        tp=tp,
-        rules=rules,
-    )
+    try:
+        mm = vllm_mm_profile(
+            spec,
+            spec.vision_dummy,
+            dtype_bytes=_dtype_bytes(spec),
+            max_batched_tokens=tokens,
+            max_num_seqs=seqs,
+            max_model_len=s.max_model_len or spec.max_context or tokens,
+            tp=tp,
+            rules=rules,
+            limits=s.mm_limits or MmLimits(),
+        )
+    except NotModelled as exc:
+        return language, f"{rule}; {exc}: the language model only"
+    if mm is None:
+        return language, f"{rule}; --limit-mm-per-prompt {s.mm_limits.given if s.mm_limits else ''}: no encoder"
     peak = mm.input_bytes + max(mm.tower_peak_bytes, mm.output_bytes + language)
     return peak, f"{rule}; {mm.rule}"
 
@@ -482,16 +498,48 @@ def vllm_loading_change(
     short of it (--language-model-only: the towers, over tp); (0, "") for neither. Refuses --language-model-only
     on a release without it."""
     change, rule = vllm_mxfp4_padding(spec, rules, device, tp, pp, expert_parallel=s.expert_parallel)
-    if s.language_model_only:
-        if not rules.language_model_only:
-            raise UsageError(
-                "--language-model-only was added in vLLM 0.17.0",
-                hint="Use --engine-version 0.17 or later, or size the model with its encoders.",
-            )
-        towers = cdiv(s.tower_bytes, tp)
+    check_mm_flags(rules, s)
+    dropped, why = dropped_tower_bytes(spec, rules, s)
+    if dropped:
+        towers = cdiv(dropped, tp)
         change -= towers
-        rule = "; ".join(r for r in (rule, f"--language-model-only: the towers' {towers:,} B not loaded") if r)
+        rule = "; ".join(r for r in (rule, f"{why}: the towers' {towers:,} B not loaded") if r)
     return change, rule
+
+
+def check_mm_flags(rules: VllmRules, s: BudgetSettings) -> None:
+    """Refuses a multimodal flag the release does not have."""
+    for given, exists, flag, first in (
+        (s.language_model_only, rules.language_model_only, "--language-model-only", "0.17.0"),
+        (s.skip_mm_profiling, rules.skip_mm_profiling, "--skip-mm-profiling", "0.10.1"),
+        (bool(s.mm_limits and s.mm_limits.sized), rules.mm_dummy_options, "A dummy size in --limit-mm-per-prompt",
+         "0.11.1"),
+    ):  # fmt: skip
+        if given and not exists:
+            raise UsageError(
+                f"{flag} was added in vLLM {first}",
+                hint=f"Use --engine-version {first.removesuffix('.0')} or later, or leave it out.",
+            )
+
+
+def dropped_tower_bytes(spec: ArchSpec, rules: VllmRules, s: BudgetSettings) -> tuple[int, str]:
+    """(bytes, why) of the towers vLLM does not build: all of them under --language-model-only; under
+    --limit-mm-per-prompt each tower whose modalities are all 0, where the release skips it
+    (VllmRules.zero_limit_drops_towers)."""
+    from kvsize.engines.vllm_releases import ZERO_LIMIT_TOWER_ARCHS
+
+    if s.language_model_only:
+        return s.tower_bytes, "--language-model-only"
+    limits = s.mm_limits
+    if limits is None or rules.zero_limit_drops_towers == "none":
+        return 0, ""
+    if rules.zero_limit_drops_towers == "families" and not set(spec.architectures) & ZERO_LIMIT_TOWER_ARCHS:
+        return 0, ""
+    modalities = model_modalities(spec.architectures)
+    marked = rules.zero_limit_drops_towers == "marked"
+    audio = s.audio_tower_bytes if marked and limits.drops("audio", modalities) else 0
+    vision = s.tower_bytes - s.audio_tower_bytes if limits.drops("vision", modalities) else 0
+    return vision + audio, f"--limit-mm-per-prompt {limits.given}"
 
 
 def _vllm_rules(version: str | None) -> VllmRules:

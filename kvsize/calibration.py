@@ -37,6 +37,7 @@ from kvsize.dtypes import AUTO, KvDtype, parse_kv_dtype
 from kvsize.engine_log import GIB, MIB, EngineLog
 from kvsize.engines.context import Device, EngineContext
 from kvsize.errors import KvsizeError, UsageError
+from kvsize.mm_profile import MmLimits, parse_mm_limits
 from kvsize.spec import ArchSpec
 
 if TYPE_CHECKING:
@@ -145,6 +146,13 @@ class Deployment(msgspec.Struct, frozen=True):
     tower_bytes: int = 0
     """The whole model's vision and audio towers (kvsize.weights.tower_bytes): what a --language-model-only
     run does not load."""
+    audio_tower_bytes: int = 0
+    """The audio towers' part of tower_bytes (a tower limited to 0 alone is not loaded either)."""
+
+
+def _logged_mm_limits(given: object) -> MmLimits | None:
+    """The log's --limit-mm-per-prompt (kept as its JSON by kvsize/engine_log.py), parsed."""
+    return parse_mm_limits(given) if isinstance(given, str) else None
 
 
 # --- versions ---------------------------------------------------------------------------------------------
@@ -333,7 +341,10 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
         enforce_eager=log.settings.get("enforce_eager") is True,
         language_model_only=log.settings.get("language_model_only") is True,
         tower_bytes=dep.tower_bytes,
+        audio_tower_bytes=dep.audio_tower_bytes,
         expert_parallel=log.settings.get("enable_expert_parallel") is True,
+        skip_mm_profiling=log.settings.get("skip_mm_profiling") is True,
+        mm_limits=_logged_mm_limits(log.settings.get("limit_mm_per_prompt")),
     )
     if "weights_gib" in f and weights_rank is not None:
         # "Model loading took" is the memory the load allocated: the weights as loaded (padded MXFP4 experts, no

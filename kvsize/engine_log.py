@@ -34,6 +34,8 @@ read through `_Reader.value` / `_Reader.count`: a figure that is no finite numbe
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
 import math
 import re
 import warnings
@@ -41,6 +43,8 @@ from typing import Any
 
 import msgspec
 
+from kvsize.errors import UsageError
+from kvsize.mm_profile import parse_mm_limits
 from kvsize.text import shown
 
 GIB = 1024**3
@@ -412,9 +416,12 @@ def _parse_vllm(r: _Reader) -> None:
         if "kv_cache_memory_bytes" in args and (count := _count(args["kv_cache_memory_bytes"])) is not None:
             s["kv_cache_memory_bytes"] = count
         # no CUDA graphs; no encoders (0.17+); whole experts per rank
-        for switch in ("enforce_eager", "language_model_only", "enable_expert_parallel"):
+        for switch in ("enforce_eager", "language_model_only", "enable_expert_parallel", "skip_mm_profiling"):
             if args.get(switch) is True:
                 s[switch] = True
+        if isinstance(limits := args.get("limit_mm_per_prompt"), dict):
+            with contextlib.suppress(UsageError, TypeError, ValueError):  # one the flag would refuse: left out
+                s["limit_mm_per_prompt"] = parse_mm_limits(json.dumps(limits)).given
         model = args.get("model") or args.get("model_tag")
         if isinstance(model, str):
             log.model = model

@@ -203,6 +203,10 @@ class LaunchScenario:
     """vLLM --language-model-only, as the budget was sized (no towers, no encoder profile)."""
     expert_parallel: bool = False
     """vLLM --enable-expert-parallel, as the budget was sized."""
+    mm_limits: str | None = None
+    """vLLM --limit-mm-per-prompt's JSON, as the budget was sized."""
+    skip_mm_profiling: bool = False
+    """vLLM --skip-mm-profiling, as the budget was sized."""
     quant_method: str | None = None
     """The checkpoint's quantization_config.quant_method (None: an unquantized checkpoint)."""
     weights_dtype: str | None = None
@@ -384,6 +388,10 @@ def _vllm(s: LaunchScenario, flags: ReleaseFlags) -> _Builder:
         b.add("--language-model-only", what="text only (no encoders)")
     if s.expert_parallel:
         b.add("--enable-expert-parallel", what="expert parallelism")
+    if s.mm_limits:
+        b.add("--limit-mm-per-prompt", s.mm_limits, what="the multimodal limits")
+    if s.skip_mm_profiling:
+        b.add("--skip-mm-profiling", what="no encoder profile")
     if s.block_size is not None:
         b.add("--block-size", s.block_size, what="the block size")
     if (dtype := _model_dtype(s)) is not None:
@@ -573,5 +581,7 @@ def sized_launch(
             enforce_eager=budget.enforce_eager,
             language_model_only=budget.language_model_only,
             expert_parallel=budget.expert_parallel,
+            mm_limits=budget.mm_limits.given if budget.mm_limits else None,
+            skip_mm_profiling=budget.skip_mm_profiling,
         ),
     )

@@ -36,6 +36,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kvsize.errors import UsageError
 from kvsize.record import Record
 from kvsize.spec import ArchSpec, VisionDummy
 
@@ -66,6 +67,149 @@ QWEN_VL_ARCHS = {
     "Qwen3VLForConditionalGeneration": "qwen3_vl",
     "Qwen3VLMoeForConditionalGeneration": "qwen3_vl",
 }
+
+
+# config/multimodal.py BaseDummyOptions / ImageDummyOptions / VideoDummyOptions / AudioDummyOptions (0.11.1+):
+# a modality's limit may be {"count": N} with the dummy item's size beside it.
+DUMMY_SIZE_KEYS = {"image": ("width", "height"), "video": ("num_frames", "width", "height"), "audio": ("length",)}
+# The towers each modality feeds (kvsize/params.py's breakdown): a tower is dropped when all of its are 0.
+TOWER_MODALITIES = {"vision": ("image", "video"), "audio": ("audio",)}
+# Each model's modalities (its ProcessingInfo.get_supported_mm_limits, vLLM 0.34: llava.py, mistral3.py,
+# gemma3_mm.py, mllama4.py, lfm2_vl.py and mllama.py image; qwen2_vl.py image and video, inherited by
+# qwen2_5_vl.py, qwen3_vl.py and qwen3_5.py; gemma3n_mm.py image and audio; gemma4_mm.py image, video and, with an
+# audio_config, audio). A model not listed is taken to have all three, so only limits naming each drop a tower.
+IMAGE_ONLY = ("image",)
+IMAGE_VIDEO = ("image", "video")
+MODEL_MODALITIES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        (
+            "LlavaForConditionalGeneration",
+            "Mistral3ForConditionalGeneration",
+            "Gemma3ForConditionalGeneration",
+            "Llama4ForConditionalGeneration",
+            "Lfm2VlForConditionalGeneration",
+            "MllamaForConditionalGeneration",
+        ),
+        IMAGE_ONLY,
+    ),
+    **dict.fromkeys(
+        (
+            "Qwen2VLForConditionalGeneration",
+            "Qwen2_5_VLForConditionalGeneration",
+            "Qwen3VLForConditionalGeneration",
+            "Qwen3VLMoeForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+        ),
+        IMAGE_VIDEO,
+    ),
+    "Gemma3nForConditionalGeneration": ("image", "audio"),
+    "Gemma4ForConditionalGeneration": ("image", "video", "audio"),
+}
+ALL_MODALITIES = ("image", "video", "audio")
+
+
+def model_modalities(architectures: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The modalities vLLM takes for the model (MODEL_MODALITIES; all three for a model not listed)."""
+    return next((MODEL_MODALITIES[a] for a in architectures if a in MODEL_MODALITIES), ALL_MODALITIES)
+
+
+MAX_LIMIT_TEXT = 4096
+
+
+class MmLimits(Record, frozen=True, kw_only=True):
+    """vLLM's --limit-mm-per-prompt: items per prompt by modality (one left out takes 999,
+    MultiModalConfig.get_limit_per_prompt) and the modalities given a dummy size (0.11.1+)."""
+
+    counts: tuple[tuple[str, int], ...] = ()
+    sized: tuple[str, ...] = ()
+    given: str = ""
+    """The flag's JSON, compact, as the launch command repeats it."""
+
+    def count(self, modality: str) -> int:
+        return dict(self.counts).get(modality, DEFAULT_ITEMS_PER_PROMPT)
+
+    def drops(self, tower: str, modalities: tuple[str, ...] = ALL_MODALITIES) -> bool:
+        """Every one of the model's `modalities` that feeds `tower` ("vision", "audio") is limited to 0."""
+        fed = [m for m in TOWER_MODALITIES[tower] if m in modalities]
+        return bool(fed) and all(self.count(m) == 0 for m in fed)
+
+
+def parse_mm_limits(text: str) -> MmLimits:
+    """--limit-mm-per-prompt as vLLM reads it: a JSON object of modality -> count, or (0.11.1+) -> {"count": N,
+    and the dummy's width / height / num_frames / length}. Refuses anything else, naming it."""
+    import json
+    import re
+
+    hint = 'Give a JSON object, e.g. \'{"image": 2, "video": 0}\' or \'{"image": {"count": 1, "width": 512}}\'.'
+    if len(text) > MAX_LIMIT_TEXT:
+        raise UsageError(f"--limit-mm-per-prompt is longer than {MAX_LIMIT_TEXT} characters", hint=hint)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise UsageError("--limit-mm-per-prompt is not JSON", hint=hint) from None
+    if not isinstance(value, dict) or not value:
+        raise UsageError("--limit-mm-per-prompt must be a non-empty JSON object", hint=hint)
+
+    def whole(v: Any, *, positive: bool) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and (v > 0 if positive else v >= 0) and v < 1 << 31
+
+    counts: list[tuple[str, int]] = []
+    sized: list[str] = []
+    for modality, limit in value.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", modality):
+            raise UsageError(f"--limit-mm-per-prompt: {modality[:40]!r} is not a modality name", hint=hint)
+        if isinstance(limit, dict):
+            allowed = ("count", *DUMMY_SIZE_KEYS.get(modality, ()))
+            unknown = sorted(set(limit) - set(allowed))
+            if unknown:
+                raise UsageError(
+                    f"--limit-mm-per-prompt: {modality} takes {', '.join(allowed)}, not {', '.join(unknown)[:80]}",
+                    hint=hint,
+                )
+            if not whole(count := limit.get("count", DEFAULT_ITEMS_PER_PROMPT), positive=False) or not all(
+                whole(limit[k], positive=True) for k in allowed[1:] if k in limit
+            ):
+                raise UsageError(
+                    f"--limit-mm-per-prompt: {modality}'s count must be a whole number >= 0 and its sizes > 0",
+                    hint=hint,
+                )
+            if len(limit) > ("count" in limit):
+                sized.append(modality)
+        elif whole(limit, positive=False):
+            count = limit
+        else:
+            raise UsageError(f"--limit-mm-per-prompt: {modality}'s limit must be a whole number >= 0", hint=hint)
+        counts.append((modality, count))
+    return MmLimits(counts=tuple(counts), sized=tuple(sized), given=json.dumps(value, separators=(",", ":")))
+
+
+NO_LIMITS = MmLimits()
+
+
+class NotModelled(Exception):
+    """The modality vLLM profiles under these limits has no item modelled here (the reason is the message)."""
+
+
+def profiled_modality(dummy: VisionDummy, rules: VllmRules, limits: MmLimits) -> str | None:
+    """The modality vLLM's profile run encodes: the one with the most tokens per item among those whose limit is
+    above 0 (multimodal/encoder_budget.py MultiModalBudget.get_modality_with_max_tokens; v1/worker/utils.py
+    before 0.19; the nonzero modalities of multimodal/registry.py in 0.8.5), None when every limit is 0 (the
+    encoder budget is then 0: v1/core/encoder_cache_manager.py, no profile). Qwen2-VL / Qwen2.5-VL's video has at
+    least the image's tokens; Qwen3-VL's has more only in 0.11-0.12 (qwen_vl_item). Raises NotModelled for
+    Qwen3-VL's video from 0.13 (a 2-frame video at the video processor's own size, not read here)."""
+    image, video = limits.count("image") > 0, limits.count("video") > 0
+    if dummy.video is None:
+        return "image" if image else None
+    if dummy.video == "qwen3_vl" and not rules.qwen3_vl_video_x12_5:
+        if image:
+            return "image"
+        if video:
+            raise NotModelled(
+                "Qwen3-VL's dummy video (profiled from vLLM 0.13 when images are limited to 0) is not modelled"
+            )
+        return None
+    return "video" if video else "image" if image else None
 
 
 def _qwen_vl_dummy(names: set[str], vision: Mapping[str, Any]) -> VisionDummy | None:
@@ -226,15 +370,12 @@ def mm_items(
     max_model_len: int,
     ceil_budget: bool,
     per_prompt_by_len: bool,
+    limit: int = DEFAULT_ITEMS_PER_PROMPT,
 ) -> int:
-    """Items of the dummy batch (the module docstring)."""
+    """Items of the dummy batch (the module docstring); `limit` is the modality's --limit-mm-per-prompt."""
     budget = max(max_batched_tokens, tokens_per_item)
     encoder_items = -(-budget // tokens_per_item) if ceil_budget else budget // tokens_per_item
-    per_prompt = (
-        max(1, min(DEFAULT_ITEMS_PER_PROMPT, max_model_len // tokens_per_item))
-        if per_prompt_by_len
-        else DEFAULT_ITEMS_PER_PROMPT
-    )
+    per_prompt = max(1, min(limit, max_model_len // tokens_per_item)) if per_prompt_by_len else limit
     return max(1, min(encoder_items, max_num_seqs * per_prompt))
 
 
@@ -250,13 +391,23 @@ class MmItem(Record, frozen=True, kw_only=True):
     what: str
 
 
-def qwen_vl_item(dummy: VisionDummy, rules: VllmRules, *, max_model_len: int, max_batched_tokens: int) -> MmItem:
+def qwen_vl_item(
+    dummy: VisionDummy,
+    rules: VllmRules,
+    *,
+    max_model_len: int,
+    max_batched_tokens: int,
+    modality: str = "video",
+    with_image: bool = True,
+) -> MmItem:
     """The item a Qwen-VL model is profiled with (the module docstring). Qwen2-VL / Qwen2.5-VL
     (qwen2_vl.py Qwen2VLProcessingInfo): a video of frame pairs of the largest image, as many as fit the budget
     (max_model_len, less one image through 0.10.1), at most _MAX_FRAMES_PER_VIDEO / 2 pairs; it has at least the
     image's tokens, so it is profiled (on a tie the image, of the same shape). Through 0.10.2 the item is rebuilt
     with the pairs that fit max_num_batched_tokens (VllmRules.mm_dummy_at_model_len). Qwen3-VL
-    (qwen3_vl.py): the image, except 0.11.0-0.12.0, whose video of 24,576 frames of 32 x 32 counts x 12.5."""
+    (qwen3_vl.py): the image, except 0.11.0-0.12.0, whose video of 24,576 frames of 32 x 32 counts x 12.5.
+    `modality` "image": the image (videos limited to 0); `with_image` False: images limited to 0, so the
+    get_mm_max_tokens_per_item counts (one per modality above 0) hold no image for the video to leave room for."""
     image = MmItem(
         budget_tokens=dummy.tokens_per_item,
         tokens=dummy.tokens_per_item,
@@ -264,6 +415,8 @@ def qwen_vl_item(dummy: VisionDummy, rules: VllmRules, *, max_model_len: int, ma
         input_elements=dummy.input_elements,
         what="image",
     )
+    if modality == "image":
+        return image
     per_patch = dummy.input_elements // dummy.tower_tokens
     merged = dummy.tower_tokens // dummy.tokens_per_item  # patches per token (merge^2)
     if dummy.video == "qwen3_vl":
@@ -284,7 +437,7 @@ def qwen_vl_item(dummy: VisionDummy, rules: VllmRules, *, max_model_len: int, ma
         return image
     pair = dummy.tokens_per_item  # one temporal patch (two frames) of the largest image
     cap = rules.qwen_vl_video_frames // 2
-    budget = max_model_len - (pair if rules.qwen_vl_video_minus_image else 0)
+    budget = max_model_len - (pair if rules.qwen_vl_video_minus_image and with_image else 0)
     pairs = max(1, min(budget // pair, cap))
     built = pairs if rules.mm_dummy_at_model_len else max(1, min(max_batched_tokens // pair, cap))
     return MmItem(
@@ -306,8 +459,21 @@ def vllm_mm_profile(
     max_model_len: int,
     tp: int,
     rules: VllmRules,
-) -> MmProfile:
-    item = qwen_vl_item(dummy, rules, max_model_len=max_model_len, max_batched_tokens=max_batched_tokens)
+    limits: MmLimits = NO_LIMITS,
+) -> MmProfile | None:
+    """The profile run's multimodal part; None where --limit-mm-per-prompt leaves no modality to encode.
+    Raises NotModelled (profiled_modality)."""
+    modality = profiled_modality(dummy, rules, limits)
+    if modality is None:
+        return None
+    item = qwen_vl_item(
+        dummy,
+        rules,
+        max_model_len=max_model_len,
+        max_batched_tokens=max_batched_tokens,
+        modality=modality,
+        with_image=limits.count("image") > 0,
+    )
     items = mm_items(
         item.budget_tokens,
         max_batched_tokens=max_batched_tokens,
@@ -315,6 +481,7 @@ def vllm_mm_profile(
         max_model_len=max_model_len,
         ceil_budget=rules.mm_items_ceil,
         per_prompt_by_len=rules.mm_items_by_len,
+        limit=limits.count(modality),
     )
     hf, inf = dummy.tower_hidden_factor, dummy.tower_intermediate_factor
     per_token = hf * dummy.tower_hidden + inf * dummy.tower_intermediate // tp + dummy.tower_kept_per_token
@@ -336,27 +503,45 @@ def vllm_mm_profile(
             f"{dtype_bytes} B + the language model's peak) (kvsize/mm_profile.py, v1/worker/gpu_model_runner.py "
             "profile_run)"
             + ("; the tower's peak is the live tensors read in the source, not measured" if dummy.video else "")
+            + (f"; {modality} chosen under --limit-mm-per-prompt {limits.given}" if limits.given else "")
         ),
     )
 
 
-def unmodelled_note(spec: ArchSpec) -> str | None:
+def unmodelled_note(spec: ArchSpec, limits: MmLimits = NO_LIMITS, rules: VllmRules | None = None) -> str | None:
     """The flag on a multimodal model whose encoder profile this module does not model, or models from the
-    source alone (the Qwen-VL towers); None otherwise."""
+    source alone (the Qwen-VL towers), or whose dummy size --limit-mm-per-prompt sets; None otherwise (and where
+    the limits leave nothing to profile)."""
     if not spec.is_multimodal:
         return None
-    if spec.vision_dummy is None:
+    dummy = spec.vision_dummy
+    if dummy is None:
         return UNMODELLED_NOTE.format(arch=", ".join(spec.architectures) or spec.model_type)
-    if spec.vision_dummy.video is not None:
+    if rules is not None:
+        try:
+            modality = profiled_modality(dummy, rules, limits)
+        except NotModelled as exc:
+            return f"{exc}: the activation peak counts the language model only; {CALIBRATE}"
+        if modality is None:
+            return None
+        if modality in limits.sized:
+            return (
+                f"the {modality} dummy's size from --limit-mm-per-prompt is not modelled: the encoder's profile is "
+                f"counted at the largest {modality}, so the KV figure is a lower bound; {CALIBRATE}"
+            )
+    if dummy.video is not None:
         return SOURCE_ONLY_NOTE
     return None
+
+
+CALIBRATE = "`kvsize log --save-calibration` on a start-up log measures it"
 
 
 SOURCE_ONLY_NOTE = (
     "the vision encoder's profile (the largest image or video vLLM's processor makes at max_model_len, at the hub's "
     "max_pixels) is worked from the source, not measured: `kvsize log --save-calibration` on a start-up log "
-    "measures it; --limit-mm-per-prompt '{\"video\": 0}', a smaller max_pixels or --skip-mm-profiling in vLLM "
-    "shrink it, which kvsize does not model"
+    "measures it; --limit-mm-per-prompt '{\"video\": 0}' and --skip-mm-profiling shrink it (kvsize takes both), "
+    "a smaller max_pixels too (not modelled)"
 )
 
 

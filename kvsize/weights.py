@@ -813,14 +813,14 @@ def _find_weights(
     return _config_estimate(loaded, model_dtype)
 
 
-def tower_bytes(raw: Mapping[str, Any], model_dtype: str) -> int:
-    """The vision and audio towers' bytes at the model dtype, as kvsize/params.py counts them (0 where it has no
-    rule for the config's towers, or the config has none)."""
+def tower_bytes(raw: Mapping[str, Any], model_dtype: str, kinds: tuple[str, ...] = ("vision", "audio")) -> int:
+    """The towers' bytes at the model dtype (`kinds`: kvsize/params.py's breakdown keys), as kvsize/params.py
+    counts them (0 where it has no rule for the config's towers, or the config has none)."""
     from kvsize.params import estimate_parameters
 
     try:
         counted = estimate_parameters(raw)
     except KvsizeError:
         return 0
-    towers = counted.breakdown.get("vision", 0) + counted.breakdown.get("audio", 0)
+    towers = sum(counted.breakdown.get(kind, 0) for kind in kinds)
     return int(towers * weight_bits(model_dtype)) // 8

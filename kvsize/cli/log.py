@@ -215,14 +215,16 @@ def measured_deployment(
         weights = find_weights(
             loaded, model_dtype=spec.model_dtype, weights_dtype=weights_dtype, served_dtype=cast
         ).bytes
-    towers = 0
+    towers = audio = 0
     if loaded is not None and spec is not None and weights_mem is None:
         from kvsize.weights import tower_bytes
 
         towers = tower_bytes(loaded.raw, spec.model_dtype)
+        audio = tower_bytes(loaded.raw, spec.model_dtype, ("audio",))
     return Deployment(
         spec=spec,
         tower_bytes=towers,
+        audio_tower_bytes=audio,
         memory_bytes=profile.memory_bytes if profile is not None else None,
         device=Device.from_profile(profile) if profile is not None else None,
         weights_bytes=weights,

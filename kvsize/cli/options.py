@@ -215,6 +215,28 @@ LanguageModelOnlyOpt = Annotated[
         rich_help_panel="Engine",
     ),
 ]
+MmLimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limit-mm-per-prompt",
+        help="vLLM --limit-mm-per-prompt, as JSON ('{\"video\": 0}'): the modality its profile run encodes and "
+        "how many items; a tower whose modalities are all 0 is not loaded (0.10.1+ for LLaVA, Llama 4, Qwen-VL; "
+        "0.16+ for all).",
+        show_default=False,
+        metavar="JSON",
+        rich_help_panel="Engine",
+    ),
+]
+SkipMmProfilingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-mm-profiling",
+        help="vLLM 0.10.1+ --skip-mm-profiling: no encoder in the profile run, so the budget keeps nothing back "
+        "for it.",
+        metavar="",
+        rich_help_panel="Engine",
+    ),
+]
 SkipLayersOpt = Annotated[
     str | None,
     typer.Option(

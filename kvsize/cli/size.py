@@ -43,6 +43,7 @@ from kvsize.cli.options import (
     LinkOpt,
     LlamaBatchSizeOpt,
     MaxNumSeqsOpt,
+    MmLimitsOpt,
     ModelArg,
     OutputLenOpt,
     PlotOpt,
@@ -55,6 +56,7 @@ from kvsize.cli.options import (
     RevisionOpt,
     ServedDtypeOpt,
     SkipLayersOpt,
+    SkipMmProfilingOpt,
     ToleranceOpt,
     TpOpt,
     TrustRemoteCodeOpt,
@@ -99,6 +101,8 @@ def size(
     kv_cache_dtype_skip_layers: SkipLayersOpt = None,
     enforce_eager: EnforceEagerOpt = False,
     language_model_only: LanguageModelOnlyOpt = False,
+    limit_mm_per_prompt: MmLimitsOpt = None,
+    skip_mm_profiling: SkipMmProfilingOpt = False,
     enable_expert_parallel: ExpertParallelOpt = False,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
@@ -243,14 +247,19 @@ def size(
             enable_prefix_caching=enable_prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
-        if enforce_eager or language_model_only or enable_expert_parallel:  # vLLM switches of the budget
+        switches = (enforce_eager, language_model_only, enable_expert_parallel, skip_mm_profiling)
+        if any(switches) or limit_mm_per_prompt is not None:  # vLLM switches of the budget
             import msgspec
+
+            from kvsize.mm_profile import parse_mm_limits
 
             options["budget"] = msgspec.structs.replace(
                 options["budget"],
                 enforce_eager=enforce_eager,
                 language_model_only=language_model_only,
                 expert_parallel=enable_expert_parallel,
+                skip_mm_profiling=skip_mm_profiling,
+                mm_limits=None if limit_mm_per_prompt is None else parse_mm_limits(limit_mm_per_prompt),
             )
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
             from kvsize.calibration import apply_calibration, calibration_target, model_weights, read_calibration

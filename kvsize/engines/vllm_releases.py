@@ -252,6 +252,18 @@ class VllmRules:
     language_model_only: bool
     """--language-model-only exists (0.17.0+: engine/arg_utils.py EngineArgs, config/multimodal.py
     MultiModalConfig.language_model_only)."""
+    skip_mm_profiling: bool
+    """--skip-mm-profiling exists (0.10.1+, config.py / config/multimodal.py MultiModalConfig.skip_mm_profiling):
+    profile_run encodes no dummy batch."""
+    mm_dummy_options: bool
+    """--limit-mm-per-prompt takes {"count": N, "width": ...} per modality beside a bare count (0.11.1+,
+    config/multimodal.py BaseDummyOptions)."""
+    zero_limit_drops_towers: Literal["none", "families", "marked"]
+    """A tower whose modalities are all limited to 0 is not built: "families", the models of
+    ZERO_LIMIT_TOWER_ARCHS (`if multimodal_config.get_limit_per_prompt("image")` in llava.py, mistral3.py,
+    mllama4.py, qwen2_vl.py, qwen2_5_vl.py from 0.10.1; qwen3_vl.py from its first release, 0.11.0); "marked", every
+    model whose towers vLLM marks (models/interfaces.py SupportsMultiModal._mark_tower_model, 0.16.0+, one tower
+    per modality set: Gemma 3n's audio tower goes with audio 0 alone); "none" through 0.10.0."""
     qwen3_vl_video_x12_5: bool
     """Qwen3VLProcessingInfo.get_max_video_tokens counts the dummy video's tokens x 12.5 (the timestamps'
     text: `formatted_video_soft_tokens`, 0.11.0-0.12.0), so the video, not the image, is profiled; from 0.13.0 the
@@ -280,6 +292,21 @@ KV_DTYPES_0280 = (*KV_DTYPES_0250, "nvfp4_4over6")
 KV_DTYPES_0300 = (*KV_DTYPES_0280, "nvfp4_ds_mla")
 KV_DTYPES_0320 = (*KV_DTYPES_0300, "ultraquant_4bit")
 KV_DTYPES_0330 = (*KV_DTYPES_0320, "octave_k3v4", "octave_k3v3", "octave_k3v3_compact")
+
+# The models that skip their vision tower when every vision modality is limited to 0, 0.10.1-0.14 (each one's
+# __init__: llava.py, mistral3.py, mllama4.py, qwen2_vl.py, qwen2_5_vl.py; qwen3_vl.py and qwen3_vl_moe.py from
+# 0.11.0, read in 0.10.1.1, 0.12.0 and 0.14.1).
+ZERO_LIMIT_TOWER_ARCHS = frozenset(
+    {
+        "LlavaForConditionalGeneration",
+        "Mistral3ForConditionalGeneration",
+        "Llama4ForConditionalGeneration",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+    }
+)
 
 # models/interfaces.py SupportsMambaPrefixCaching (0.11.1; BambaForCausalLM removed in 0.24.0).
 MAMBA_PREFIX_CACHING_MODELS = frozenset(
@@ -360,6 +387,9 @@ R_0_8_5 = VllmRules(
     mxfp4_hopper="marlin",
     mxfp4_trtllm_pad=256,
     language_model_only=False,
+    skip_mm_profiling=False,
+    mm_dummy_options=False,
+    zero_limit_drops_towers="none",
     unscaled_rope_types=UNSCALED_ROPE_OLD,
     yarn_from_original=True,
 )
@@ -375,9 +405,16 @@ R_0_9_2 = replace(R_0_9_1, no_chunked_tokens="max_model_len", serves_gemma3n=Tru
 R_0_10_0 = replace(R_0_9_2, chunked_local_window=True, kv_dtypes=KV_DTYPES_0100, mm_items_ceil=False)
 # 0.10.1: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0 (hybrid allocator off for Llama 4:
 # chunked layers full again); CUTLASS MLA 128 on cc 10.0; max_num_seqs <= max_num_batched_tokens; multimodal
-# items per prompt bounded by max_model_len (v1/worker/utils.py MultiModalBudget.get_max_items).
+# items per prompt bounded by max_model_len (v1/worker/utils.py MultiModalBudget.get_max_items);
+# --skip-mm-profiling; towers limited to 0 skipped by LLaVA, Mistral 3, Llama 4 and Qwen-VL.
 R_0_10_1 = replace(
-    R_0_10_0, chunked_local_window=False, mla_blocks="cutlass100", seqs_capped_by_tokens=True, mm_items_by_len=True
+    R_0_10_0,
+    chunked_local_window=False,
+    mla_blocks="cutlass100",
+    seqs_capped_by_tokens=True,
+    mm_items_by_len=True,
+    skip_mm_profiling=True,
+    zero_limit_drops_towers="families",
 )
 # 0.10.2: hybrids and Whisper on V1 by default (_is_v1_supported_oracle); MambaModelConfig forces prefix caching
 # off; HybridAttentionMambaModelConfig A = 16; cross attention = the encoder length; Qwen2-VL's video budget no
@@ -397,7 +434,8 @@ R_0_11_0 = replace(
     qwen_vl_video_frames=14,
     qwen3_vl_video_x12_5=True,
 )
-# 0.11.1: hybrid prefix caching off by default, SupportsMambaPrefixCaching models may turn it on
+# 0.11.1: --limit-mm-per-prompt's dummy sizes (BaseDummyOptions); hybrid prefix caching off by default,
+# SupportsMambaPrefixCaching models may turn it on
 # (get_chunked_prefill_prefix_caching_defaults; MambaSpec cdiv(L, block)); alignment 16 / MLA 64 / sm_10x head
 # size 256: 32 with SSD-chunk rounding (HybridAttentionMambaModelConfig); B <= seqs x L, B >= L without chunked
 # prefill; fp8_ds_mla offered, V3.2 auto stays bf16.
@@ -405,6 +443,7 @@ R_0_11_1 = replace(
     R_0_11_0,
     hybrid_prefix_caching="off_by_default",
     attention_free_prefix_caching=True,
+    mm_dummy_options=True,
     mamba_cache_modes="all_when_caching",
     mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS,
     hybrid_align="fixed16_mla64",
@@ -442,7 +481,8 @@ R_0_14_0 = replace(
     R_0_13_0, chunked_local_window=True, async_scheduling_default=True, deepseek_rope_fp32=True, mimo_v2="v_padded"
 )
 # 0.16.0 (0.15.x has no sdist): mamba_cache_mode none/align/all (MambaModelConfig); MambaSpec counts speculative
-# blocks; Blackwell FlashInfer-MLA 64 for qk_nope_head_dim 128; max_concurrent_batches 2 only at pp 1.
+# blocks; Blackwell FlashInfer-MLA 64 for qk_nope_head_dim 128; max_concurrent_batches 2 only at pp 1; towers
+# limited to 0 skipped for every marked model (_mark_tower_model).
 R_0_16_0 = replace(
     R_0_14_0,
     serves_glm_moe_dsa=True,
@@ -450,6 +490,7 @@ R_0_16_0 = replace(
     speculative_blocks=True,
     mla_blocks="flashinfer64",
     async_batches="two_at_pp1",
+    zero_limit_drops_towers="marked",
 )
 # 0.17.0: --performance-mode throughput; Mamba-2 conv keeps speculative columns (mamba2_state_shape); Qwen3.5.
 # triton_kernels 3.6: MXFP4 weight rows padded to 64 bytes on sm_90. --language-model-only.
