@@ -178,6 +178,26 @@ def test_budget_corpus_median_and_worst() -> None:
         assert statistics.median(errors) <= 2.0 and max(errors) <= 5.0, gpu
 
 
+# SGLang's logs whose budget error has a cause kvsize does not model. QwQ-32B at tp 4 on four PCIe L4s: the log's
+# own parts give its KV to the log's rounding (0.85 x 21.63 free before loading - 15.54 loaded = 2.85 GB against
+# K + V = 2.84), and kvsize's parts differ in two inputs: 0.36 GiB more in use before loading than one rank's CUDA
+# context (the NCCL communicators and P2P mappings of tp 4 over PCIe, which kvsize counts only as NVLS buffers on
+# NVSwitch cards), and 0.22 GiB held after loading beyond the weights and RoPE tables. `kvsize log` names both.
+SGLANG_UNMODELLED: set[str] = {"sglang-l4x4-qwq-32b-tp4"}
+
+
+def test_sglang_budget_per_card() -> None:
+    """SGLang's logs on the same terms: 2% median and 5% worst per card, the listed logs apart (and still off)."""
+    rows = [r for r in BUDGET_ROWS if r["engine"] == "sglang"]
+    assert len(rows) >= 4
+    modelled = [r for r in rows if r["id"] not in SGLANG_UNMODELLED]
+    for gpu in {r["gpu"] for r in modelled}:
+        errors = [abs(r["error_pct"]) for r in modelled if r["gpu"] == gpu]
+        assert statistics.median(errors) <= 2.0 and max(errors) <= 5.0, gpu
+    errors = {r["id"]: abs(r["error_pct"]) for r in rows}
+    assert all(errors[entry_id] > 5.0 for entry_id in SGLANG_UNMODELLED)
+
+
 def test_budget_unmodelled_list_is_current() -> None:
     """Each listed log is in the measurement and still outside 5% (else it leaves the list)."""
     errors = {r["id"]: abs(r["error_pct"]) for r in BUDGET_ROWS}
