@@ -19,6 +19,10 @@ items)), with cdiv instead of // before 0.10.0 (VllmRules.mm_items_ceil). The de
 the per-prompt limit (999 on V1, config.py MultiModalConfig.get_limit_per_prompt), and from 0.10.1 x
 max(1, min(limit, max_model_len // tokens per item)) (VllmRules.mm_items_by_len).
 
+--limit-mm-per-prompt (`MmLimits`) picks the modality among those above 0 and caps the items per prompt; with
+every limit 0, or --skip-mm-profiling, nothing is encoded, and a tower whose modalities are all 0 is not built
+where the release skips it (kvsize/budget.py dropped_tower_bytes).
+
 Each model's largest item is its processor's, read from the model's vLLM file; only the families in
 `vision_dummy` are modelled. Any other multimodal model is flagged: its activation peak counts the language
 model only.
