@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from msgspec import Meta
 
 from kvsize.errors import KvsizeError, UsageError
+from kvsize.mm_profile import parse_mm_limits
 from kvsize.record import Record
 from kvsize.units import (
     MAX_GPUS,
@@ -49,6 +50,28 @@ def _fraction(value: Any) -> float:
     return parse_fraction(value, "the value")
 
 
+def _switch(value: Any) -> bool:
+    """An engine switch: true or false (a YAML boolean; the CLI's flag), never a string or a number."""
+    if not isinstance(value, bool):
+        raise UsageError("must be true or false", hint="Write true or false, unquoted")
+    return value
+
+
+def _mm_limits(value: Any) -> str:
+    """vLLM --limit-mm-per-prompt: its JSON, or (in a capacity file) the mapping itself; kept as the checked JSON
+    (kvsize.mm_profile.MmLimits.given)."""
+    import json
+
+    if isinstance(value, Mapping):
+        try:
+            value = json.dumps(dict(value))
+        except (TypeError, ValueError):
+            raise UsageError("must map modality names to counts") from None
+    if not isinstance(value, str):
+        raise UsageError("must be a JSON object or a mapping", hint='e.g. {"video": 0}')
+    return parse_mm_limits(value).given
+
+
 # key -> (reader, what a capacity file may write there, for its JSON Schema)
 READERS: dict[str, tuple[Reader, Any]] = {
     "tp": (_count("tensor-parallel size", MAX_GPUS), int | str),
@@ -69,6 +92,11 @@ READERS: dict[str, tuple[Reader, Any]] = {
     "link_bandwidth": (parse_bandwidth, float | str | None),
     "encoder_len": (_tokens_or_zero, int | str | None),
     "revision": (parse_revision, str | None),
+    "enforce_eager": (_switch, bool | None),
+    "language_model_only": (_switch, bool | None),
+    "enable_expert_parallel": (_switch, bool | None),
+    "skip_mm_profiling": (_switch, bool | None),
+    "limit_mm_per_prompt": (_mm_limits, dict[str, Any] | str | None),
 }
 
 # Shared readers for a capacity file's requirements (kvsize.capacity_file), as the CLI's options read them.
@@ -131,6 +159,13 @@ class DeploymentSettings(Record, frozen=True, kw_only=True):
     )
     encoder_len: Annotated[int | None, _doc("Tokens each cross-attention layer attends to.")] = None
     revision: Annotated[str | None, _doc("Hub revision: a branch, tag or full commit hash.")] = None
+    enforce_eager: Annotated[bool, _doc("vLLM --enforce-eager: no CUDA graphs.")] = False
+    language_model_only: Annotated[bool, _doc("vLLM 0.17+ --language-model-only: no encoders, no towers.")] = False
+    enable_expert_parallel: Annotated[bool, _doc("vLLM --enable-expert-parallel: whole experts per rank.")] = False
+    skip_mm_profiling: Annotated[bool, _doc("vLLM 0.10.1+ --skip-mm-profiling: no encoder profile.")] = False
+    limit_mm_per_prompt: Annotated[
+        str | None, _doc('vLLM --limit-mm-per-prompt, e.g. {"video": 0}: the modality profiled, towers at 0.')
+    ] = None
 
     def __post_init__(self) -> None:
         for problem in combination_problems(self):
@@ -173,7 +208,14 @@ class DeploymentSettings(Record, frozen=True, kw_only=True):
                 **engine_flags,
             },
             "budget": BudgetSettings(
-                gpu_util=self.gpu_util, kv_memory_bytes=self.kv_memory, max_batched_tokens=self.max_batched_tokens
+                gpu_util=self.gpu_util,
+                kv_memory_bytes=self.kv_memory,
+                max_batched_tokens=self.max_batched_tokens,
+                enforce_eager=self.enforce_eager,
+                language_model_only=self.language_model_only,
+                expert_parallel=self.enable_expert_parallel,
+                skip_mm_profiling=self.skip_mm_profiling,
+                mm_limits=None if self.limit_mm_per_prompt is None else parse_mm_limits(self.limit_mm_per_prompt),
             ),
             "offload": (self.cpu_mem, self.link_bandwidth) if self.cpu_mem is not None else None,
         }
@@ -202,7 +244,7 @@ def combination_problems(settings: Any) -> list[str]:
     return problems
 
 
-def from_options(**options: str | None) -> DeploymentSettings:
+def from_options(**options: str | bool | None) -> DeploymentSettings:
     """The CLI's option strings (None: not given) read like a capacity file's keys; errors name the option
     (`gpu_mem` -> `--gpu-mem`)."""
     try:

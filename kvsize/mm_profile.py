@@ -141,19 +141,20 @@ class MmLimits(Record, frozen=True, kw_only=True):
 
 def parse_mm_limits(text: str) -> MmLimits:
     """--limit-mm-per-prompt as vLLM reads it: a JSON object of modality -> count, or (0.11.1+) -> {"count": N,
-    and the dummy's width / height / num_frames / length}. Refuses anything else, naming it."""
+    and the dummy's width / height / num_frames / length}. Refuses anything else, naming it (the caller names
+    the flag or the capacity file's key)."""
     import json
     import re
 
     hint = 'Give a JSON object, e.g. \'{"image": 2, "video": 0}\' or \'{"image": {"count": 1, "width": 512}}\'.'
     if len(text) > MAX_LIMIT_TEXT:
-        raise UsageError(f"--limit-mm-per-prompt is longer than {MAX_LIMIT_TEXT} characters", hint=hint)
+        raise UsageError(f"longer than {MAX_LIMIT_TEXT} characters", hint=hint)
     try:
         value = json.loads(text)
     except ValueError:
-        raise UsageError("--limit-mm-per-prompt is not JSON", hint=hint) from None
+        raise UsageError("not JSON", hint=hint) from None
     if not isinstance(value, dict) or not value:
-        raise UsageError("--limit-mm-per-prompt must be a non-empty JSON object", hint=hint)
+        raise UsageError("must be a non-empty JSON object", hint=hint)
 
     def whole(v: Any, *, positive: bool) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and (v > 0 if positive else v >= 0) and v < 1 << 31
@@ -162,20 +163,20 @@ def parse_mm_limits(text: str) -> MmLimits:
     sized: list[str] = []
     for modality, limit in value.items():
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", modality):
-            raise UsageError(f"--limit-mm-per-prompt: {modality[:40]!r} is not a modality name", hint=hint)
+            raise UsageError(f"{modality[:40]!r} is not a modality name", hint=hint)
         if isinstance(limit, dict):
             allowed = ("count", *DUMMY_SIZE_KEYS.get(modality, ()))
             unknown = sorted(set(limit) - set(allowed))
             if unknown:
                 raise UsageError(
-                    f"--limit-mm-per-prompt: {modality} takes {', '.join(allowed)}, not {', '.join(unknown)[:80]}",
+                    f"{modality} takes {', '.join(allowed)}, not {', '.join(unknown)[:80]}",
                     hint=hint,
                 )
             if not whole(count := limit.get("count", DEFAULT_ITEMS_PER_PROMPT), positive=False) or not all(
                 whole(limit[k], positive=True) for k in allowed[1:] if k in limit
             ):
                 raise UsageError(
-                    f"--limit-mm-per-prompt: {modality}'s count must be a whole number >= 0 and its sizes > 0",
+                    f"{modality}'s count must be a whole number >= 0 and its sizes > 0",
                     hint=hint,
                 )
             if len(limit) > ("count" in limit):
@@ -183,7 +184,7 @@ def parse_mm_limits(text: str) -> MmLimits:
         elif whole(limit, positive=False):
             count = limit
         else:
-            raise UsageError(f"--limit-mm-per-prompt: {modality}'s limit must be a whole number >= 0", hint=hint)
+            raise UsageError(f"{modality}'s limit must be a whole number >= 0", hint=hint)
         counts.append((modality, count))
     return MmLimits(counts=tuple(counts), sized=tuple(sized), given=json.dumps(value, separators=(",", ":")))
 

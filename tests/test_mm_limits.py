@@ -295,3 +295,49 @@ def test_log_args_are_read() -> None:
     assert settings["skip_mm_profiling"] is True
     bad = text.replace("'video': 0", "'video': -3")
     assert "limit_mm_per_prompt" not in parse_log(bad).settings
+
+
+# --- a capacity file --------------------------------------------------------------------------------------------
+
+CAPACITY = """deployments:
+  - name: vl
+    model: Qwen/Qwen2.5-VL-7B-Instruct
+    gpu: h100
+    engine_version: "0.19"
+    {switches}
+    require: {{ctx: 32768, min_concurrency: 1}}
+"""
+
+
+def _check(tmp_path, switches: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    path = tmp_path / "capacity.yaml"
+    path.write_text(CAPACITY.format(switches=switches))
+    result = runner.invoke(app, ["check", str(path), "--json"])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_capacity_file_takes_the_switches_as_the_cli_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    switches = "limit_mm_per_prompt: {image: 0, video: 0}\n    enforce_eager: true\n    skip_mm_profiling: true"
+    code, out, err = _check(tmp_path, switches)
+    assert code == 0, err
+    checked = json.loads(out)["deployments"][0]
+    cli = _budget(QWEN25, "0.19", "--limit-mm-per-prompt", '{"image":0,"video":0}', "--enforce-eager",
+                  "--skip-mm-profiling", ctx="32768")  # fmt: skip
+    assert checked["kv_budget_bytes"] == cli["kv_budget_bytes"]
+    assert checked["weights_bytes"] == 16_584_333_312 - 1_353_100_288  # the tower not loaded
+    plain = json.loads(_check(tmp_path, "")[1])["deployments"][0]
+    assert plain["weights_bytes"] == 16_584_333_312
+
+
+@pytest.mark.parametrize(
+    ("switches", "says"),
+    [
+        ('enforce_eager: "yes"', "line 6: field 'deployments.0.enforce_eager': must be true or false"),
+        ("limit_mm_per_prompt: {video: -2}", "line 6: field 'deployments.0.limit_mm_per_prompt': video's limit"),
+        ("limit_mm_per_prompt: [1]", "deployments.0.limit_mm_per_prompt': must be a JSON object or a mapping"),
+    ],
+)
+def test_capacity_file_refuses_a_bad_switch_with_its_line(tmp_path, switches: str, says: str) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = _check(tmp_path, switches)
+    assert code == 2 and "Traceback" not in err
+    assert says in " ".join(err.split())

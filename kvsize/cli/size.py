@@ -233,6 +233,11 @@ def size(
             ubatch_size=ubatch_size,
             batch_size=batch_size,
             max_num_seqs=max_num_seqs,
+            enforce_eager=enforce_eager,
+            language_model_only=language_model_only,
+            enable_expert_parallel=enable_expert_parallel,
+            skip_mm_profiling=skip_mm_profiling,
+            limit_mm_per_prompt=limit_mm_per_prompt,
         )
         loaded = load_model_config(model, revision=settings.revision)
         tp_note = None
@@ -247,20 +252,6 @@ def size(
             enable_prefix_caching=enable_prefix_caching,
             kv_cache_dtype_skip_layers=kv_cache_dtype_skip_layers,
         )
-        switches = (enforce_eager, language_model_only, enable_expert_parallel, skip_mm_profiling)
-        if any(switches) or limit_mm_per_prompt is not None:  # vLLM switches of the budget
-            import msgspec
-
-            from kvsize.mm_profile import parse_mm_limits
-
-            options["budget"] = msgspec.structs.replace(
-                options["budget"],
-                enforce_eager=enforce_eager,
-                language_model_only=language_model_only,
-                expert_parallel=enable_expert_parallel,
-                skip_mm_profiling=skip_mm_profiling,
-                mm_limits=None if limit_mm_per_prompt is None else parse_mm_limits(limit_mm_per_prompt),
-            )
         if calibration is not None:  # measured overheads from `kvsize log --save-calibration`
             from kvsize.calibration import apply_calibration, calibration_target, model_weights, read_calibration
 
