@@ -562,6 +562,19 @@ def _lfm2(c: Config) -> bool:
     return c.get("model_type") in LFM2_TYPES
 
 
+def _zamba2_derived(c: Config) -> bool:
+    """The values transformers 5.25 Zamba2Config.__post_init__ writes into every config it saves, whatever the
+    file said: attention_hidden_size = 2 x hidden_size (kvsize.config's Zamba2 head_dim, 2 x hidden / heads) and
+    hybrid_layer_ids = the indices of the "hybrid" entries of layers_block_type."""
+    hidden, types = c.get("hidden_size"), c.get("layers_block_type")
+    hybrid = [i for i, t in enumerate(types) if t == "hybrid"] if isinstance(types, list) else None
+    return (
+        c.get("model_type") == "zamba2"
+        and c.get("attention_hidden_size") in (None, 2 * hidden if isinstance(hidden, int) else None)
+        and c.get("hybrid_layer_ids") in (None, hybrid)
+    )
+
+
 READ.update(
     {
         # RecurrentGemma: block_types, the local window and the RG-LRU state (kvsize.config _recurrent_gemma_*)
@@ -636,6 +649,15 @@ READ.update(
         ),
         # LFM2 / LFM2.5: short-convolution layers over hidden_size channels
         **_family("lfm2", "conv_L_cache", "full_attn_idxs", when=_lfm2, condition="only for LFM2 model types"),
+        # Zamba2 as transformers 5.x saves it; adapter_rank is the shared blocks' LoRA rank (weights only)
+        **_family(
+            "zamba2",
+            "attention_hidden_size",
+            "hybrid_layer_ids",
+            "adapter_rank",
+            when=_zamba2_derived,
+            condition="only for Zamba2, as its config class derives them (2 x hidden_size, the hybrid layers)",
+        ),
         **_family(
             "lfm2",
             "conv_dim",

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tiny_configs import registry_config
 from typer.testing import CliRunner
 
 import kvsize
@@ -326,3 +327,40 @@ def test_no_field_is_read_by_two_families() -> None:
             named += [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     assert len(named) > 100
     assert sorted(k for k in set(named) if named.count(k) > 1) == []
+
+
+def _zamba2_as_transformers_5_saves_it() -> dict[str, Any]:
+    """Zyphra/Zamba2-7B's hub config, re-saved by transformers 5.25: Zamba2Config.__post_init__ writes
+    attention_hidden_size = 2 x hidden_size and hybrid_layer_ids (the "hybrid" entries of layers_block_type),
+    to_dict adds adapter_rank's default 128, and configuration_utils.py remaps "mamba" to "linear_attention"."""
+    raw = registry_config("Zyphra/Zamba2-7B")
+    types = raw["layers_block_type"]
+    raw["attention_hidden_size"] = 2 * raw["hidden_size"]
+    raw["hybrid_layer_ids"] = [i for i, t in enumerate(types) if t == "hybrid"]
+    raw["adapter_rank"] = 128
+    raw["layers_block_type"] = ["linear_attention" if t == "mamba" else t for t in types]
+    return raw
+
+
+def test_zamba2_saved_by_transformers_5_sizes_as_the_hub_config() -> None:
+    hub = parse_config(registry_config("Zyphra/Zamba2-7B"))
+    saved = parse_config(_zamba2_as_transformers_5_saves_it())
+    # 13 hybrid layers of 32 KV heads x 224 (2 x 3,584 / 32) attend over [hidden, embeddings]
+    assert saved.layers == hub.layers
+    attention = [layer.attention for layer in saved.layers if layer.attention is not None]
+    assert len(attention) == 13 and {(a.num_kv_heads, a.head_dim, a.head_dim_v) for a in attention} == {(32, 224, 224)}
+    assert sum(layer.state is not None for layer in saved.layers) == 81  # a Mamba-2 state in every layer
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("attention_hidden_size", 3584), ("hybrid_layer_ids", [0, 1]), ("adapter_rank", None)]
+)
+def test_zamba2_derived_fields_that_disagree_are_refused(key: str, value: Any) -> None:
+    raw = _zamba2_as_transformers_5_saves_it()
+    if value is None:  # adapter_rank alone is weights: any value is fine, while the derived two agree
+        raw[key] = 8
+        parse_config(raw)
+        return
+    raw[key] = value
+    with pytest.raises(UnmodelledFields, match=key):
+        parse_config(raw)
