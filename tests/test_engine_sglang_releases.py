@@ -182,14 +182,33 @@ def test_swa_pool_membership_by_era() -> None:
     # configs/model_config.py is_hybrid_swa_model@0.5.8 lists GptOssForCausalLM; Gemma 3 stays off.
     assert is_hybrid_swa(gpt_oss, sglang("0.5.8").rules)
     assert not is_hybrid_swa(gemma3, sglang("0.5.23").rules)
-    # Gemma 3 1B at ctx 32,768 under 0.4.10: 26 layers, 1 KV head x 256 x (K + V) x 2 B = 1,024 B per slot;
-    # pooled sliding layers (window 512, page 1) hold min(32,768, 512 + 128 + 1 + 1) = 642, full layers 32,768;
-    # 0.5.4 sizes all 26 as full attention.
+    # Gemma 3 1B at ctx 32,768: 26 layers, 1 KV head x 256 x (K + V) x 2 B = 1,024 B per slot. Under 0.4.10 the
+    # 22 sliding layers are pooled but a running request's SWA tokens are never evicted (prepare_for_decode evicts
+    # for SWAChunkCache only; SWARadixCache frees unlocked tree nodes, read in 0.4.10.post2), so every layer holds
+    # 32,768; 0.5.4 sizes all 26 as full attention; 0.5.8's window eviction on a pooled window (gpt-oss) below.
     est = sglang("0.4.10").estimate(gemma3, ctx=32_768, batch=1, kv_dtype=BF16)
-    sliding = sum(g.count for g in est.layers if g.kind == "sliding")
-    full = sum(g.count for g in est.layers if g.kind != "sliding")
-    assert est.kv_cache_bytes == 1024 * (sliding * 642 + full * 32_768)
+    assert est.kv_cache_bytes == 1024 * 26 * 32_768
+    assert any("not evicted in this release" in n for n in sglang("0.4.10").estimate_notes(gemma3))
     assert sglang("0.5.4").estimate(gemma3, ctx=32_768, batch=1, kv_dtype=BF16).kv_cache_bytes == (1024 * 26 * 32_768)
+
+
+def test_swa_eviction_interval_by_era() -> None:
+    # gpt-oss-20b at ctx 8,192, page 1: SGLang's window is sliding_window - 1 = 127 (models/gpt_oss.py
+    # get_attention_sliding_window_size). 0.5.8-0.5.13 evict every window decode steps (maybe_evict_swa:
+    # `decode_batch_idx % sliding_window_size == 1`), so a request holds 127 + 127 + 1 + 1 = 256 SWA slots;
+    # 0.5.14+ every 128 (SGLANG_SWA_EVICTION_INTERVAL): 127 + 128 + 1 + 1 = 257. 12 sliding layers x 2,048 B each,
+    # beside 12 full layers x 2,048 B x 8,192.
+    gpt_oss = spec(GPT_OSS)
+    full = 12 * 2048 * 8192
+    for version, slots in (("0.5.8", 256), ("0.5.13", 256), ("0.5.14", 257), ("0.5.23", 257)):
+        est = sglang(version).estimate(gpt_oss, ctx=8192, batch=1, kv_dtype=BF16)
+        assert est.kv_cache_bytes == full + 12 * 2048 * slots, version
+    # page 64 under 0.5.13: interval max(64, 127) // 64 x 64 = 64; pages(127 + 64 + 64) = 256, + the decode page;
+    # under 0.5.10 the interval is the window itself: pages(127 + 127 + 64) = 320, + the decode page
+    est = sglang("0.5.13", block_size=64).estimate(gpt_oss, ctx=8192, batch=1, kv_dtype=BF16)
+    assert est.kv_cache_bytes == full + 12 * 2048 * (256 + 64)
+    est = sglang("0.5.10", block_size=64).estimate(gpt_oss, ctx=8192, batch=1, kv_dtype=BF16)
+    assert est.kv_cache_bytes == full + 12 * 2048 * (320 + 64)
 
 
 # --- Mamba state pool -----------------------------------------------------------------------------------

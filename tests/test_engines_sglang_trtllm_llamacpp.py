@@ -112,12 +112,14 @@ def test_sglang_gemma2_sliding_layers_are_full() -> None:
 
 def test_sglang_gpt_oss_swa_pool_per_request() -> None:
     # Full layers: 12 x 2,048 B x 8,192 = 201,326,592 B.
-    # Sliding layers (SWA pool): min(8,192, window 128 + eviction interval 128 + page 1 + page 1) = 258 slots
-    # (model_executor/pool_configurator.py compute_swa_request_cap, SGLang 0.5.23): 12 x 2,048 x 258 = 6,340,608 B.
+    # Sliding layers (SWA pool): SGLang's window is sliding_window - 1 = 127 (models/gpt_oss.py
+    # get_attention_sliding_window_size), so min(8,192, window 127 + eviction interval 128 + page 1 + page 1) =
+    # 257 slots (model_executor/pool_configurator.py compute_swa_request_cap, SGLang 0.5.23):
+    # 12 x 2,048 x 257 = 6,316,032 B.
     est = sglang().estimate(spec(GPT_OSS), ctx=8192, batch=1, kv_dtype=BF16)
-    assert est.kv_cache_bytes == 201_326_592 + 6_340_608
-    # Page 64: window 128 + interval 128 + padding page 64 = 320 (5 pages) + the decode page 64 = 384 slots:
-    # 12 x 2,048 x 384 = 9,437,184 B.
+    assert est.kv_cache_bytes == 201_326_592 + 6_316_032
+    # Page 64: window 127 + interval 128 + padding page 64 = 319 -> 320 (5 pages) + the decode page 64 = 384
+    # slots: 12 x 2,048 x 384 = 9,437,184 B.
     est = sglang(block_size=64).estimate(spec(GPT_OSS), ctx=8192, batch=1, kv_dtype=BF16)
     assert est.kv_cache_bytes == 201_326_592 + 9_437_184
 

@@ -175,6 +175,27 @@ MAMBA_EXTRA_BUFFER_MODEL_TYPES = frozenset(
 )
 MAMBA_TRACKING_SLOTS = 2  # mem_cache/allocation_sizing.py get_mamba_tracking_slots(extra_buffer, overlap=True)
 SWA_EVICTION_INTERVAL = 128  # environ.py SGLANG_SWA_EVICTION_INTERVAL: decode steps between SWA evictions
+# Models whose get_attention_sliding_window_size is config.sliding_window - 1 ("inclusive (HF) -> exclusive"):
+# models/gpt_oss.py (0.5.8-0.5.23), gemma2.py, gemma3_causal.py, gemma3n_causal.py / gemma3n_mm.py,
+# gemma4_causal.py / gemma4_mm.py (0.5.23); model_runner_components/load_model_utils.py
+# resolve_sliding_window_size gives the pools, the per-request cap and the eviction that window.
+EXCLUSIVE_WINDOW_ARCHS = frozenset(
+    {
+        "GptOssForCausalLM",
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
+        "Gemma3nForCausalLM",
+        "Gemma3nForConditionalGeneration",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
+    }
+)
+# Gemma 4 as SGLang serves it (0.5.11+): the multimodal class, whose config SGLang rewrites into one geometry per
+# pool (utils/hf_transformers/config.py get_config / _apply_gemma4_attention_overrides). A gemma4_text
+# checkpoint (Gemma4ForCausalLM) is not rewritten alike, and is not sized.
+GEMMA4_ARCH = "Gemma4ForConditionalGeneration"
+GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 
 # Architectures with no implementation under sglang/srt/models/ (checked against the file list).
 UNSERVED_MODEL_TYPES = {
@@ -517,6 +538,8 @@ class SglangEngine(Engine):
         device = self.context.device
         if device is None or device.platform != "cuda" or device.capability is None or device.capability[0] != 10:
             return DEFAULT_PAGE_SIZE
+        if self._gemma4(spec):  # its attention backend is forced (SglangRules.gemma4_sm100)
+            return TRTLLM_MHA_PAGE_SIZE if rules.gemma4_sm100 == "trtllm_mha" else DEFAULT_PAGE_SIZE
         if not attns:
             return DEFAULT_PAGE_SIZE
         if any(a.kind is AttentionKind.MLA for a in attns):
@@ -543,7 +566,8 @@ class SglangEngine(Engine):
         return (
             f"{self.release_label}: token pool of page {self.page_size}, one cell per token across every layer of "
             "the stage (kv heads max(1, kv//tp); MLA latent replicated); sliding layers pooled (0.8 ratio, min(ctx, "
-            "window + page) per request) only for gpt-oss / Llama 4 / Gemma 4 / MiMo-V2 / Step-3.5 / Laguna, full "
+            "window + eviction interval + 2 pages) per request) only for gpt-oss / Llama 4 / Gemma 4 / MiMo-V2 / "
+            "Step-3.5 / Laguna, full "
             f"otherwise; Mamba state conv bf16 + SSM fp32, {self.state_slots} slot(s) per request (5 with the "
             "extra buffer of Qwen3-Next / Nemotron-H / Falcon-H1 / Granite 4) "
             "(model_executor/pool_configurator.py, configs/model_config.py, mem_cache/kv_cache_configurator.py)"
@@ -552,9 +576,75 @@ class SglangEngine(Engine):
     # --- what SGLang serves -----------------------------------------------------------------------------
 
     def reads_layout(self, spec: ArchSpec) -> bool:
-        """MiMo-V2-Flash's SWA and full layers of their own KV heads and K / V widths, each pool with its own
-        geometry (SglangRules.swa_own_geometry); check_serves refuses the releases and GPUs not read."""
-        return spec.model_type in MIMO_V2_MODEL_TYPES
+        """MiMo-V2-Flash's and Gemma 4's SWA and full layers of their own KV heads and K / V widths, each pool with
+        its own geometry (SglangRules.swa_own_geometry); check_serves refuses the releases and GPUs not read."""
+        return spec.model_type in MIMO_V2_MODEL_TYPES or self._gemma4(spec) or spec.model_type in GEMMA3N_TYPES
+
+    @staticmethod
+    def _gemma4(spec: ArchSpec) -> bool:
+        return GEMMA4_ARCH in spec.architectures
+
+    def _check_gemma4(self, spec: ArchSpec) -> None:
+        """Gemma 4 (models/gemma4_mm.py, 0.5.11+): hybrid SWA, the full pool at global_head_dim and the global KV
+        heads, the SWA pool at head_dim, on triton (page 1) or, on SM100, trtllm_mha (SglangRules.gemma4_sm100)."""
+        rules = self.rules
+        if rules.gemma4_sm100 == "none" or not is_hybrid_swa(spec, rules):
+            raise UnsupportedArchitecture(
+                f"{self.release_label} has no Gemma 4 (sglang/srt/models/gemma4_mm.py arrives in 0.5.11)",
+                hint="Pass --engine-version 0.5.11 or later.",
+            )
+        device = self.context.device
+        if device is not None and device.platform != "cuda":
+            raise UnsupportedArchitecture(
+                f"{self.release_label}: kvsize has not read SGLang's memory fraction for Gemma 4 on "
+                f"{device.name or 'this device'} (triton, not aiter, is forced there: the aiter factor's rule "
+                "was not traced)",
+                hint="Pick an NVIDIA --gpu, or use --engine formula.",
+            )
+        cap = device.capability if device is not None else None
+        if (
+            cap is not None
+            and cap[0] == 10
+            and rules.gemma4_sm100 == "trtllm_mha_but_fp4_moe"
+            and not self.page_size_given
+        ):
+            raise UnsupportedArchitecture(
+                f"{self.release_label} on SM100 serves Gemma 4 on trtllm_mha (pages of 64) except modelopt FP4 MoE "
+                "checkpoints (triton, page 1), and kvsize does not tell them apart",
+                hint="Pass --block-size 64 (or 1 for an FP4 MoE checkpoint), or --engine-version 0.5.14.",
+            )
+
+    def _check_gemma3n(self, spec: ArchSpec) -> None:
+        """Gemma 3n (SglangRules.gemma3n_full_rows): every layer full attention with one row geometry, the
+        KV-shared layers keeping a row of the token pool like every layer of the stage (num_effective_layers;
+        Gemma3nAttention only reads another layer's cache: `save_kv_cache=not self.is_kv_shared_layer`)."""
+        if not self.rules.gemma3n_full_rows:
+            raise UnsupportedArchitecture(
+                f"{self.release_label}: kvsize has read SGLang's Gemma 3n pages from 0.5.0 only (no Gemma 3n before "
+                "0.4.9; 0.4.9.post3-0.4.10 pool its sliding layers)",
+                hint="Pass --engine-version 0.5.0 or later.",
+            )
+        widths = {
+            (layer.attention.num_kv_heads, layer.attention.head_dim, layer.attention.head_dim_v)
+            for layer, _ in spec.layer_groups()
+            if layer.attention is not None and layer.attention.kind is not AttentionKind.SHARED
+        }
+        if len(widths) > 1:
+            raise UnsupportedArchitecture(
+                "SGLang sizes every Gemma 3n row with one geometry: a config whose layers differ in KV heads or "
+                "head sizes is not one it serves as read",
+                hint="Use --engine formula or --engine hf.",
+            )
+
+    def shared_source(self, spec: ArchSpec, attn: AttentionSpec | None) -> AttentionSpec | None:
+        """The attention whose geometry and pool a KV-shared layer's buffer takes: Gemma 4's shared layers keep
+        a buffer of their own layer type, allocated and never written (models/gemma4_causal.py
+        Gemma4Attention: `save_kv_cache=not self.is_kv_shared_layer`; configs/model_config.py
+        get_hybrid_layer_ids counts every layer by layer_types). None for any other layer or model."""
+        if attn is None or attn.kind is not AttentionKind.SHARED or not self._gemma4(spec):
+            return None
+        assert attn.shares_kv_with is not None
+        return spec.layers[attn.shares_kv_with].attention
 
     def _check_mimo(self, spec: ArchSpec) -> None:
         rules = self.rules
@@ -584,6 +674,10 @@ class SglangEngine(Engine):
     def check_serves(self, spec: ArchSpec) -> None:
         if spec.model_type in MIMO_V2_MODEL_TYPES:
             self._check_mimo(spec)
+        if self._gemma4(spec):
+            self._check_gemma4(spec)
+        if spec.model_type in GEMMA3N_TYPES:
+            self._check_gemma3n(spec)
         if "CogVLMForCausalLM" in spec.architectures:  # CogVLM2 runs on its remote code only
             raise UnsupportedArchitecture(
                 "SGLang has no CogVLMForCausalLM (sglang/srt/models, 0.5.x): it cannot serve CogVLM2",
@@ -670,6 +764,12 @@ class SglangEngine(Engine):
         return self.served_dtype(spec)
 
     def check_dtype(self, spec: ArchSpec, dtype: KvDtype) -> None:
+        if dtype is KvDtype.NVFP4 and self._gemma4(spec):
+            raise UnsupportedArchitecture(
+                "SGLang's hybrid SWA pools have no FP4 branch (pool_configurator.py HybridSWAPoolConfigurator sizes "
+                "1 B per element, no scales) and kvsize has not read whether Gemma 4's kernels run that way",
+                hint="Use --kv-dtype fp8_e4m3 or bf16.",
+            )
         if dtype not in SUPPORTED_KV_DTYPES:
             raise UnsupportedArchitecture(
                 f"SGLang has no {dtype.value} KV cache",
@@ -723,8 +823,13 @@ class SglangEngine(Engine):
             if attn is None or attn.kind is AttentionKind.SHARED:
                 return 0, 0, state
             return self.attention_bytes_per_token(attn, dtype, tp), self._slots(spec, attn, ctx), state
-        # Every layer of the stage has a row in the pool (layer_num = num_effective_layers).
-        ref = attn if attn is not None and attn.kind is not AttentionKind.SHARED else self._reference(spec)
+        # Every layer of the stage has a row in the pool (layer_num = num_effective_layers); a Gemma 4 shared
+        # layer's row is in its own type's pool (shared_source).
+        ref = (
+            attn
+            if attn is not None and attn.kind is not AttentionKind.SHARED
+            else self.shared_source(spec, attn) or self._reference(spec)
+        )
         if ref is None:
             return 0, 0, state
         return self.attention_bytes_per_token(ref, dtype, tp), self._slots(spec, ref, ctx), state
@@ -777,18 +882,33 @@ class SglangEngine(Engine):
         encoder = self._encoder_tokens(spec)
         if encoder:
             slots += self._pages(encoder)  # encoder tokens share the token pool (encoder_out_cache_loc)
-        if self._is_pooled_window(spec, attn):
-            window = sliding_window_size_attention(spec, attn).window
-            assert window is not None
-            slots = min(slots, self.swa_request_slots(window))
+        if self._is_pooled_window(spec, attn) and self.rules.swa_eviction != "none":
+            slots = min(slots, self.swa_request_slots(self.sliding_window_size(spec, attn)))
         return slots
+
+    @staticmethod
+    def sliding_window_size(spec: ArchSpec, attn: AttentionSpec) -> int:
+        """The window SGLang's pools and evictions use (resolve_sliding_window_size): the config's, one less
+        for EXCLUSIVE_WINDOW_ARCHS, MiMo-V2's sliding_window_size (engines.base.sliding_window_size_attention)."""
+        window = sliding_window_size_attention(spec, attn).window
+        assert window is not None
+        exclusive = attn.kind is AttentionKind.SLIDING and set(spec.architectures) & EXCLUSIVE_WINDOW_ARCHS
+        return window - 1 if exclusive and window > 1 else window
+
+    def eviction_interval(self, window: int) -> int:
+        """Decode steps between a request's SWA evictions (SglangRules.swa_eviction)."""
+        if self.rules.swa_eviction == "fixed":
+            return SWA_EVICTION_INTERVAL
+        if self.rules.swa_eviction == "window":
+            return window
+        return max(self.page_size, window) // self.page_size * self.page_size
 
     def swa_request_slots(self, window: int) -> int:
         """Worst-case SWA slots a running request holds (`compute_swa_request_cap`,
         model_executor/pool_configurator.py, 0.5.23): the window, the out-of-window tokens that wait for the
-        next eviction (SGLANG_SWA_EVICTION_INTERVAL = 128 decode steps), a page of padding so the eviction
-        point is page-aligned, and the page the next decode step allocates."""
-        return self._pages(window + SWA_EVICTION_INTERVAL + self.page_size) + self.page_size
+        next eviction (eviction_interval: 128 decode steps from 0.5.14, the window before), a page of padding so
+        the eviction point is page-aligned, and the page the next decode step allocates."""
+        return self._pages(window + self.eviction_interval(window) + self.page_size) + self.page_size
 
     # --- summing ----------------------------------------------------------------------------------------
 
@@ -820,10 +940,22 @@ class SglangEngine(Engine):
             if layer.attention is not None and layer.attention.kind in (AttentionKind.SLIDING, AttentionKind.CHUNKED)
         )
         if windowed and is_hybrid_swa(spec, self.rules):
+            interval = (
+                f"{SWA_EVICTION_INTERVAL} (SGLANG_SWA_EVICTION_INTERVAL)"
+                if self.rules.swa_eviction == "fixed"
+                else "the window again (evicted every window steps before 0.5.14)"
+            )
+            exclusive = (
+                " (SGLang's window: the config's - 1)" if set(spec.architectures) & EXCLUSIVE_WINDOW_ARCHS else ""
+            )
+            charge = (
+                "ctx there (a running request's SWA tokens are not evicted in this release)"
+                if self.rules.swa_eviction == "none"
+                else f"min(ctx, window{exclusive} + {interval} + 2 pages) there"
+            )
             notes.append(
                 f"SGLang keeps {spec.model_type}'s {windowed} windowed layers in a separate SWA pool sized "
-                f"{SWA_FULL_TOKENS_RATIO} x the full pool; kvsize charges each request min(ctx, window + "
-                f"{SWA_EVICTION_INTERVAL} (SGLANG_SWA_EVICTION_INTERVAL) + 2 pages) there"
+                f"{SWA_FULL_TOKENS_RATIO} x the full pool; kvsize charges each request {charge}"
             )
         elif windowed:
             notes.append(
@@ -851,9 +983,10 @@ class SglangEngine(Engine):
                 if layer.attention is None or layer.attention.kind is AttentionKind.SHARED
             )
             if kv_less:
+                where = " (Gemma 4's in the pool of their layer type)" if self._gemma4(spec) else ""
                 notes.append(
                     f"SGLang allocates a KV buffer for every layer of the stage, including the {kv_less} layers "
-                    "without KV of their own"
+                    f"without KV of their own{where}"
                 )
         if self._encoder_tokens(spec):
             notes.append("SGLang puts the encoder's tokens in the shared token pool: every layer holds them")
@@ -896,19 +1029,19 @@ class SglangEngine(Engine):
                 rest = max(rest - max_mamba * per_req, 0)
             limit = max_mamba // self.mamba_ratio(spec)
 
-        pooled = [
-            (layer.attention, count)
+        # Gemma 4's KV-shared layers take a row in their own type's pool (shared_source); other shared layers none.
+        pool_layers = [
+            (self.shared_source(spec, layer.attention) or layer.attention, count)
             for layer, count in spec.layer_groups()
-            if layer.attention is not None and self._is_pooled_window(spec, layer.attention)
+            if layer.attention is not None
         ]
+        pooled = [(attn, count) for attn, count in pool_layers if self._is_pooled_window(spec, attn)]
         if pooled:
             # HybridSWAPoolConfigurator: whole-model layer counts, one geometry per pool.
             full = [
-                (layer.attention, count)
-                for layer, count in spec.layer_groups()
-                if layer.attention is not None
-                and layer.attention.kind is not AttentionKind.SHARED
-                and not self._is_pooled_window(spec, layer.attention)
+                (attn, count)
+                for attn, count in pool_layers
+                if attn.kind is not AttentionKind.SHARED and not self._is_pooled_window(spec, attn)
             ]
             n_pooled, n_full = sum(n for _, n in pooled), sum(n for _, n in full)
             swa_pt = self.attention_bytes_per_token(pooled[0][0], dtype, tp)
@@ -954,9 +1087,8 @@ class SglangEngine(Engine):
         if attn.kind in (AttentionKind.CROSS, AttentionKind.SHARED):
             return 0
         shared = hit // self.page_size * self.page_size
-        if self._is_pooled_window(spec, attn):
-            window = sliding_window_size_attention(spec, attn).window
-            assert window is not None
+        if self._is_pooled_window(spec, attn) and self.rules.swa_eviction != "none":
+            window = self.sliding_window_size(spec, attn)
             from kvsize.engines.base import blocks_in_window
 
             return blocks_in_window(shared, ctx, max(0, ctx - window), self.page_size)

@@ -63,6 +63,24 @@ class SglangRules:
     (MiMo-V2-Flash, 0.5.7) and is_hybrid_swa_model (0.5.8+)."""
     swa_config_opt_in: bool
     """A config's `is_hybrid_swa: true` opts in (configs/model_config.py is_hybrid_swa_model, 0.5.23)."""
+    swa_eviction: Literal["none", "window", "window_pages", "fixed"]
+    """Decode steps between a request's SWA evictions (managers/schedule_batch.py maybe_evict_swa): "none", a
+    running request keeps every token in the SWA pool (0.4.9.post3-0.4.10: prepare_for_decode evicts only for
+    SWAChunkCache, and SWARadixCache frees unlocked tree nodes only, read in 0.4.10.post2); "window",
+    the sliding window itself (`decode_batch_idx % sliding_window_size == 1`, read in 0.5.8, 0.5.9 and 0.5.10);
+    "window_pages", max(page, window x SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER 1.0) in whole pages (0.5.11-0.5.13,
+    read in each); "fixed", 128
+    (environ.py SGLANG_SWA_EVICTION_INTERVAL, 0.5.14+). No release between 0.5.0 and 0.5.7 pools a model kvsize
+    serves (MiMo-V2-Flash's 0.5.7 pool is refused)."""
+    gemma3n_full_rows: bool
+    """Gemma 3n served with every layer full attention, one row per layer of the stage, KV-shared layers too
+    (0.5.0+: arg_groups/model_overrides/gemma2_gemma3.py disable_hybrid_swa_memory, read in 0.5.23 with
+    models/gemma3n_causal.py; no Gemma 3n before 0.4.9, its sliding layers pooled in 0.4.9.post3-0.4.10)."""
+    gemma4_sm100: Literal["none", "triton", "trtllm_mha_but_fp4_moe", "trtllm_mha"]
+    """The attention backend Gemma 4 is given on SM100 (the page it implies): no Gemma 4 (<= 0.5.10); triton, page
+    1 (0.5.11-0.5.12, server_args.py _handle_model_specific_adjustments); trtllm_mha, pages of 64, except
+    modelopt_fp4 MoE checkpoints on triton (0.5.13); trtllm_mha (0.5.14+, arg_groups/model_overrides/gemma4.py
+    _gemma4_overrides). Every other GPU: triton, page 1."""
 
     # --- Mamba / linear-attention state (model_executor/model_runner.py, mem_cache/kv_cache_configurator.py) ---
     mamba_pool: Literal["none", "no_plus_one", "plus_one", "extra_buffer"]
@@ -156,6 +174,9 @@ RULES_0409P2 = SglangRules(
     vlm_kv_reserve_mib=0,
     swa_archs=frozenset(),  # no hybrid-SWA detection yet (Llama 4 only with --hybrid-kvcache-ratio)
     swa_config_opt_in=False,
+    swa_eviction="none",
+    gemma3n_full_rows=False,
+    gemma4_sm100="none",
     mamba_pool="none",
     half_pool_request_cap=False,
     dsa_pool="none",
@@ -179,7 +200,8 @@ RULES_048 = replace(RULES_043, mem_formula="tiered")
 RULES_049 = RULES_0409P2  # multimodal x 0.90 from 0.4.9
 RULES_0409P3 = replace(RULES_0409P2, vlm_factor="vit_scaled", swa_archs=GEMMA_SWA)
 RULES_0410P2 = replace(RULES_0409P3, swa_archs=GEMMA_SWA - {"Gemma2ForCausalLM"})
-RULES_050 = replace(RULES_0410P2, swa_archs=frozenset())  # Gemma 2/3/3n and gpt-oss: disable_hybrid_swa_memory
+# Gemma 2/3/3n and gpt-oss: disable_hybrid_swa_memory
+RULES_050 = replace(RULES_0410P2, swa_archs=frozenset(), gemma3n_full_rows=True)
 RULES_052 = replace(RULES_050, mamba_pool="no_plus_one")
 RULES_053 = replace(RULES_052, mem_formula="reserve", tiers=TIERS_053, dsa_pool="latent_only")
 RULES_054 = replace(RULES_053, dsa_pool="indexer_per_cell", sm100_mla_trtllm=True)
@@ -187,15 +209,17 @@ RULES_055 = replace(RULES_054, tiers=TIERS_055)
 RULES_057 = replace(
     RULES_055, swa_archs=frozenset({"MiMoV2FlashForCausalLM"}), mamba_pool="plus_one", sm100_mha="trtllm_mha"
 )
-RULES_058 = replace(RULES_057, swa_archs=SWA_058)
+RULES_058 = replace(RULES_057, swa_archs=SWA_058, swa_eviction="window")
 RULES_059 = replace(
     RULES_058, swa_archs=SWA_059, unified_free="psutil_available", serves_glm_moe_dsa=True, swa_own_geometry=True
 )
 RULES_0510 = replace(RULES_059, prefill_graph="text_only")
-RULES_0511 = replace(RULES_0510, swa_archs=SWA_0511)
+RULES_0511 = replace(RULES_0510, swa_archs=SWA_0511, gemma4_sm100="triton", swa_eviction="window_pages")
 RULES_0512 = replace(RULES_0511, swa_archs=SWA_0512)
-RULES_0513 = replace(RULES_0512, swa_archs=SWA_0513)
-RULES_0514 = replace(RULES_0513, mamba_pool="extra_buffer", prefill_graph="allow_list")
+RULES_0513 = replace(RULES_0512, swa_archs=SWA_0513, gemma4_sm100="trtllm_mha_but_fp4_moe")
+RULES_0514 = replace(
+    RULES_0513, mamba_pool="extra_buffer", prefill_graph="allow_list", swa_eviction="fixed", gemma4_sm100="trtllm_mha"
+)
 RULES_0515 = replace(RULES_0514, swa_archs=SWA_0515)
 RULES_0516 = replace(RULES_0515, swa_archs=SWA_0516)
 RULES_0518 = replace(RULES_0516, swa_archs=SWA_0518, vlm_kv_reserve_mib=100)
