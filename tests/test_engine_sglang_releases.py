@@ -289,3 +289,17 @@ def test_sm100_pages_by_era() -> None:
     # An H100 keeps page 1 for DeepSeek-V3 in every era.
     h100 = Device(H100_MIB * MIB, capability=(9, 0))
     assert sglang("0.5.23", h100).estimate(spec(DSV3), ctx=1000, batch=1, kv_dtype=BF16).block_size == 1
+
+
+def test_swa_cell_counts_the_stage_layers_by_era() -> None:
+    # gpt-oss-20b at pp 2: 24 layers alternating sliding / full from layer 0, 12 per stage; 2,048 B per layer per
+    # token (8 KV heads x 64 x (K + V) x 2 B). 0.5.21+ count each stage's own layers (layer_setup.py
+    # _resolve_local_hybrid_swa_layer_ids): cell 2,048 x 6 + 0.8 x 2,048 x 6 = 22,118.4, 10 GiB / 22,118.4 =
+    # 485,451.9. 0.5.8-0.5.20 count range(start_layer, end_layer + 1): the first stage takes layer 12 (sliding)
+    # too: 2,048 x 6 + 0.8 x 2,048 x 7 = 23,756.8, 10 GiB / 23,756.8 = 451,972.4, the binding stage.
+    gpt_oss, rest = spec(GPT_OSS), 10 * 2**30
+    assert sglang("0.5.23").pool(gpt_oss, available_bytes=rest, kv_dtype=BF16, pp=2).max_total_num_tokens == 485_451
+    assert sglang("0.5.20").pool(gpt_oss, available_bytes=rest, kv_dtype=BF16, pp=2).max_total_num_tokens == 451_972
+    # one stage: the whole model's 12 + 12 either way: 24,576 + 19,660.8 = 44,236.8, 10 GiB / 44,236.8 = 242,725.9
+    for version in ("0.5.20", "0.5.23"):
+        assert sglang(version).pool(gpt_oss, available_bytes=rest, kv_dtype=BF16).max_total_num_tokens == 242_725

@@ -23,8 +23,11 @@ The text below is 0.5.23's (file and function beside each rule, paths under `sgl
   2/3/3n set `disable_hybrid_swa_memory` (`arg_groups/model_overrides/gemma2_gemma3.py`) and Mistral, Phi-3,
   Starcoder2, Cohere2, EXAONE 4 ... are not on the list: their sliding layers are sized as full attention. Per
   request kvsize charges a pooled sliding (or Llama 4 chunked) layer `min(ctx, pages(window + 128 + page) + page)`
-  slots: the window, the tokens that wait for the next eviction (SGLANG_SWA_EVICTION_INTERVAL = 128 decode steps),
-  the alignment page and the next decode page (`compute_swa_request_cap`, `model_executor/pool_configurator.py`).
+  slots: the window, the tokens that wait for the next eviction (SGLANG_SWA_EVICTION_INTERVAL = 128 decode steps;
+  the window itself before 0.5.14, `SglangRules.swa_eviction`), the alignment page and the next decode page
+  (`compute_swa_request_cap`, `model_executor/pool_configurator.py`). The window is SGLang's own
+  (`resolve_sliding_window_size`): the config's sliding_window - 1 for gpt-oss and the Gemmas.
+  Gemma 4 and Gemma 3n: `SglangEngine._check_gemma4`, `_check_gemma3n`, `shared_source`.
 - Cross attention (Mllama): encoder tokens take slots from the same token pool (`encoder_out_cache_loc`), and a
   slot spans every layer, so every layer holds `ctx + encoder tokens` slots per request.
 - Mamba / GDN state (`Mamba2CacheParams`, `configs/mamba_utils.py`): conv `(conv_dim / tp, kernel - 1)` in bf16
@@ -45,8 +48,9 @@ The text below is 0.5.23's (file and function beside each rule, paths under `sgl
   prefill scratch rather than cache, so per-request figures leave it out). MLA NVFP4: `576 / 2 + 576 / 16` = 324 B.
 - Pool (`pool()`): `max_total_num_tokens = available // cell`, floored to the page size, min over PP stages
   (`DefaultPoolConfigurator.calculate_pool_sizes`); hybrid SWA: `cell = full x n_full + 0.8 x swa x n_swa`,
-  `swa_tokens = 0.8 x full_tokens` (whole-model layer counts, as `HybridSWAPoolConfigurator` reads
-  `model_config.full_attention_layer_ids`); hybrid Mamba: `rest x r / (1 + r)` with `mamba_full_memory_ratio`
+  `swa_tokens = 0.8 x full_tokens` (the stage's layer counts as `HybridSWAPoolConfigurator` reads
+  `kvc.layer_info.full_attention_layer_ids`, one past the stage through 0.5.20: `SglangRules.swa_stage_layers`);
+  hybrid Mamba: `rest x r / (1 + r)` with `mamba_full_memory_ratio`
   r = 0.9 goes to states, `max_mamba_cache_size = (budget - per_req) // per_req`, KV gets `rest - (max + 1) x
   per_req` (`KVCacheConfigurator._handle_max_mamba_cache`). `available_bytes` is SGLang's `rest`: free memory
   after loading the weights minus `(1 - mem_fraction_static) x` free memory before loading
@@ -1032,7 +1036,7 @@ class SglangEngine(Engine):
         # Gemma 4's KV-shared layers take a row in their own type's pool (shared_source); other shared layers none.
         pool_layers = [
             (self.shared_source(spec, layer.attention) or layer.attention, count)
-            for layer, count in spec.layer_groups()
+            for layer, count in self._swa_cell_layers(spec, layers)
             if layer.attention is not None
         ]
         pooled = [(attn, count) for attn, count in pool_layers if self._is_pooled_window(spec, attn)]
@@ -1070,6 +1074,17 @@ class SglangEngine(Engine):
         # No KV on this stage (pure SSM): SGLang falls back to --max-total-tokens or the context length.
         tokens = rest // cell_total // page * page if cell_total else spec.max_context or 0
         return SglangPool(tokens, None, float(cell_total), (tokens + page) * cell_bytes, max_mamba, limit)
+
+    def _swa_cell_layers(self, spec: ArchSpec, layers: Sequence[LayerSpec]) -> Sequence[tuple[LayerSpec, int]]:
+        """The layers a stage's hybrid SWA cell counts (SglangRules.swa_stage_layers)."""
+        mode = self.rules.swa_stage_layers
+        if mode == "model" or layers is spec.layers:
+            return spec.layer_groups()
+        counted = list(layers)
+        after = layers[-1].index + 1 if layers else len(spec.layers)
+        if mode == "stage_plus_one" and after < len(spec.layers):
+            counted.append(spec.layers[after])  # range(start_layer, end_layer + 1)
+        return group_layers(spec, counted)
 
     # --- serving-time memory (kvsize/serving.py) ------------------------------------------------------
 

@@ -72,6 +72,11 @@ class SglangRules:
     read in each); "fixed", 128
     (environ.py SGLANG_SWA_EVICTION_INTERVAL, 0.5.14+). No release between 0.5.0 and 0.5.7 pools a model kvsize
     serves (MiMo-V2-Flash's 0.5.7 pool is refused)."""
+    swa_stage_layers: Literal["model", "stage_plus_one", "stage"]
+    """The layers a pipeline stage's hybrid SWA cell counts: the whole model's (through 0.5.7, kvsize's reading);
+    the stage's layer ids in range(start_layer, end_layer + 1), one past the stage (0.5.8-0.5.20:
+    model_runner.py / layer_setup.py, read in 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.15, 0.5.20); the stage's own
+    (0.5.21+: layer_setup.py _resolve_local_hybrid_swa_layer_ids)."""
     gemma3n_full_rows: bool
     """Gemma 3n served with every layer full attention, one row per layer of the stage, KV-shared layers too
     (0.5.0+: arg_groups/model_overrides/gemma2_gemma3.py disable_hybrid_swa_memory, read in 0.5.23 with
@@ -175,6 +180,7 @@ RULES_0409P2 = SglangRules(
     swa_archs=frozenset(),  # no hybrid-SWA detection yet (Llama 4 only with --hybrid-kvcache-ratio)
     swa_config_opt_in=False,
     swa_eviction="none",
+    swa_stage_layers="model",
     gemma3n_full_rows=False,
     gemma4_sm100="none",
     mamba_pool="none",
@@ -209,7 +215,7 @@ RULES_055 = replace(RULES_054, tiers=TIERS_055)
 RULES_057 = replace(
     RULES_055, swa_archs=frozenset({"MiMoV2FlashForCausalLM"}), mamba_pool="plus_one", sm100_mha="trtllm_mha"
 )
-RULES_058 = replace(RULES_057, swa_archs=SWA_058, swa_eviction="window")
+RULES_058 = replace(RULES_057, swa_archs=SWA_058, swa_eviction="window", swa_stage_layers="stage_plus_one")
 RULES_059 = replace(
     RULES_058, swa_archs=SWA_059, unified_free="psutil_available", serves_glm_moe_dsa=True, swa_own_geometry=True
 )
@@ -225,7 +231,7 @@ RULES_0516 = replace(RULES_0515, swa_archs=SWA_0516)
 RULES_0518 = replace(RULES_0516, swa_archs=SWA_0518, vlm_kv_reserve_mib=100)
 RULES_0519 = replace(RULES_0518, swa_archs=SWA_0519)
 RULES_0520 = replace(RULES_0519, tiers=TIERS_0520)
-RULES_0521 = replace(RULES_0520, swa_archs=SWA_0521)
+RULES_0521 = replace(RULES_0520, swa_archs=SWA_0521, swa_stage_layers="stage")
 RULES_0522 = replace(RULES_0521, swa_archs=SWA_0522)
 RULES_0523 = replace(
     RULES_0522,
