@@ -92,7 +92,9 @@ def _has(c: Config, key: str) -> bool:
 # Model types kvsize knows (kvsize.config KNOWN_MODEL_TYPES) that have MLA layers or recurrent-state layers. A
 # known type outside them keeps standard attention whatever extra fields its config carries (transformers'
 # LlamaConfig ignores a kv_lora_rank); a type kvsize does not know is read by the fields it carries.
-MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_linear"})
+MLA_MODEL_TYPES = frozenset(
+    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_linear", "longcat_flash"}
+)
 STATE_MODEL_TYPES = frozenset(
     {
         "mamba",

@@ -243,6 +243,7 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
 # model_types whose configs this parser was written against; others are parsed from the standard fields
 # with a note naming the fields used.
 KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
+    "longcat_flash",
     "qwen2",
     "qwen2_moe",
     "qwen2_vl",
@@ -562,6 +563,8 @@ def _parse_known(
         num_layers = len(blocks)
     else:
         num_layers = fields.need_int(*_LAYER_KEYS, maximum=MAX_LAYERS)
+    if fields.raw("model_type") == "longcat_flash":
+        num_layers = _longcat_cache_layers(fields, notes)
     layer_kinds = _layer_kinds(fields, num_layers, notes)
     needs_attention = any(
         kind not in ("mamba", "none", "linear", "kda", "short_conv", "rg_lru") for kind in layer_kinds
@@ -918,6 +921,18 @@ _LAYER_TYPE_KIND = {
     "minimax_m3_sparse": "full",  # MiniMax-M3: full attention plus an indexer key (_apply_minimax_m3_indexer)
 }
 _PATTERN_CHAR_KIND = {"*": "full", "M": "mamba", "-": "none", "E": "none"}
+
+
+def _longcat_cache_layers(f: _Fields, notes: list[str]) -> int:
+    """LongCat-Flash: two MLA sublayers per decoder layer, each with its own cache (transformers 5.25
+    LongcatFlashDecoderLayer `self_attn = ModuleList([LongcatFlashMLA(config, layer_idx * 2 + i) for i in [0, 1]])`,
+    LongcatFlashConfig.num_hidden_layers = 2 x num_layers; vLLM 0.34 models/longcat_flash.py self_attn.0 / .1)."""
+    blocks = f.need_int("num_layers", maximum=MAX_LAYERS // 2)
+    stated = f.integer("num_hidden_layers")
+    if stated is not None and stated != 2 * blocks:
+        raise f.error("num_hidden_layers", f"({stated}) must be 2 x num_layers ({blocks}) for LongCat-Flash")
+    notes.append(f"LongCat-Flash: two MLA sublayers in each of its {blocks} layers: {2 * blocks} caches")
+    return 2 * blocks
 
 
 def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:

@@ -1090,6 +1090,14 @@ def _scenario(
             finding=f"{outcome.oom}: kvsize predicts {format_bytes(sum(predicted))} of cache for this scenario, "
             "plus activations",
         )
+    if not outcome.measure.layer_bytes and sum(predicted):
+        # RecurrentGemma keeps its RG-LRU states and local-attention KV in its modules (modeling_recurrent_gemma.py
+        # RecurrentGemmaSdpaAttention / RecurrentGemmaRglru buffers), not in a cache object the forward returns
+        raise EnvironmentProblem(
+            f"transformers returned no cache object for {spec.model_type}: the model keeps its state in its own "
+            "modules, which kvsize verify cannot measure",
+            hint="Size it without verify (--engine hf states transformers' rule).",
+        )
     verdict = compare(
         predicted,
         outcome.measure.layer_bytes,

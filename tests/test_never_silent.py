@@ -364,3 +364,34 @@ def test_zamba2_derived_fields_that_disagree_are_refused(key: str, value: Any) -
     raw[key] = value
     with pytest.raises(UnmodelledFields, match=key):
         parse_config(raw)
+
+
+# LongCat-Flash (meituan-longcat/LongCat-Flash-Chat's layout at transformers 5.25 LongcatFlashConfig's defaults):
+LONGCAT = {
+    "model_type": "longcat_flash",
+    "architectures": ["LongcatFlashForCausalLM"],
+    "num_layers": 28,
+    "hidden_size": 6144,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "max_position_embeddings": 131072,
+}
+
+
+def test_longcat_flash_caches_two_mla_sublayers_per_layer() -> None:
+    # transformers 5.25 modeling_longcat_flash.py LongcatFlashDecoderLayer: self_attn = ModuleList of two
+    # LongcatFlashMLA (layer_idx * 2 + i); LongcatFlashConfig.num_hidden_layers = 2 x num_layers; vLLM 0.34
+    # models/longcat_flash.py builds self_attn.0 and .1. So 56 MLA caches of 512 + 64 = 576 elements:
+    # 56 x 576 x 2 B = 64,512 B per token (sized from num_layers alone it was 28: half).
+    spec = parse_config(LONGCAT)
+    mla = [layer.attention for layer in spec.layers if layer.attention is not None]
+    assert len(mla) == 56 and {a.head_dim for a in mla} == {576}
+    stated = dict(LONGCAT, num_hidden_layers=56)
+    assert len(parse_config(stated).layers) == 56
+    with pytest.raises(KvsizeError, match="must be 2 x num_layers"):
+        parse_config(dict(LONGCAT, num_hidden_layers=28))

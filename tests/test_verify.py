@@ -378,3 +378,28 @@ def test_a_run_transformers_refuses_is_an_environment_error(tmp_path: Path) -> N
     run = _verify_process(tmp_path, raw)
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode == 3 and "transformers could not run the model" in run.stderr, run.stderr
+
+
+def test_a_model_that_keeps_its_state_in_its_modules_is_not_verified(tmp_path: Path) -> None:
+    # RecurrentGemma keeps its RG-LRU states and local-attention KV in its modules (modeling_recurrent_gemma.py,
+    # transformers 5.25): its forward returns no cache object, so the verifier has nothing to measure. That is
+    # exit 3 naming why, not a 100% mismatch.
+    raw = {
+        "architectures": ["RecurrentGemmaForCausalLM"],
+        "model_type": "recurrent_gemma",
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 64,
+        "lru_width": 256,
+        "attention_window_size": 64,
+        "conv1d_width": 4,
+        "vocab_size": 1024,
+        "block_types": ["recurrent", "recurrent", "attention"],
+        "torch_dtype": "bfloat16",
+    }
+    run = _verify_process(tmp_path, raw)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 3 and "returned no cache object for recurrent_gemma" in run.stderr, run.stderr
