@@ -1090,7 +1090,7 @@ def _scenario(
             finding=f"{outcome.oom}: kvsize predicts {format_bytes(sum(predicted))} of cache for this scenario, "
             "plus activations",
         )
-    if not outcome.measure.layer_bytes and sum(predicted):
+    if not outcome.measure.layer_bytes and any(predicted):
         # RecurrentGemma keeps its RG-LRU states and local-attention KV in its modules (modeling_recurrent_gemma.py
         # RecurrentGemmaSdpaAttention / RecurrentGemmaRglru buffers), not in a cache object the forward returns
         raise EnvironmentProblem(
