@@ -118,7 +118,15 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_serving.py",  # the radix cache's page-aligned prefix hits (prefix_shared_tokens)
         "tests/test_served_dtype.py",  # float32 checkpoints run in fp16 / bf16 (served_dtype)
         "tests/test_sglang_mimo.py",
+        "tests/test_sglang_gemma4.py",
         "tests/test_mutants_killed.py",
+    ],
+    # sglang_releases.py: the eras' switches, read by every SGLang sizing
+    "kvsize/engines/sglang_releases.py": [
+        "tests/test_engine_sglang_releases.py",
+        "tests/test_sglang_gemma4.py",
+        "tests/test_sglang_mimo.py",
+        "tests/test_engines_sglang_trtllm_llamacpp.py",
     ],
     # fit.py: the files that import it (the speed, latency and --bench-result bounds, the pool figures, the
     # context limits) besides the verdicts and the max-context search.
@@ -356,7 +364,19 @@ _NONZERO_SIGN = (
     "a sign test under `if padding:` / `if budget.loading_padding_bytes:` (a nonzero integer): `> 0`, `>= 0` and "
     "`> -1` decide the same."
 )
+_PLAN_FIT_TP = (
+    "fit.py plan_fit: its one caller (api.py _scenario) passes tp and pp, so the default of 1 is never read."
+)
+_LRU_SIZE = "capacity_file.py _loaded's lru_cache size: how many configs stay cached, not what they size."
+_MAMBA2_CLASS_HEAD_DIM = (
+    "config.py Mamba-2 `head_dim or 64`: a mamba2 config without head_dim takes transformers' Mamba2Config "
+    "default 64 first (kvsize/data/head_dim_defaults.json, config.class_defaults), and every other model type "
+    "without one returns a Mamba-1 state above, so the fallback is never read."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/fit.py:755:14:1 -> 2": _PLAN_FIT_TP,
+    "kvsize/capacity_file.py:316:19:256 -> 257": _LRU_SIZE,
+    "kvsize/config.py:1531:27:64 -> 65": _MAMBA2_CLASS_HEAD_DIM,
     "kvsize/calibration.py:347:49:> -> >=": _NONZERO_SIGN,
     "kvsize/calibration.py:347:58:0 -> -1": _NONZERO_SIGN,
     "kvsize/fit.py:787:26:> -> >=": _NONZERO_SIGN,

@@ -1690,3 +1690,261 @@ def test_a_16_bit_weights_dtype_is_cast_whole_under_float32() -> None:
     loaded = load_model_config("meta-llama/Llama-3.1-8B")
     found = find_weights(loaded, model_dtype="bf16", weights_dtype="bf16", served_dtype="fp32")
     assert found.bytes == 8_030_261_248 * 4
+
+
+# --- round 19 (--seed 19, a fresh sample of every module, on 87797d7) ----------------------------------------------
+
+
+def test_sglang_refuses_variable_gqa_counting_only_layers_with_heads() -> None:
+    # configs/model_config.py get_total_num_kv_heads raises for nemotron-nas with several kv-head counts; the set
+    # is taken over the layers that have KV heads (the no-op attention blocks have none).
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.engines.base import UnsupportedArchitecture
+
+    raw = registry_config("nvidia/Llama-3_3-Nemotron-Super-49B-v1")
+    blocks = raw["block_configs"]
+    grouped = [i for i, b in enumerate(blocks) if (b.get("attention") or {}).get("n_heads_in_group")]
+    blocks[grouped[0]]["attention"]["n_heads_in_group"] = 16  # 64 / 16 = 4 KV heads beside the others' 8
+    with pytest.raises(UnsupportedArchitecture, match="variable GQA"):
+        get_engine("sglang", None).estimate(parse_config(raw), ctx=1024, batch=1, kv_dtype=KvDtype.BF16)
+
+
+def test_gemma3_text_window_defaults_to_4096() -> None:
+    # transformers 5.25 Gemma3TextConfig: sliding_window = 4096 when the config leaves it out
+    from kvsize.config import parse_config
+
+    raw = registry_config("google/gemma-3-1b-it")
+    raw.pop("sliding_window")
+    windows = {layer.attention.window for layer in parse_config(raw).layers if layer.attention is not None}
+    assert windows == {4096, None}
+
+
+def test_refusal_names_eight_fields_then_counts_the_rest() -> None:
+    from kvsize.config import parse_config
+    from kvsize.errors import KvsizeError
+
+    raw = registry_config("meta-llama/Llama-3.1-8B")
+    raw["model_type"] = "brand_new"
+    for i in range(10):
+        raw[f"kv_window_{i}"] = 1
+    with pytest.raises(KvsizeError) as info:
+        parse_config(raw)
+    text = str(info.value)
+    assert "kv_window_7 and 2 more" in text and "kv_window_8" not in text
+
+
+def test_sampler_buffer_counts_gb200s_148_sms() -> None:
+    # The Triton top-k/top-p buffer: min(next_power_of_2(programs), num_sm) rows of vocab fp32, programs =
+    # min(num_sm, rows); at 1,024 sequences that is num_sm rows. B200 / GB200: 148 SMs, H100 SXM 132 (NVIDIA
+    # Blackwell and Hopper architecture whitepapers). Llama-3.1-8B's 128,256 words: (148 - 132) x 128,256 x 4 B.
+    from kvsize.budget import vllm_activation_bytes
+    from kvsize.config import parse_config
+
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+
+    def peak(gpu: str) -> int:
+        return vllm_activation_bytes(spec, max_batched_tokens=8192, max_num_seqs=1024, gpu=gpu)
+
+    assert peak("NVIDIA GB200") - peak("NVIDIA H100 80GB HBM3") == 16 * 128_256 * 4
+
+
+def test_tied_embeddings_exactly_the_weights_split_by_stage() -> None:
+    # A tied-embedding model whose weights are exactly its table (body 0): with pp 2 the first stage holds the
+    # input embedding and the last a copy of it as the head, each the whole table, not half of it each.
+    from kvsize.budget import weights_on_busiest_rank
+    from kvsize.config import parse_config
+
+    spec = parse_config(registry_config("google/gemma-2-2b"))
+    assert spec.tied_embeddings and spec.model_dtype == "fp32"  # the checkpoint's float32: 4 B per element
+    table = spec.vocab_size * spec.hidden_size * 4
+    assert weights_on_busiest_rank(spec, table, pp=2).bytes == table == 256_000 * 2304 * 4
+
+
+def test_pipeline_stages_alone_are_a_multi_gpu_budget() -> None:
+    # tp 1 x pp 2 is two GPUs: vLLM 0.20-0.33 estimate the multi-GPU CUDA-graph figure (budget.py
+    # CUDA_GRAPH_TP), as at tp 2
+    from kvsize.budget import CUDA_GRAPH_TP, CUDA_GRAPH_TP1, BudgetSettings, kv_budget
+    from kvsize.config import parse_config
+    from kvsize.profiles import resolve_gpu
+
+    assert CUDA_GRAPH_TP != CUDA_GRAPH_TP1
+    profile = resolve_gpu("h100")
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+
+    def graphs(tp: int, pp: int) -> int:
+        return kv_budget(
+            "vllm", "0.21.0", spec, memory_bytes=profile.memory_bytes, weights_bytes=8 * GIB, tp=tp, pp=pp,
+            settings=BudgetSettings(), device=Device.from_profile(profile),
+        ).cuda_graph_bytes  # fmt: skip
+
+    assert graphs(1, 2) == graphs(2, 1) == CUDA_GRAPH_TP
+    assert graphs(1, 1) == CUDA_GRAPH_TP1
+
+
+def test_two_cut_lines_are_plural() -> None:
+    from kvsize.engine_log import MAX_LINE_CHARS, parse_log
+
+    long = "x" * (MAX_LINE_CHARS + 10)
+    log = parse_log(f"INFO vLLM API server version 0.19.0\n{long}\n{long}\n")
+    assert any(n.startswith("2 lines longer than") for n in log.notes), log.notes
+
+
+def test_prefix_share_off_hits_nothing() -> None:
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+    from kvsize.serving import prefix_share
+
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+    off = prefix_share(
+        get_engine("vllm", None), spec, prefix_len=4096, prompt_len=8192, ctx=8192, kv_dtype=KvDtype.BF16,
+        enabled=False,
+    )  # fmt: skip
+    assert (off.enabled, off.hit_tokens) == (False, 0)
+
+
+def test_prefill_flops_are_two_per_parameter_per_new_token() -> None:
+    # 2 x 1,000 parameters x (100 - 40) new tokens + 2 x 2 layers x width 8 x (100^2 - 40^2)
+    from kvsize.serving import prefill_flops
+
+    flops = prefill_flops(active_parameters=1000, num_layers=2, attention_width=8, tokens=100, cached=40)
+    assert flops == 2 * 1000 * 60 + 2 * 2 * 8 * (100 * 100 - 40 * 40) == 388_800
+
+
+def test_a_quant_group_of_2_to_the_20_is_the_largest_read() -> None:
+    # weights.py MAX_QUANT_BLOCK = 1 << 20: a group of 1,048,576 weights is read, one more is refused
+    from kvsize.weights import quant_scheme
+
+    def config(group: int) -> dict[str, Any]:
+        return {
+            "quantization_config": {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": group}}
+                },
+            }
+        }
+
+    assert quant_scheme(config(1 << 20)) is not None
+    with pytest.raises(Exception, match="group_size"):
+        quant_scheme(config((1 << 20) + 1))
+
+
+def test_llamacpp_serves_256_sequences_at_most() -> None:
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+
+    spec, engine = parse_config(registry_config("meta-llama/Llama-3.1-8B")), get_engine("llamacpp", None)
+    # 256 x 256 cells x 32 layers x 8 heads x 128 x 2 x 2 B (LLAMA_MAX_SEQ = 256: src/llama-cparams.h)
+    assert engine.estimate(spec, ctx=256, batch=256, kv_dtype=KvDtype.FP16).kv_cache_bytes == 256 * 256 * 131_072
+    with pytest.raises(UsageError, match="at most 256 sequences"):
+        engine.estimate(spec, ctx=256, batch=257, kv_dtype=KvDtype.FP16)
+
+
+def test_llamacpp_sliding_cells_are_the_smaller_of_ctx_and_the_window_span() -> None:
+    # llama-kv-cache-iswa.cpp: a sequence's SWA cells are pad(min(n_ctx, W + n_ubatch), 256): Gemma 3 1B's window
+    # 512 + ubatch min(ctx, 512); at ctx 256 the context binds (256), at 4,096 the window (1,024)
+    from kvsize.config import parse_config
+    from kvsize.engines import get_engine
+
+    spec, engine = parse_config(registry_config("google/gemma-3-1b-it")), get_engine("llamacpp", None)
+    sliding = next(layer.attention for layer in spec.layers if layer.attention and layer.attention.window)
+    assert engine.tokens_allocated(sliding, 256) == 256
+    assert engine.tokens_allocated(sliding, 4096) == 1024
+    notes = engine.estimate_notes(spec)
+    assert any("iSWA cache" in n for n in notes)
+    assert not any("iSWA" in n for n in engine.estimate_notes(parse_config(registry_config("meta-llama/Llama-3.1-8B"))))
+
+
+def test_capacity_deployment_needs_a_name(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        'deployments:\n  - name: ""\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8192}\n'
+    )
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 2 and "deployments.0.name" in " ".join(result.stderr.split())
+
+
+def test_steady_state_requirement_fails_without_its_workload(tmp_path: Path) -> None:
+    # min_steady_state_concurrency 0.5 with no prompt_len / output_len: the steady state is unknown, taken as 0
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n"
+        "    require: {ctx: 8192, min_steady_state_concurrency: 0.5}\n"
+    )
+    result = CliRunner().invoke(app, ["check", str(path)])
+    text = " ".join(result.stdout.split())
+    assert (
+        result.exit_code == 1 and "steady-state concurrency is 0.0, below 0.5 (give prompt_len and output_len)" in text
+    )
+
+
+def test_vllm_tpu_v5e_batch_defaults() -> None:
+    # engine/arg_utils.py EngineArgs.get_batch_defaults (TPU): V5E 512 batched tokens for the API server, 1,024
+    # for the LLM class; 256 sequences
+    v5e = Device(total_memory_bytes=16 * GIB, name="V5E", platform="tpu")  # type: ignore[arg-type]
+    assert batch_defaults("0.34.0", v5e, UsageContext.API_SERVER) == (512, 256)
+    assert batch_defaults("0.34.0", v5e, UsageContext.LLM_CLASS) == (1024, 256)
+
+
+def test_fp8_ds_mla_is_one_byte_per_element_outside_vllm() -> None:
+    # The formula engine prices fp8_ds_mla at its element width, 1 B (vLLM's own 656 B token layout is its engine
+    # rule): DeepSeek-V3.2's 61 layers x (576-element latent + 128-element indexer key) x 1 B = 42,944 B per token.
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+
+    spec = parse_config(registry_config("deepseek-ai/DeepSeek-V3.2"))
+    est = get_engine("formula", None).estimate(spec, ctx=1000, batch=1, kv_dtype=KvDtype.FP8_DS_MLA)
+    assert est.kv_bytes_per_token == 61 * (576 + 128) == 42_944
+
+
+def test_an_unread_release_takes_the_flags_of_its_neighbours() -> None:
+    # SGLang 0.4.9.post7 lies between the read 0.4.9.post6 and 0.4.10: only flags both accept, not those of the
+    # release before 0.4.9.post6
+    from kvsize.launch import release_flags
+
+    merged = set(release_flags("sglang", "0.4.9.post7").flags)
+    assert merged == set(release_flags("sglang", "0.4.9.post6").flags) & set(release_flags("sglang", "0.4.10").flags)
+
+
+def test_llamacpp_launch_notes_layers_only_over_several_stages() -> None:
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    args = ["meta-llama/Llama-3.1-8B", "--ctx", "8192", "--gpu", "h100", "--engine", "llamacpp", "--emit", "llamacpp"]
+    one = CliRunner().invoke(app, args)
+    assert "splits layers over every visible GPU" not in one.stdout + one.stderr
+    two = CliRunner().invoke(app, [*args, "--pp", "2"])
+    assert "splits layers over every visible GPU" in " ".join((two.stdout + two.stderr).split())
+
+
+def test_mllama_vision_tower_counted_module_by_module() -> None:
+    # Llama-3.2-90B-Vision's tower (transformers 5.25 modeling_mllama.py MllamaVisionModel) + multi_modal_projector:
+    # patch conv 3 x 14 x 14 x 1,280 + class 1,280; gated positional 1 + 1,601 x 1,280 (1,601 = (560 / 14)^2 + 1);
+    # tile positional Embedding(9, 4 x 1,601 x 1,280) (9 = 8 aspect ratios + 1); pre / post tile embeddings
+    # 2 x (1 + 9 x 4 x 1,280); layernorm_pre / post 2 x 2 x 1,280; 32 layers of 4 x 1,280^2 (no attention bias)
+    # + fc1 1,280 x 5,120 + 5,120 + fc2 5,120 x 1,280 + 1,280 + 2 layernorms (19,672,320 each) and 8 global layers
+    # with 2 gates more; projector 7,680 x 8,192 + 8,192. The meta-device MllamaVisionModel has 863,567,379.
+    from kvsize.params import estimate_parameters
+
+    layer = 4 * 1280 * 1280 + (1280 * 5120 + 5120) + (5120 * 1280 + 1280) + 2 * 2 * 1280
+    tower = (
+        3 * 14 * 14 * 1280 + 1280 + 1 + 1601 * 1280 + 9 * 4 * 1601 * 1280 + 2 * (1 + 9 * 4 * 1280) + 4 * 1280
+        + 32 * layer + 8 * (layer + 2)
+    )  # fmt: skip
+    assert tower == 863_567_379
+    counted = estimate_parameters(registry_config("meta-llama/Llama-3.2-90B-Vision-Instruct"))
+    assert counted.breakdown["vision"] == tower + 7680 * 8192 + 8192
