@@ -141,6 +141,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_mm_profile.py",
         "tests/test_mxfp4_padding.py",
         "tests/test_mutants_killed.py",
+        "tests/test_sglang_gemma4.py",
     ],
     # serving.py: the files that import it, and the CLI's hand-worked shared-prefix sizes (test_advice_truth.py).
     "kvsize/serving.py": [

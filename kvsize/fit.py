@@ -793,6 +793,14 @@ def plan_fit(
     tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
     hw = hardware or Hardware()
     held = usable // per_request if per_request else 0
+    # SGLang's hybrid SWA pools are split at start-up: each must hold the requests on its own
+    split = (
+        engine.split_pool_limits(spec, available_bytes=usable, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        if isinstance(engine, SglangEngine) and usable > 0
+        else None
+    )
+    if split is not None:
+        held = min(held, split[0])
     cap = running_request_cap(
         engine,
         spec,
@@ -807,9 +815,13 @@ def plan_fit(
     by_memory = (
         max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
     )
+    if split is not None and by_memory is not None:
+        by_memory = min(by_memory, split[1])
     running = min(batch, cap) if cap is not None else batch  # the rest of the batch waits (speed only)
     limit = context_limit(engine, spec, ctx)  # past the engine's maximum: refused, or only a warning
     memory_fits = budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes
+    if split is not None:
+        memory_fits = memory_fits and batch <= split[0]
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,

@@ -150,3 +150,41 @@ def test_gemma3n_refused_before_0_5(version: str) -> None:
     # 0.4.8 has no models/gemma3n*.py; 0.4.9.post3-0.4.10 pool its sliding layers (GEMMA_SWA), shared rows unread
     with pytest.raises(UnsupportedArchitecture, match="Gemma 3n pages from 0.5.0 only"):
         _engine(version).estimate(GEMMA3N, ctx=8192, batch=1, kv_dtype=KvDtype.BF16)
+
+
+# --- split pools: each holds the requests on its own -----------------------------------------------------------
+
+
+def _fit(model: str, *args: str) -> list[dict]:  # type: ignore[type-arg]
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    result = CliRunner().invoke(
+        app, [model, "--engine", "sglang", "--gpu", "h100", "--kv-memory", "10GiB", "--json", *args]
+    )
+    assert result.exit_code in (0, 1), result.stderr
+    return [s["gpu"] for s in _json.loads(result.stdout)["scenarios"]]
+
+
+def test_gpt_oss_requests_are_the_full_pools_not_the_bytes() -> None:
+    # gpt-oss-20b, 10 GiB of KV: cell 12 x 2,048 + 0.8 x 12 x 2,048 = 44,236.8 B; full pool 10 GiB / 44,236.8 =
+    # 242,725 tokens, SWA pool int(242,725 x 0.8) = 194,180. At 8,192 tokens a request holds 8,192 full slots and
+    # 127 + 128 + 2 = 257 SWA slots: min(242,725 // 8,192, 194,180 // 257) = min(29, 755) = 29 requests. Priced by
+    # bytes alone (24,576 x 8,192 + 24,576 x 257 = 207,642,624 B each) it would be 51: the pools do not trade.
+    one, four = _fit("openai/gpt-oss-20b", "--ctx", "8192", "--batch", "1,4")
+    assert one["max_concurrency"] == four["max_concurrency"] == 29
+    # the longest context: max_req_len = 242,725 - 1 alone; four requests share the full pool: 242,725 // 4
+    assert one["max_context_by_memory"] == 242_724
+    assert four["max_context_by_memory"] == 60_681
+    # 30 requests of 8,192 do not fit although their bytes (6.23e9) do
+    (thirty,) = _fit("openai/gpt-oss-20b", "--ctx", "8192", "--batch", "30")
+    assert not thirty["memory_fits"] and 10 * GIB >= 30 * 207_642_624
+
+
+def test_gemma4_31b_requests_at_32k() -> None:
+    # 31B, 10 GiB: full pool 14,563 tokens: not one request of 32,768 (the SWA pool's 11,650 // 1,153 would hold 10)
+    (fit,) = _fit("google/gemma-4-31B-it", "--ctx", "32768")
+    assert fit["max_concurrency"] == 0 and not fit["memory_fits"]

@@ -1075,6 +1075,64 @@ class SglangEngine(Engine):
         tokens = rest // cell_total // page * page if cell_total else spec.max_context or 0
         return SglangPool(tokens, None, float(cell_total), (tokens + page) * cell_bytes, max_mamba, limit)
 
+    def split_pool_limits(
+        self, spec: ArchSpec, *, available_bytes: int, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
+    ) -> tuple[int, int] | None:
+        """(requests of ctx tokens, longest context for `batch` requests) that a hybrid SWA model's two pools
+        hold, each pool on its own: the full pool's max_total_num_tokens over pages(ctx) per request, the SWA pool's
+        tokens over min(pages(ctx), the SWA cap) (the split is fixed at start-up: memory does not move between
+        them; managers/scheduler.py admits a request only while both have room, tp_worker.py max_req_len =
+        full tokens - 1). None for a single pool, whose bytes decide alone."""
+        resolved = self._for(spec)
+        if resolved is not self:
+            return resolved.split_pool_limits(
+                spec, available_bytes=available_bytes, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp
+            )
+        if not any(
+            layer.attention is not None and self._is_pooled_window(spec, layer.attention)
+            for layer, _ in spec.layer_groups()
+        ):
+            return None
+        pool = self.pool(spec, available_bytes=available_bytes, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        full, swa = pool.max_total_num_tokens, pool.swa_max_total_num_tokens or 0
+        batch = max(batch, 1)
+        pooled = self._pooled(spec)
+        swa_slots = max(self._slots(spec, a, ctx) for a in pooled)
+        reference = self._reference_full(spec)
+        requests = swa // swa_slots if swa_slots else 0
+        if reference is not None:  # no full layer: the full pool's figure is the SWA pool's (one cell)
+            full_slots = self._slots(spec, reference, ctx)
+            requests = min(requests, full // full_slots if full_slots else requests)
+        # the longest context for `batch` requests: whole pages of each pool while a request holds all its tokens
+        # there (the full pool always; the SWA pool below its cap), and max_req_len = full tokens - 1
+        page = self.page_size
+        cap = max(self.swa_request_slots(self.sliding_window_size(spec, a)) for a in pooled)
+        longest = full - 1
+        if reference is not None:
+            longest = min(longest, full // batch // page * page)
+        if self.rules.swa_eviction == "none" or batch * cap > swa:
+            longest = min(longest, swa // batch // page * page)
+        return requests, max(longest, 0)
+
+    def _pooled(self, spec: ArchSpec) -> list[AttentionSpec]:
+        return [
+            layer.attention
+            for layer, _ in spec.layer_groups()
+            if layer.attention is not None and self._is_pooled_window(spec, layer.attention)
+        ]
+
+    def _reference_full(self, spec: ArchSpec) -> AttentionSpec | None:
+        return next(
+            (
+                layer.attention
+                for layer, _ in spec.layer_groups()
+                if layer.attention is not None
+                and layer.attention.kind not in (AttentionKind.SHARED, AttentionKind.CROSS)
+                and not self._is_pooled_window(spec, layer.attention)
+            ),
+            None,
+        )
+
     def _swa_cell_layers(self, spec: ArchSpec, layers: Sequence[LayerSpec]) -> Sequence[tuple[LayerSpec, int]]:
         """The layers a stage's hybrid SWA cell counts (SglangRules.swa_stage_layers)."""
         mode = self.rules.swa_stage_layers
