@@ -810,6 +810,8 @@ IRRELEVANT: dict[str, str] = {
     "scale_attn_by_inverse_layer_idx": "GPT-2: scales attention scores",
     "reorder_and_upcast_attn": "GPT-2: the score computation's dtype",
     "query_pre_attn_scalar": "Gemma: scales queries",
+    "attn_temperature_tuning": "Llama 4: scales the queries of NoPE layers at long context (transformers 5.25 "
+    "Llama4TextAttention); no cache shape",
     "parallel_attn": "Falcon: attention and MLP side by side; the attention caches the same",
     "attn_output_gate": "Qwen3.5: a gate on the attention output; weights only",
     "attention_output_gate": "a gate on the attention output; weights only",

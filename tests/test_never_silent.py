@@ -395,3 +395,12 @@ def test_longcat_flash_caches_two_mla_sublayers_per_layer() -> None:
     assert len(parse_config(stated).layers) == 56
     with pytest.raises(KvsizeError, match="must be 2 x num_layers"):
         parse_config(dict(LONGCAT, num_hidden_layers=28))
+
+
+def test_llama4_attn_temperature_tuning_scales_queries_only() -> None:
+    # transformers 5.25 Llama4TextAttention: `if self.attn_temperature_tuning and not self.use_rope:
+    # query_states = query_states * attn_scales`; the cache is the same with it on (Llama4TextConfig's default True)
+    raw = registry_config("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    plain = parse_config(raw)
+    raw["text_config"]["attn_temperature_tuning"] = True
+    assert parse_config(raw).layers == plain.layers
