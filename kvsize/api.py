@@ -556,15 +556,9 @@ def estimate_loaded(
         )
     if settings.max_num_seqs is None and (engine_options or {}).get("max_num_seqs"):
         settings = msgspec.structs.replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
-    limits = settings.mm_limits
-    if limits is not None:
-        from kvsize.mm_profile import model_modalities
+    from kvsize.budget import drops_a_tower
 
-        modalities = model_modalities(spec.architectures)
-    drops = settings.language_model_only or bool(
-        limits and (limits.drops("vision", modalities) or limits.drops("audio", modalities))
-    )
-    if drops and not settings.tower_bytes and weights_bytes is None:
+    if drops_a_tower(spec, settings) and not settings.tower_bytes and weights_bytes is None:
         settings = _with_towers(loaded.raw, spec, settings, notes)
     weights = None
     engine_weights: dict[str, WeightsSize] = {}  # by the dtype each engine runs the model in (Engine.run_dtype)

@@ -522,6 +522,16 @@ def check_mm_flags(rules: VllmRules, s: BudgetSettings) -> None:
             )
 
 
+def drops_a_tower(spec: ArchSpec, s: BudgetSettings) -> bool:
+    """Whether the settings ask vLLM to leave a tower unbuilt (its release decides whether it does)."""
+    if s.language_model_only:
+        return True
+    if s.mm_limits is None:
+        return False
+    modalities = model_modalities(spec.architectures)
+    return s.mm_limits.drops("vision", modalities) or s.mm_limits.drops("audio", modalities)
+
+
 def dropped_tower_bytes(spec: ArchSpec, rules: VllmRules, s: BudgetSettings) -> tuple[int, str]:
     """(bytes, why) of the towers vLLM does not build: all of them under --language-model-only; under
     --limit-mm-per-prompt each tower whose modalities are all 0, where the release skips it
