@@ -121,6 +121,12 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_sglang_gemma4.py",
         "tests/test_mutants_killed.py",
     ],
+    # deployment.py: the settings' readers, shared by the CLI and capacity files
+    "kvsize/deployment.py": [
+        "tests/test_reliability_gates.py",
+        "tests/test_capacity.py",
+        "tests/test_mm_limits.py",
+    ],
     # sglang_releases.py: the eras' switches, read by every SGLang sizing
     "kvsize/engines/sglang_releases.py": [
         "tests/test_engine_sglang_releases.py",
