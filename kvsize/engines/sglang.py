@@ -1088,15 +1088,12 @@ class SglangEngine(Engine):
             return resolved.split_pool_limits(
                 spec, available_bytes=available_bytes, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp
             )
-        if not any(
-            layer.attention is not None and self._is_pooled_window(spec, layer.attention)
-            for layer, _ in spec.layer_groups()
-        ):
+        pooled = self._pooled(spec)
+        if not pooled:
             return None
         pool = self.pool(spec, available_bytes=available_bytes, kv_dtype=kv_dtype, tp=tp, pp=pp)
         full, swa = pool.max_total_num_tokens, pool.swa_max_total_num_tokens or 0
         batch = max(batch, 1)
-        pooled = self._pooled(spec)
         swa_slots = max(self._slots(spec, a, ctx) for a in pooled)
         reference = self._reference_full(spec)
         requests = swa // swa_slots if swa_slots else 0
