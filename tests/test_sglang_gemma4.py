@@ -188,3 +188,20 @@ def test_gemma4_31b_requests_at_32k() -> None:
     # 31B, 10 GiB: full pool 14,563 tokens: not one request of 32,768 (the SWA pool's 11,650 // 1,153 would hold 10)
     (fit,) = _fit("google/gemma-4-31B-it", "--ctx", "32768")
     assert fit["max_concurrency"] == 0 and not fit["memory_fits"]
+
+
+def test_a_swa_pool_at_its_window_does_not_start_from_0_5_20() -> None:
+    # gpt-oss-20b on 150 x 44,236.8 B: full pool 150 tokens, SWA int(150 x 0.8) = 120 <= window 127 + page 1:
+    # 0.5.20+ raise at start-up (validate_swa_pool_size); 0.5.19 starts and holds one 100-token request
+    from kvsize.engines.sglang import SglangEngine
+
+    gpt_oss = parse_config(registry_config("openai/gpt-oss-20b"))
+    budget = int(150 * 44_236.8) + 1
+
+    def limits(version: str):  # type: ignore[no-untyped-def]
+        engine = _engine(version)
+        assert isinstance(engine, SglangEngine)
+        return engine.split_pool_limits(gpt_oss, available_bytes=budget, ctx=100, batch=1, kv_dtype=KvDtype.BF16)
+
+    assert limits("0.5.20") == (0, 0)
+    assert limits("0.5.19") == (1, 120)

@@ -1082,7 +1082,8 @@ class SglangEngine(Engine):
         hold, each pool on its own: the full pool's max_total_num_tokens over pages(ctx) per request, the SWA pool's
         tokens over min(pages(ctx), the SWA cap) (the split is fixed at start-up: memory does not move between
         them; managers/scheduler.py admits a request only while both have room, tp_worker.py max_req_len =
-        full tokens - 1). None for a single pool, whose bytes decide alone."""
+        full tokens - 1); (0, 0) where the release refuses to start (SglangRules.swa_pool_floor). None for a single
+        pool, whose bytes decide alone."""
         resolved = self._for(spec)
         if resolved is not self:
             return resolved.split_pool_limits(
@@ -1094,6 +1095,10 @@ class SglangEngine(Engine):
         pool = self.pool(spec, available_bytes=available_bytes, kv_dtype=kv_dtype, tp=tp, pp=pp)
         full, swa = pool.max_total_num_tokens, pool.swa_max_total_num_tokens or 0
         batch = max(batch, 1)
+        page = self.page_size
+        window = max(self.sliding_window_size(spec, a) for a in pooled)
+        if self.rules.swa_pool_floor and window + page >= swa:
+            return 0, 0  # validate_swa_pool_size: the server does not start
         swa_slots = max(self._slots(spec, a, ctx) for a in pooled)
         reference = self._reference_full(spec)
         requests = swa // swa_slots if swa_slots else 0
@@ -1102,7 +1107,6 @@ class SglangEngine(Engine):
             requests = min(requests, full // full_slots if full_slots else requests)
         # the longest context for `batch` requests: whole pages of each pool while a request holds all its tokens
         # there (the full pool always; the SWA pool below its cap), and max_req_len = full tokens - 1
-        page = self.page_size
         cap = max(self.swa_request_slots(self.sliding_window_size(spec, a)) for a in pooled)
         longest = full - 1
         if reference is not None:

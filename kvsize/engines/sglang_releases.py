@@ -77,6 +77,9 @@ class SglangRules:
     the stage's layer ids in range(start_layer, end_layer + 1), one past the stage (0.5.8-0.5.20:
     model_runner.py / layer_setup.py, read in 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.15, 0.5.20); the stage's own
     (0.5.21+: layer_setup.py _resolve_local_hybrid_swa_layer_ids)."""
+    swa_pool_floor: bool
+    """SGLang refuses to start when the SWA pool holds no more than its window + a page (0.5.20+:
+    model_executor/pool_configurator.py validate_swa_pool_size, "cannot hold even one request")."""
     gemma3n_full_rows: bool
     """Gemma 3n served with every layer full attention, one row per layer of the stage, KV-shared layers too
     (0.5.0+: arg_groups/model_overrides/gemma2_gemma3.py disable_hybrid_swa_memory, read in 0.5.23 with
@@ -181,6 +184,7 @@ RULES_0409P2 = SglangRules(
     swa_config_opt_in=False,
     swa_eviction="none",
     swa_stage_layers="model",
+    swa_pool_floor=False,
     gemma3n_full_rows=False,
     gemma4_sm100="none",
     mamba_pool="none",
@@ -230,7 +234,7 @@ RULES_0515 = replace(RULES_0514, swa_archs=SWA_0515)
 RULES_0516 = replace(RULES_0515, swa_archs=SWA_0516)
 RULES_0518 = replace(RULES_0516, swa_archs=SWA_0518, vlm_kv_reserve_mib=100)
 RULES_0519 = replace(RULES_0518, swa_archs=SWA_0519)
-RULES_0520 = replace(RULES_0519, tiers=TIERS_0520)
+RULES_0520 = replace(RULES_0519, tiers=TIERS_0520, swa_pool_floor=True)
 RULES_0521 = replace(RULES_0520, swa_archs=SWA_0521, swa_stage_layers="stage")
 RULES_0522 = replace(RULES_0521, swa_archs=SWA_0522)
 RULES_0523 = replace(
