@@ -380,7 +380,13 @@ _MAMBA2_CLASS_HEAD_DIM = (
     "default 64 first (kvsize/data/head_dim_defaults.json, config.class_defaults), and every other model type "
     "without one returns a Mamba-1 state above, so the fallback is never read."
 )
+_SPLIT_POOL_BINDS = (
+    "fit.py plan_fit `min(by_memory, split[1])`: a request's SWA slots fit the SWA pool's 0.8 share below its "
+    "cap, so b x (full x ctx + swa x slots) <= full tokens x (full + 0.8 x swa) = the budget at the pools' longest "
+    "context: the byte search never finds a shorter one, and the pools' figure is the minimum."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/fit.py:819:20:min(...) -> arg 1": _SPLIT_POOL_BINDS,
     "kvsize/fit.py:755:14:1 -> 2": _PLAN_FIT_TP,
     "kvsize/capacity_file.py:316:19:256 -> 257": _LRU_SIZE,
     "kvsize/config.py:1531:27:64 -> 65": _MAMBA2_CLASS_HEAD_DIM,

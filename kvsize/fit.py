@@ -815,8 +815,10 @@ def plan_fit(
     by_memory = (
         max_context(engine, spec, kv_dtype, batch=batch, budget=usable, tp=tp, pp=pp) if with_max_context else None
     )
-    if split is not None and by_memory is not None:
-        by_memory = min(by_memory, split[1])
+    if split is not None and with_max_context:
+        # the full pool binds before the bytes do (a request's SWA slots fit the SWA pool's 0.8 share below its
+        # cap), so the pool's figure is the limit even where the byte search found none
+        by_memory = split[1] if by_memory is None else min(by_memory, split[1])
     running = min(batch, cap) if cap is not None else batch  # the rest of the batch waits (speed only)
     limit = context_limit(engine, spec, ctx)  # past the engine's maximum: refused, or only a warning
     memory_fits = budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes

@@ -275,19 +275,19 @@ def test_gemma3n_defaults_when_the_config_leaves_the_layout_out() -> None:
 # --- the serving engines -------------------------------------------------------------------------------------------
 
 
-# vLLM's Gemma 4 and Gemma 3n were read (tests/test_vllm_gemma4.py), vLLM's and SGLang's MiMo-V2
-# (tests/test_vllm_mimo.py, tests/test_sglang_mimo.py).
+# vLLM's Gemma 4 and Gemma 3n were read (tests/test_vllm_gemma4.py), SGLang's (tests/test_sglang_gemma4.py),
+# vLLM's and SGLang's MiMo-V2 (tests/test_vllm_mimo.py, tests/test_sglang_mimo.py).
 @pytest.mark.parametrize(
     ("engine", "config"),
-    [(e, GEMMA4) for e in ("sglang", "trtllm", "llamacpp")] + [(e, MIMO) for e in ("trtllm", "llamacpp")],
-    ids=[f"{e}-gemma4" for e in ("sglang", "trtllm", "llamacpp")] + [f"{e}-mimo" for e in ("trtllm", "llamacpp")],
+    [(e, GEMMA4) for e in ("trtllm", "llamacpp")] + [(e, MIMO) for e in ("trtllm", "llamacpp")],
+    ids=[f"{e}-gemma4" for e in ("trtllm", "llamacpp")] + [f"{e}-mimo" for e in ("trtllm", "llamacpp")],
 )
 def test_serving_engines_refuse_layers_of_different_widths(engine: str, config: dict[str, Any]) -> None:
     with pytest.raises(UnsupportedArchitecture, match="has not read how this engine pages"):
         _scenario(config, engine, 4096)
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llamacpp"])
+@pytest.mark.parametrize("engine", ["trtllm", "llamacpp"])
 def test_gemma3n_refused_by_the_serving_engines(engine: str) -> None:
     # One width on every layer, but 15 layers reuse earlier layers' KV: how these engines page (or skip) them is
     # not read, so they refuse rather than size them as layers of their own.
