@@ -29,15 +29,12 @@ from typer.testing import CliRunner
 from kvsize.budget import BudgetSettings, dropped_tower_bytes
 from kvsize.cli.app import app
 from kvsize.config import parse_config
-from kvsize.dtypes import KvDtype
 from kvsize.engine_log import parse_log
 from kvsize.engines.vllm_releases import VLLM_RELEASES
 from kvsize.errors import UsageError
 from kvsize.mm_profile import NO_LIMITS, NotModelled, mm_items, parse_mm_limits, profiled_modality, vllm_mm_profile
 
 runner = CliRunner()
-GIB = 1 << 30
-BF16 = KvDtype.BF16
 QWEN25 = "Qwen/Qwen2.5-VL-7B-Instruct"
 GEMMA3 = "google/gemma-3-27b-it"
 
@@ -389,51 +386,3 @@ def test_a_text_model_takes_no_tower_note() -> None:
     args = ["meta-llama/Llama-3.1-8B", "--ctx", "8192", "--gpu", "h100", "--json"]
     notes = json.loads(runner.invoke(app, args).stdout)["notes"]
     assert not any("no tower counted" in n for n in notes)
-
-
-def test_sglang_swa_note_names_the_releases_interval() -> None:
-    from kvsize.engines import get_engine
-
-    gpt_oss = parse_config(registry_config("openai/gpt-oss-20b"))
-    new = " ".join(get_engine("sglang", "0.5.23").estimate_notes(gpt_oss))
-    old = " ".join(get_engine("sglang", "0.5.13").estimate_notes(gpt_oss))
-    assert "128 (SGLANG_SWA_EVICTION_INTERVAL)" in new and "the window again" not in new
-    assert "the window again" in old and "SGLANG_SWA_EVICTION_INTERVAL" not in old
-
-
-def test_split_pool_longest_context_in_whole_pages() -> None:
-    # gpt-oss-20b, 0.5.23, pages of 64, 1 GiB of KV: cell 12 x 2,048 + 0.8 x 12 x 2,048 = 44,236.8 B;
-    # 1,073,741,824 / 44,236.8 = 24,272.6 -> 24,256 (whole pages); SWA int(24,256 x 0.8) = 19,404 -> 19,392. Per
-    # request the SWA cap is pages(127 + 128 + 64) + 64 = 384; 60 requests need 23,040 > 19,392, so the SWA pool
-    # binds the longest context while it holds every token: 19,392 // 60 = 323 -> 320 (whole pages of 64).
-    from kvsize.engines import get_engine
-
-    gpt_oss = parse_config(registry_config("openai/gpt-oss-20b"))
-    engine = get_engine("sglang", "0.5.23", block_size=64)
-    pool = engine.pool(gpt_oss, available_bytes=GIB, kv_dtype=BF16)
-    assert (pool.max_total_num_tokens, pool.swa_max_total_num_tokens) == (24_256, 19_392)
-    limits = engine.split_pool_limits(gpt_oss, available_bytes=GIB, ctx=256, batch=60, kv_dtype=BF16)
-    assert limits is not None and limits[1] == 320
-    # an empty budget under 0.5.19 (no start-up check): no request and no context, not -1
-    assert get_engine("sglang", "0.5.19").split_pool_limits(
-        gpt_oss, available_bytes=0, ctx=256, batch=1, kv_dtype=BF16
-    ) == (0, 0)
-
-
-def test_longcat_layer_count_bound() -> None:
-    # num_layers is read up to MAX_LAYERS // 2, so the 2 x num_layers caches stay within MAX_LAYERS (100,000)
-    from kvsize.errors import KvsizeError
-
-    base = {
-        "model_type": "longcat_flash",
-        "hidden_size": 64,
-        "num_attention_heads": 2,
-        "kv_lora_rank": 16,
-        "qk_rope_head_dim": 8,
-        "qk_nope_head_dim": 8,
-        "v_head_dim": 8,
-    }
-    with pytest.raises(KvsizeError, match="num_layers"):
-        parse_config({**base, "num_layers": 50_001})
-    with pytest.raises(KvsizeError, match="num_layers"):
-        parse_config({**base, "num_layers": 100_000})

@@ -205,3 +205,28 @@ def test_a_swa_pool_at_its_window_does_not_start_from_0_5_20() -> None:
 
     assert limits("0.5.20") == (0, 0)
     assert limits("0.5.19") == (1, 120)
+
+
+def test_sglang_swa_note_names_the_releases_interval() -> None:
+    gpt_oss = parse_config(registry_config("openai/gpt-oss-20b"))
+    new = " ".join(get_engine("sglang", "0.5.23").estimate_notes(gpt_oss))
+    old = " ".join(get_engine("sglang", "0.5.13").estimate_notes(gpt_oss))
+    assert "128 (SGLANG_SWA_EVICTION_INTERVAL)" in new and "the window again" not in new
+    assert "the window again" in old and "SGLANG_SWA_EVICTION_INTERVAL" not in old
+
+
+def test_split_pool_longest_context_in_whole_pages() -> None:
+    # gpt-oss-20b, 0.5.23, pages of 64, 1 GiB of KV: cell 12 x 2,048 + 0.8 x 12 x 2,048 = 44,236.8 B;
+    # 1,073,741,824 / 44,236.8 = 24,272.6 -> 24,256 (whole pages); SWA int(24,256 x 0.8) = 19,404 -> 19,392. Per
+    # request the SWA cap is pages(127 + 128 + 64) + 64 = 384; 60 requests need 23,040 > 19,392, so the SWA pool
+    # binds the longest context while it holds every token: 19,392 // 60 = 323 -> 320 (whole pages of 64).
+    gpt_oss = parse_config(registry_config("openai/gpt-oss-20b"))
+    engine = get_engine("sglang", "0.5.23", block_size=64)
+    pool = engine.pool(gpt_oss, available_bytes=GIB, kv_dtype=KvDtype.BF16)
+    assert (pool.max_total_num_tokens, pool.swa_max_total_num_tokens) == (24_256, 19_392)
+    limits = engine.split_pool_limits(gpt_oss, available_bytes=GIB, ctx=256, batch=60, kv_dtype=KvDtype.BF16)
+    assert limits is not None and limits[1] == 320
+    # an empty budget under 0.5.19 (no start-up check): no request and no context, not -1
+    assert get_engine("sglang", "0.5.19").split_pool_limits(
+        gpt_oss, available_bytes=0, ctx=256, batch=1, kv_dtype=KvDtype.BF16
+    ) == (0, 0)
