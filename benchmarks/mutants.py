@@ -96,6 +96,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
         "tests/test_mm_limits.py",
+        "tests/test_mm_profile.py",
     ],
     # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.
     "kvsize/calibration.py": [
@@ -110,6 +111,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_expert_parallel.py",
         "tests/test_mutants_killed.py",
         "tests/test_mm_limits.py",
+        "tests/test_mm_profile.py",
     ],
     "kvsize/engines/sglang.py": [
         "tests/test_engine_sglang_releases.py",

@@ -18,7 +18,7 @@ import msgspec
 from kvsize.engines.base import cdiv
 from kvsize.engines.context import Device, UsageContext
 from kvsize.errors import UsageError
-from kvsize.mm_profile import MmLimits, NotModelled, model_modalities, unmodelled_note, vllm_mm_profile
+from kvsize.mm_profile import MmLimits, MmProfile, NotModelled, model_modalities, unmodelled_note, vllm_mm_profile
 from kvsize.record import Record
 from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
@@ -355,11 +355,8 @@ def _profile_peak(
     (kvsize/mm_profile.py), for the families modelled; other multimodal models say they are not."""
     if s.activation_bytes is not None:
         return s.activation_bytes, "activation peak given"
-    from kvsize.engines.vllm_scheduler import batch_defaults
-
     rules = _vllm_rules(version)
-    default_tokens, default_seqs = batch_defaults(rules, device or Device(memory_bytes), UsageContext.API_SERVER)
-    tokens, seqs = s.max_batched_tokens or default_tokens, s.max_num_seqs or default_seqs
+    tokens, seqs = _profile_batch(rules, memory_bytes, s, device)
     language = vllm_activation_bytes(
         spec,
         max_batched_tokens=tokens,
@@ -379,23 +376,44 @@ def _profile_peak(
     if spec.vision_dummy is None:
         return language, f"{rule}; {unmodelled_note(spec)}"
     try:
-        mm = vllm_mm_profile(
-            spec,
-            spec.vision_dummy,
-            dtype_bytes=_dtype_bytes(spec),
-            max_batched_tokens=tokens,
-            max_num_seqs=seqs,
-            max_model_len=s.max_model_len or spec.max_context or tokens,
-            tp=tp,
-            rules=rules,
-            limits=s.mm_limits or MmLimits(),
-        )
+        mm = vllm_encoder_profile(spec, memory_bytes, s, version, device, tp)
     except NotModelled as exc:
         return language, f"{rule}; {exc}: the language model only"
     if mm is None:
         return language, f"{rule}; --limit-mm-per-prompt {s.mm_limits.given if s.mm_limits else ''}: no encoder"
     peak = mm.input_bytes + max(mm.tower_peak_bytes, mm.output_bytes + language)
     return peak, f"{rule}; {mm.rule}"
+
+
+def _profile_batch(rules: VllmRules, memory_bytes: int, s: BudgetSettings, device: Device | None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of the profile run: the stated ones, else the server's defaults for
+    the device (kvsize.engines.vllm_scheduler)."""
+    from kvsize.engines.vllm_scheduler import batch_defaults
+
+    default_tokens, default_seqs = batch_defaults(rules, device or Device(memory_bytes), UsageContext.API_SERVER)
+    return s.max_batched_tokens or default_tokens, s.max_num_seqs or default_seqs
+
+
+def vllm_encoder_profile(
+    spec: ArchSpec, memory_bytes: int, s: BudgetSettings, version: str | None, device: Device | None, tp: int = 1
+) -> MmProfile | None:
+    """The encoder part of vLLM's profile run (kvsize/mm_profile.py) at the run's batch, for a model whose
+    dummy item is modelled; None where the settings leave nothing to encode. Raises NotModelled."""
+    if spec.vision_dummy is None or s.skip_mm_profiling or s.language_model_only:
+        return None
+    rules = _vllm_rules(version)
+    tokens, seqs = _profile_batch(rules, memory_bytes, s, device)
+    return vllm_mm_profile(
+        spec,
+        spec.vision_dummy,
+        dtype_bytes=_dtype_bytes(spec),
+        max_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        max_model_len=s.max_model_len or spec.max_context or tokens,
+        tp=tp,
+        rules=rules,
+        limits=s.mm_limits or MmLimits(),
+    )
 
 
 def load_rope_tables(engine: str, version: str | None, spec: ArchSpec, device: Device | None = None) -> RopeTables:

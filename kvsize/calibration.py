@@ -254,6 +254,31 @@ def _vllm_budget_parts(f: dict[str, float], budget: KvBudget, *, card_given: boo
     return [Figure(name, f[key], value / GIB, "GiB", "the card", part=True) for name, key, value in parts if key in f]
 
 
+def _encoder_figures(
+    log: EngineLog, dep: Deployment, settings: BudgetSettings, version: str | None, memory: int, tp: int
+) -> list[Figure]:
+    """The profile run's encoder budget and dummy items the log printed, next to kvsize's (budget.py
+    vllm_encoder_profile), for the multimodal families it models: parts, which tell whether the encoder's share of
+    the activation peak starts from the right batch."""
+    f = log.figures
+    if "mm_profile_items" not in f or dep.spec is None:
+        return []
+    from kvsize.budget import vllm_encoder_profile
+    from kvsize.mm_profile import NotModelled
+
+    try:
+        mm = vllm_encoder_profile(dep.spec, memory, settings, version, dep.device, tp)
+    except NotModelled:
+        return []
+    if mm is None:
+        return []
+    basis = f"the {log.settings.get('mm_profile_modality', 'item')} dummy"
+    return [
+        Figure("encoder budget", f["encoder_budget_tokens"], mm.encoder_budget_tokens, "tokens", basis, part=True),
+        Figure("encoder items profiled", f["mm_profile_items"], mm.items, "items", basis, part=True),
+    ]
+
+
 def _weights_figure(logged: float, weights_rank: int, rope_bytes: int) -> Figure:
     """The load the engine measured against kvsize's weights on that rank and the RoPE tables loaded beside them."""
     basis = "kvsize's weights + RoPE tables" if rope_bytes else "kvsize's weights"
@@ -373,6 +398,7 @@ def _check_vllm(log: EngineLog, dep: Deployment, out: LogCheck) -> None:
             device=dep.device,
         )
         out.figures.extend(_vllm_budget_parts(f, budget, card_given=dep.memory_bytes is not None))
+        out.figures.extend(_encoder_figures(log, dep, settings, version, memory, sc.tp))
         if "available_kv_min_gib" in f:  # pipeline stages: the smallest stage's, which sizes the pool
             out.figures.append(
                 Figure(

@@ -516,6 +516,15 @@ def _parse_vllm(r: _Reader) -> None:
     r.figure("cuda_graph_estimate_gib", r"Estimated CUDA graph memory: <F> GiB total")
     r.figure("cuda_graph_gib", r"Graph capturing finished in [\d.]{1,32} secs?, took <F> GiB")
     r.figure("pool_tokens", r"GPU KV cache size: <N> tokens")
+    # the encoder's part of the profile run (v1/worker/gpu_model_runner.py profile_run, 0.8.5+)
+    m = r.search(
+        r"Encoder cache will be initialized with a budget of <N> tokens, and profiled with <N> (\w{1,32}) items"
+    )
+    if m:
+        budget, items = r.count(m.group(1), "encoder_budget_tokens"), r.count(m.group(2), "mm_profile_items")
+        if budget is not None and items is not None:
+            f["encoder_budget_tokens"], f["mm_profile_items"] = float(budget), float(items)
+            s.setdefault("mm_profile_modality", m.group(3))
     # "# GPU blocks: N" (V0) and "GPU blocks: N"; the leading '#' is matched literally, not as an option, so
     # that the pattern opens with a literal.
     r.figure("gpu_blocks", r"GPU blocks: <N>")

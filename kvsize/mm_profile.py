@@ -365,6 +365,11 @@ class MmProfile(Record, frozen=True, kw_only=True):
     fc1 output + activation output = tokens x (2 x hidden + 2 x intermediate / tp) (the tower's linear layers
     are sharded over tp, mm_encoder_tp_mode "weights")."""
     rule: str
+    modality: str = "image"
+    encoder_budget_tokens: int = 0
+    """The encoder budget vLLM logs ("Encoder cache will be initialized with a budget of N tokens"):
+    max(max_num_batched_tokens, the most tokens per item) (v1/core/encoder_cache_manager.py
+    compute_mm_encoder_budget)."""
 
 
 def mm_items(
@@ -496,6 +501,8 @@ def vllm_mm_profile(
     kept = f" + {dummy.tower_kept_per_token}" if dummy.tower_kept_per_token else ""
     return MmProfile(
         items=items,
+        modality=modality,
+        encoder_budget_tokens=max(max_batched_tokens, item.budget_tokens),
         input_bytes=inputs,
         output_bytes=outputs,
         tower_peak_bytes=tower,

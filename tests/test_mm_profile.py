@@ -414,3 +414,46 @@ def test_the_context_asked_is_the_profile_s_max_model_len() -> None:
 
     assert activation_at("32768") == 131_072 * QWEN25_PATCH * 2 + 131_072 * QWEN25_PER_TOKEN * 2 == 5_236_588_544
     assert activation_at("128000") == 18_328_059_904
+
+
+@pytest.mark.parametrize(
+    ("log_id", "config", "tp", "budget", "items"),
+    [
+        # Gemma 3 (gemma3_mm.py): 256 tokens per image; the encoder budget max(8,192 batched, 256) = 8,192 holds
+        # 8,192 // 256 = 32 images (MultiModalBudget._get_max_items: far below 1,024 sequences x 32 per prompt)
+        ("llmd-google-gemma-3-4b-it-tp1pp1dp1-8192", "google/gemma-3-4b-it", 1, 8192, 32),
+        ("llmd-google-gemma-3-27b-it-tp1pp1dp1-8192", "google/gemma-3-27b-it", 1, 8192, 32),
+        # Llama 4 (mllama4.py): 16 tiles + 1 global of (336 / 14)^2 / 4 = 144 tokens: 2,448 per image, 8,192 // 2,448
+        ("llmd-meta-llama-llama-4-scout-tp4pp1dp1-8192", "meta-llama/Llama-4-Scout-17B-16E-Instruct", 4, 8192, 3),
+    ],
+)
+def test_kvsize_log_shows_the_encoder_batch(log_id: str, config: str, tp: int, budget: int, items: int) -> None:
+    # v1/worker/gpu_model_runner.py profile_run logs "Encoder cache will be initialized with a budget of N tokens,
+    # and profiled with M image items of the maximum feature size"; kvsize log puts its own beside them
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    path = Path(__file__).parent / "data" / "logs" / f"{log_id}.log"
+    result = CliRunner().invoke(app, ["log", str(path), "--config", config, "--gpu", "h100", "--tp", str(tp), "--json"])
+    figures = {f["name"]: f for f in json.loads(result.stdout)["figures"]}
+    assert (figures["encoder budget"]["logged"], figures["encoder budget"]["predicted"]) == (budget, budget)
+    profiled = figures["encoder items profiled"]
+    assert (profiled["logged"], profiled["predicted"]) == (items, items)
+    assert profiled["part"] is True
+
+
+def test_the_encoder_line_is_read() -> None:
+    from kvsize.engine_log import parse_log
+
+    log = parse_log(
+        "INFO vLLM API server version 0.19.0\n"
+        "INFO [gpu_model_runner.py:5753] Encoder cache will be initialized with a budget of 8289 tokens, and "
+        "profiled with 1 image items of the maximum feature size.\n"
+    )
+    assert log is not None
+    assert (log.figures["encoder_budget_tokens"], log.figures["mm_profile_items"]) == (8289.0, 1.0)
+    assert log.settings["mm_profile_modality"] == "image"
