@@ -558,6 +558,9 @@ def estimate_loaded(
         settings = msgspec.structs.replace(settings, max_num_seqs=(engine_options or {})["max_num_seqs"])
     from kvsize.budget import drops_a_tower
 
+    if settings.mm_limits is not None:
+        notes.extend(_mm_limit_notes(spec, settings.mm_limits))
+
     if drops_a_tower(spec, settings) and not settings.tower_bytes and weights_bytes is None:
         settings = _with_towers(loaded.raw, spec, settings, notes)
     weights = None
@@ -600,7 +603,18 @@ def estimate_loaded(
                 )
             produced = [
                 _scenario(
-                    rules, run_spec, c, b, dtype, tp, pp, card, run_weights, settings, hardware, with_max_context,
+                    rules,
+                    run_spec,
+                    c,
+                    b,
+                    dtype,
+                    tp,
+                    pp,
+                    card,
+                    run_weights,
+                    settings,
+                    hardware,
+                    with_max_context,
                     serving,
                 )
                 for dtype, c, b in product(engine_dtypes, contexts, batches)
@@ -625,6 +639,12 @@ def estimate_loaded(
                     f"vLLM {rules.version} sizes the pool after warm-up and CUDA-graph capture; its start-up use and "
                     "captured graphs are taken from vLLM 0.19 H100 logs (no 0.34 log read): calibrate with kvsize log"
                 )
+        if card is not None and rules.name != "vllm" and (ignored := _vllm_switches(settings)):
+            plural = "," in ignored
+            notes.append(
+                f"{rules.title}: {ignored} {'are vLLM flags' if plural else 'is a vLLM flag'}: "
+                f"{'they change' if plural else 'it changes'} nothing here"
+            )
         if rules.release_note:
             notes.append(rules.release_note)
         notes.extend(rules.estimate_notes(spec))
@@ -995,6 +1015,42 @@ class _Card(msgspec.Struct, frozen=True):
     host_link_bytes_per_s: int | None = None
     host_link_source: str | None = None
     device: Device | None = None
+
+
+def _mm_limit_notes(spec: ArchSpec, limits: Any) -> list[str]:
+    """What --limit-mm-per-prompt cannot act on: a text model (vLLM builds no multimodal config for it), or a
+    modality the model does not take (vLLM reads only the model's own, multimodal/processing/context.py
+    allowed_mm_limits, and ignores the rest without a word)."""
+    from kvsize.mm_profile import MODEL_MODALITIES, model_modalities
+
+    if not spec.is_multimodal:
+        return ["--limit-mm-per-prompt: a text model has no multimodal inputs, so it changes nothing"]
+    if not set(spec.architectures) & MODEL_MODALITIES.keys():
+        return []
+    takes = model_modalities(spec.architectures)
+    unknown = [m for m, _ in limits.counts if m not in takes]
+    if not unknown:
+        return []
+    return [
+        f"--limit-mm-per-prompt: this model takes {', '.join(takes)}, not {', '.join(unknown)}: vLLM ignores "
+        f"{'it' if len(unknown) == 1 else 'them'} (check the spelling)"
+    ]
+
+
+def _vllm_switches(settings: BudgetSettings) -> str:
+    """The vLLM-only switches the settings carry, as their flags ("" for none)."""
+    given = [
+        flag
+        for flag, on in (
+            ("--enforce-eager", settings.enforce_eager),
+            ("--language-model-only", settings.language_model_only),
+            ("--enable-expert-parallel", settings.expert_parallel),
+            ("--skip-mm-profiling", settings.skip_mm_profiling),
+            ("--limit-mm-per-prompt", settings.mm_limits is not None),
+        )
+        if on
+    ]
+    return ", ".join(given)
 
 
 def _with_towers(raw: Mapping[str, Any], spec: ArchSpec, settings: BudgetSettings, notes: list[str]) -> BudgetSettings:

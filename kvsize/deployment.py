@@ -159,10 +159,14 @@ class DeploymentSettings(Record, frozen=True, kw_only=True):
     )
     encoder_len: Annotated[int | None, _doc("Tokens each cross-attention layer attends to.")] = None
     revision: Annotated[str | None, _doc("Hub revision: a branch, tag or full commit hash.")] = None
-    enforce_eager: Annotated[bool, _doc("vLLM --enforce-eager: no CUDA graphs.")] = False
-    language_model_only: Annotated[bool, _doc("vLLM 0.17+ --language-model-only: no encoders, no towers.")] = False
-    enable_expert_parallel: Annotated[bool, _doc("vLLM --enable-expert-parallel: whole experts per rank.")] = False
-    skip_mm_profiling: Annotated[bool, _doc("vLLM 0.10.1+ --skip-mm-profiling: no encoder profile.")] = False
+    enforce_eager: Annotated[bool | None, _doc("vLLM --enforce-eager: no CUDA graphs.")] = None
+    language_model_only: Annotated[bool | None, _doc("vLLM 0.17+ --language-model-only: no encoders, no towers.")] = (
+        None
+    )
+    enable_expert_parallel: Annotated[bool | None, _doc("vLLM --enable-expert-parallel: whole experts per rank.")] = (
+        None
+    )
+    skip_mm_profiling: Annotated[bool | None, _doc("vLLM 0.10.1+ --skip-mm-profiling: no encoder profile.")] = None
     limit_mm_per_prompt: Annotated[
         str | None, _doc('vLLM --limit-mm-per-prompt, e.g. {"video": 0}: the modality profiled, towers at 0.')
     ] = None
@@ -211,10 +215,10 @@ class DeploymentSettings(Record, frozen=True, kw_only=True):
                 gpu_util=self.gpu_util,
                 kv_memory_bytes=self.kv_memory,
                 max_batched_tokens=self.max_batched_tokens,
-                enforce_eager=self.enforce_eager,
-                language_model_only=self.language_model_only,
-                expert_parallel=self.enable_expert_parallel,
-                skip_mm_profiling=self.skip_mm_profiling,
+                enforce_eager=bool(self.enforce_eager),
+                language_model_only=bool(self.language_model_only),
+                expert_parallel=bool(self.enable_expert_parallel),
+                skip_mm_profiling=bool(self.skip_mm_profiling),
                 mm_limits=None if self.limit_mm_per_prompt is None else parse_mm_limits(self.limit_mm_per_prompt),
             ),
             "offload": (self.cpu_mem, self.link_bandwidth) if self.cpu_mem is not None else None,

@@ -316,7 +316,10 @@ class GpuFit(Record, frozen=True, kw_only=True):
     """The engine's own pool figure: vLLM "GPU KV cache size: N tokens", SGLang max_total_num_tokens,
     TensorRT-LLM max_tokens; None for engines without a pool."""
     concurrency: float | None = None
-    """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx)."""
+    """vLLM's "Maximum concurrency for ctx tokens per request: X" (others: pool tokens / ctx; SGLang's split
+    hybrid SWA pools: the binding pool's tokens over a request's slots there)."""
+    kv_pool_swa_tokens: int | None = None
+    """SGLang's hybrid SWA pool, beside the full pool of kv_pool_tokens (swa_max_total_num_tokens)."""
     speed: SpeedBound | None = None
     offload: OffloadTier | None = None
     context_limit: ContextLimit | None = None
@@ -697,8 +700,10 @@ def pool_figures(
         pool = engine.pool(spec, available_bytes=budget, max_model_len=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
         return pool.kv_pool_tokens, pool.concurrency
     if isinstance(engine, SglangEngine):
-        tokens = engine.pool(spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp).max_total_num_tokens
-        return tokens, tokens / ctx
+        sglang_pool = engine.pool(spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        tokens = sglang_pool.max_total_num_tokens
+        split_ratio = engine.split_pool_concurrency(spec, sglang_pool, ctx)
+        return tokens, split_ratio if split_ratio is not None else tokens / ctx
     if isinstance(engine, TrtllmEngine):  # the budget already applied free_gpu_memory_fraction
         tokens = engine.pool(
             spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp, free_gpu_memory_fraction=1.0
@@ -844,6 +849,11 @@ def plan_fit(
         max_context=within_model_context(by_memory, engine_max_context(engine, spec)) if with_max_context else None,
         max_context_by_memory=by_memory,
         kv_pool_tokens=tokens,
+        kv_pool_swa_tokens=(
+            engine.pool(spec, available_bytes=usable, kv_dtype=kv_dtype, tp=tp, pp=pp).swa_max_total_num_tokens
+            if split is not None and isinstance(engine, SglangEngine)
+            else None
+        ),
         concurrency=concurrency,
         speed=speed_bound(
             weights_per_gpu=weights_per_gpu, kv_per_gpu=running * per_request, ctx=ctx, batch=running, tp=tp, hw=hw

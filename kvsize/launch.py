@@ -207,6 +207,8 @@ class LaunchScenario:
     """vLLM --limit-mm-per-prompt's JSON, as the budget was sized."""
     skip_mm_profiling: bool = False
     """vLLM --skip-mm-profiling, as the budget was sized."""
+    multimodal: bool = False
+    """The model takes images, video or audio (ArchSpec.is_multimodal)."""
     quant_method: str | None = None
     """The checkpoint's quantization_config.quant_method (None: an unquantized checkpoint)."""
     weights_dtype: str | None = None
@@ -388,10 +390,15 @@ def _vllm(s: LaunchScenario, flags: ReleaseFlags) -> _Builder:
         b.add("--language-model-only", what="text only (no encoders)")
     if s.expert_parallel:
         b.add("--enable-expert-parallel", what="expert parallelism")
-    if s.mm_limits:
-        b.add("--limit-mm-per-prompt", s.mm_limits, what="the multimodal limits")
-    if s.skip_mm_profiling:
-        b.add("--skip-mm-profiling", what="no encoder profile")
+    if (s.mm_limits or s.skip_mm_profiling) and not s.multimodal:
+        # vLLM before the multimodal config was made optional for text models raised on the flag
+        # ("limit_mm_per_prompt is only supported for multimodal models"); for a text model it changes nothing
+        b.notes.append("--limit-mm-per-prompt / --skip-mm-profiling left out: a text model has no encoder")
+    else:
+        if s.mm_limits:
+            b.add("--limit-mm-per-prompt", s.mm_limits, what="the multimodal limits")
+        if s.skip_mm_profiling:
+            b.add("--skip-mm-profiling", what="no encoder profile")
     if s.block_size is not None:
         b.add("--block-size", s.block_size, what="the block size")
     if (dtype := _model_dtype(s)) is not None:
@@ -583,5 +590,6 @@ def sized_launch(
             expert_parallel=budget.expert_parallel,
             mm_limits=budget.mm_limits.given if budget.mm_limits else None,
             skip_mm_profiling=budget.skip_mm_profiling,
+            multimodal=spec.is_multimodal,
         ),
     )

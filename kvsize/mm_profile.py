@@ -176,7 +176,7 @@ def parse_mm_limits(text: str) -> MmLimits:
                 whole(limit[k], positive=True) for k in allowed[1:] if k in limit
             ):
                 raise UsageError(
-                    f"{modality}'s count must be a whole number >= 0 and its sizes > 0",
+                    f"{modality}'s count must be a whole number from 0 to 2^31 - 1 and its sizes above 0",
                     hint=hint,
                 )
             if len(limit) > ("count" in limit):
@@ -184,7 +184,7 @@ def parse_mm_limits(text: str) -> MmLimits:
         elif whole(limit, positive=False):
             count = limit
         else:
-            raise UsageError(f"{modality}'s limit must be a whole number >= 0", hint=hint)
+            raise UsageError(f"{modality}'s limit must be a whole number from 0 to 2^31 - 1", hint=hint)
         counts.append((modality, count))
     return MmLimits(counts=tuple(counts), sized=tuple(sized), given=json.dumps(value, separators=(",", ":")))
 
@@ -542,7 +542,7 @@ def unmodelled_note(spec: ArchSpec, limits: MmLimits = NO_LIMITS, rules: VllmRul
                 f"counted at the largest {modality}, so the KV figure is a lower bound; {CALIBRATE}"
             )
     if dummy.video is not None:
-        return SOURCE_ONLY_NOTE
+        return SOURCE_ONLY_NOTE if not limits.given else SOURCE_ONLY_NOTE.split("; --limit-mm-per-prompt")[0]
     return None
 
 

@@ -478,7 +478,9 @@ def _pool_lines(scenarios: Sequence[Scenario]) -> list[str]:
     for (dtype, pool), per_ctx in by_pool.items():
         label = f"tokens of KV, {dtype}" if len(by_pool) > 1 else "tokens of KV"
         ctxs = [f"{ctx:,} tokens per request: {g.concurrency:.2f}x{_above_cap(g)}" for ctx, g in per_ctx.items()]
-        lines.append(f"engine pool ({label}): {pool:,}; concurrency for " + "; for ".join(ctxs))
+        swa = next(iter(per_ctx.values())).kv_pool_swa_tokens
+        shown = f"{pool:,} full + {swa:,} sliding-window" if swa is not None else f"{pool:,}"
+        lines.append(f"engine pool ({label}): {shown}; concurrency for " + "; for ".join(ctxs))
     return lines
 
 

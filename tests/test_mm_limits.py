@@ -69,13 +69,14 @@ def test_counts_and_dummy_sizes_parse() -> None:
         ("not json", "not JSON"),
         ("[1]", "non-empty JSON object"),
         ("{}", "non-empty JSON object"),
-        ('{"image": -1}', "whole number >= 0"),
-        ('{"image": true}', "whole number >= 0"),
-        ('{"image": 1.5}', "whole number >= 0"),
+        ('{"image": -1}', "whole number from 0 to 2"),
+        ('{"image": true}', "whole number from 0 to 2"),
+        ('{"image": 1.5}', "whole number from 0 to 2"),
+        ('{"image": 99999999999999999999}', "from 0 to 2\\^31 - 1"),
         ('{"Image": 1}', "not a modality name"),
         ('{"image": {"depth": 2}}', "image takes count, width, height, not depth"),
         ('{"audio": {"width": 3}}', "audio takes count, length, not width"),
-        ('{"video": {"count": 1, "num_frames": 0}}', "sizes > 0"),
+        ('{"video": {"count": 1, "num_frames": 0}}', "sizes above 0"),
         ("{" * 5000, "longer than 4096"),
     ],
 )
@@ -92,7 +93,7 @@ def test_bad_value_is_one_line_and_exit_2() -> None:
         timeout=120,
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "--limit-mm-per-prompt: image's limit must be a whole number >= 0" in run.stderr
+    assert "--limit-mm-per-prompt: image's limit must be a whole number from 0 to 2^31 - 1" in run.stderr
 
 
 # --- the modality profiled -------------------------------------------------------------------------------------
@@ -386,3 +387,42 @@ def test_a_text_model_takes_no_tower_note() -> None:
     args = ["meta-llama/Llama-3.1-8B", "--ctx", "8192", "--gpu", "h100", "--json"]
     notes = json.loads(runner.invoke(app, args).stdout)["notes"]
     assert not any("no tower counted" in n for n in notes)
+
+
+# --- what the flags cannot act on (a hostile review's findings) ----------------------------------------------
+
+
+def test_vllm_switches_under_another_engine_say_so() -> None:
+    args = [QWEN25, "--ctx", "32768", "--gpu", "h100", "--engine", "sglang", "--json"]
+    notes = json.loads(runner.invoke(app, [*args, "--skip-mm-profiling"]).stdout)["notes"]
+    assert "SGLang: --skip-mm-profiling is a vLLM flag: it changes nothing here" in notes
+    both = json.loads(runner.invoke(app, [*args, "--enforce-eager", "--limit-mm-per-prompt", '{"video": 0}']).stdout)
+    assert "SGLang: --enforce-eager, --limit-mm-per-prompt are vLLM flags: they change nothing here" in both["notes"]
+
+
+def test_a_text_model_neither_takes_nor_emits_the_multimodal_flags() -> None:
+    # vLLM builds no multimodal config for a text model; older releases raised on the flag ("limit_mm_per_prompt
+    # is only supported for multimodal models"), so the launch command leaves it out
+    args = ["meta-llama/Llama-3.1-8B", "--ctx", "8192", "--gpu", "h100", "--limit-mm-per-prompt", '{"image": 0}']
+    notes = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["notes"]
+    assert any("a text model has no multimodal inputs" in n for n in notes)
+    emitted = runner.invoke(app, [*args, "--emit", "vllm"]).stdout
+    assert "--limit-mm-per-prompt" not in emitted.split("\n")[0] and "a text model has no encoder" in emitted
+
+
+def test_a_modality_the_model_does_not_take_is_named() -> None:
+    # multimodal/processing/context.py allowed_mm_limits reads the model's own modalities only: "videos" is ignored
+    out = json.loads(runner.invoke(app, [QWEN25, "--ctx", "128000", "--gpu", "h100", "--json",
+                                         "--limit-mm-per-prompt", '{"videos": 0}']).stdout)  # fmt: skip
+    assert any("takes image, video, not videos" in n for n in out["notes"])
+    plain = _budget(QWEN25, "0.34")
+    assert out["scenarios"][0]["gpu"]["budget"]["activation_bytes"] == plain["activation_bytes"]
+
+
+def test_capacity_file_null_switch_is_not_given(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = _check(tmp_path, "enforce_eager: null")
+    assert code == 0, err
+    assert (
+        json.loads(out)["deployments"][0]["kv_budget_bytes"]
+        == json.loads(_check(tmp_path, "")[1])["deployments"][0]["kv_budget_bytes"]
+    )

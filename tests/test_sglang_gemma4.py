@@ -103,7 +103,7 @@ def test_sm100_pages_by_release() -> None:
     ("version", "options", "kv", "says"),
     [
         ("0.5.10", {}, KvDtype.BF16, "has no Gemma 4"),
-        ("0.5.23", {"platform": "rocm"}, KvDtype.BF16, "memory fraction for Gemma 4"),
+        ("0.5.23", {"platform": "rocm"}, KvDtype.BF16, "triton, not aiter, is forced there"),
         ("0.5.23", {}, KvDtype.NVFP4, "no FP4 branch"),
     ],
 )
@@ -230,3 +230,12 @@ def test_split_pool_longest_context_in_whole_pages() -> None:
     assert get_engine("sglang", "0.5.19").split_pool_limits(
         gpt_oss, available_bytes=0, ctx=256, batch=1, kv_dtype=KvDtype.BF16
     ) == (0, 0)
+
+
+def test_the_pool_line_names_both_pools_and_the_binding_concurrency() -> None:
+    # gpt-oss-20b at 256 tokens on 10 GiB: full pool 242,725 / 256 = 948.1 requests, SWA pool 194,180 over
+    # min(256, 257) = 256 slots = 758.5: the SWA pool binds, and the line says so
+    (fit,) = _fit("openai/gpt-oss-20b", "--ctx", "256")
+    assert (fit["kv_pool_tokens"], fit["kv_pool_swa_tokens"]) == (242_725, 194_180)
+    assert fit["concurrency"] == pytest.approx(194_180 / 256)
+    assert fit["max_concurrency"] == 194_180 // 256 == 758

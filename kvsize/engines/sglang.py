@@ -599,10 +599,13 @@ class SglangEngine(Engine):
             )
         device = self.context.device
         if device is not None and device.platform != "cuda":
+            why = (
+                "triton, not aiter, is forced there, and the aiter factor's rule was not traced"
+                if device.platform == "rocm"
+                else "its attention backend there was not read"
+            )
             raise UnsupportedArchitecture(
-                f"{self.release_label}: kvsize has not read SGLang's memory fraction for Gemma 4 on "
-                f"{device.name or 'this device'} (triton, not aiter, is forced there: the aiter factor's rule "
-                "was not traced)",
+                f"{self.release_label}: kvsize has not read SGLang's Gemma 4 on {device.name or 'this device'} ({why})",
                 hint="Pick an NVIDIA --gpu, or use --engine formula.",
             )
         cap = device.capability if device is not None else None
@@ -964,7 +967,11 @@ class SglangEngine(Engine):
         elif windowed:
             notes.append(
                 f"{self.release_label} sizes {spec.model_type}'s {windowed} sliding-window layers as full attention "
-                f"(its hybrid SWA pool serves only {len(self.rules.swa_archs)} architectures"
+                + (
+                    f"(its hybrid SWA pool serves only {len(self.rules.swa_archs)} architectures"
+                    if self.rules.swa_archs
+                    else "(it has no hybrid SWA pool for any architecture"
+                )
                 + (": " + ", ".join(sorted(self.rules.swa_archs)[:4]) + " ..." if self.rules.swa_archs else "")
                 + ")"
             )
@@ -1114,6 +1121,21 @@ class SglangEngine(Engine):
         if self.rules.swa_eviction == "none" or batch * cap > swa:
             longest = min(longest, swa // batch // page * page)
         return requests, max(longest, 0)
+
+    def split_pool_concurrency(self, spec: ArchSpec, pool: SglangPool, ctx: int) -> float | None:
+        """Requests of ctx tokens the split pools hold, as a ratio (the binding pool's tokens over one request's
+        slots there); None for a single pool."""
+        resolved = self._for(spec)
+        if resolved is not self:
+            return resolved.split_pool_concurrency(spec, pool, ctx)
+        pooled = self._pooled(spec)
+        if not pooled or pool.swa_max_total_num_tokens is None:
+            return None
+        ratios = [pool.swa_max_total_num_tokens / max(self._slots(spec, a, ctx) for a in pooled)]
+        reference = self._reference_full(spec)
+        if reference is not None:
+            ratios.append(pool.max_total_num_tokens / self._slots(spec, reference, ctx))
+        return min(ratios)
 
     def _pooled(self, spec: ArchSpec) -> list[AttentionSpec]:
         return [
