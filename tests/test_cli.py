@@ -155,7 +155,7 @@ def test_json_shape() -> None:
                                     "weights_estimated", "reserve_bytes", "reserve_rule", "kv_budget_bytes",
                                     "fits", "memory_fits", "max_concurrency", "max_context", "max_context_by_memory",
                                     "budget",
-                                    "kv_pool_tokens",
+                                    "kv_pool_tokens", "kv_pool_swa_tokens",
                                     "concurrency", "speed", "offload", "concurrency_cap", "cap_binds",
                                     "max_concurrency_by_memory",
                                     "suggestions", "steady_state_concurrency",

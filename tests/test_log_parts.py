@@ -37,7 +37,9 @@ def test_vllm_parts_beside_the_printed_ones() -> None:
     # 2,233,382,912 B (2.08 GiB). 0.19 prints a CUDA-graph estimate but does not subtract it: no such row.
     code, data = run_log(str(LOGS / "llmd-meta-llama-llama-4-scout-tp4pp1dp1-8192.log"))
     parts = {f["name"]: f for f in data["figures"] if f.get("part")}
-    assert set(parts) == {"activation peak", "non-torch"}
+    # and the encoder's batch: "budget of 8192 tokens, and profiled with 3 image items" (17 tiles x 144 tokens)
+    assert set(parts) == {"activation peak", "non-torch", "encoder budget", "encoder items profiled"}
+    assert (parts["encoder items profiled"]["logged"], parts["encoder items profiled"]["predicted"]) == (3, 3)
     assert parts["non-torch"]["logged"] == 2.17 and parts["non-torch"]["predicted"] == 2_233_382_912 / GIB
     assert parts["activation peak"]["logged"] == 3.19
     # the verdict is the KV memory's (+0.94%: inside 1%, outside 0.5%), not the parts' (non-torch -4.1%)
