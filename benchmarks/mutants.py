@@ -387,7 +387,13 @@ _SPLIT_POOL_BINDS = (
     "cap, so b x (full x ctx + swa x slots) <= full tokens x (full + 0.8 x swa) = the budget at the pools' longest "
     "context: the byte search never finds a shorter one, and the pools' figure is the minimum."
 )
+_LIFE_SUM_BASE = (
+    "serving.py affine_life_sum `b - a <= 1 or <linear>`: with b - a <= 1 the midpoint is a, and size(a) x (b - a) "
+    "= fa x (b - a) + fb x 0 holds for any size: the linear test is true wherever the base case is, so `and` "
+    "decides the same."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/serving.py:570:11:or -> and": _LIFE_SUM_BASE,
     "kvsize/fit.py:819:20:min(...) -> arg 1": _SPLIT_POOL_BINDS,
     "kvsize/fit.py:755:14:1 -> 2": _PLAN_FIT_TP,
     "kvsize/capacity_file.py:316:19:256 -> 257": _LRU_SIZE,

@@ -1948,3 +1948,141 @@ def test_mllama_vision_tower_counted_module_by_module() -> None:
     assert tower == 863_567_379
     counted = estimate_parameters(registry_config("meta-llama/Llama-3.2-90B-Vision-Instruct"))
     assert counted.breakdown["vision"] == tower + 7680 * 8192 + 8192
+
+
+# --- round 21 (--seed 21, a fresh sample of 18 modules, on 56e8825) ------------------------------------------------
+
+
+def test_llamacpp_old_kv_self_size_line_reads_both_types() -> None:
+    # llama.cpp before the unified cache: "KV self size = T MiB, K (type): K MiB, V (type): V MiB"
+    from kvsize.engine_log import parse_log
+
+    log = parse_log(
+        "llama_new_context_with_model: n_ctx      = 4096\n"
+        "llama_new_context_with_model: KV self size  =  512.00 MiB, K (f16):  320.00 MiB, V (q8_0):  192.00 MiB\n"
+    )
+    assert log is not None and (log.settings["type_k"], log.settings["type_v"]) == ("f16", "q8_0")
+    assert log.figures["kv_size_mib"] == 512.0
+
+
+def test_prefill_compute_bound_splits_over_tp() -> None:
+    # fit.py speed_bound: the prefill's compute floor is 2 x active parameters x tokens / (peak FLOPs x tp); at
+    # 128k tokens an 8B model is compute-bound, so tp 2 halves it
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    def prefill(tp: str) -> float:
+        out = (
+            CliRunner()
+            .invoke(app, ["meta-llama/Llama-3.1-8B", "--ctx", "131072", "--gpu", "h100", "--tp", tp, "--json"])
+            .stdout
+        )
+        return float(json.loads(out)["scenarios"][0]["gpu"]["speed"]["prefill_seconds_min"])
+
+    one, two = prefill("1"), prefill("2")
+    assert two == pytest.approx(one / 2, rel=1e-9)
+
+
+def test_a_seven_byte_safetensors_file_is_too_short(tmp_path: Path) -> None:
+    from kvsize.errors import KvsizeError
+    from kvsize.weights import read_safetensors_header
+
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(bytes(7))
+    with pytest.raises(KvsizeError, match="only 7 bytes"):
+        read_safetensors_header(path)
+
+
+def test_capacity_yaml_tag_error_names_its_line(tmp_path: Path) -> None:
+    # capacity_file.py load: the YAML error's line (mark.line is 0-based) goes to the GitHub annotation
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.yaml"
+    path.write_text("deployments:\n  - name: d\n    model: !!python/object:os.system echo\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "kvsize", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GITHUB_ACTIONS": "true"},
+    )
+    assert run.returncode == 2
+    assert f"::error file={path},line=3," in run.stdout + run.stderr
+
+
+def test_one_deployment_is_singular(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8192}\n"
+    )
+    out = " ".join(CliRunner().invoke(app, ["check", str(path)]).stdout.split())
+    assert "1 deployment: 1 pass, 0 fail" in out
+
+
+def test_a_single_llamacpp_cache_has_no_total_row() -> None:
+    # calibration.py: the "KV size" total row only for more than one cache (iSWA: the SWA and non-SWA halves)
+    from kvsize.calibration import Deployment, check_log
+    from kvsize.engine_log import parse_log
+
+    text = (Path(__file__).parent / "data/logs/llamacpp-cuda-phi3-mini.log").read_text()
+    log = parse_log(text)
+    assert log is not None and len(log.caches) == 1
+    names = [f.name for f in check_log(log, Deployment()).figures]
+    assert "KV size" not in names
+
+
+def test_calibration_card_mismatch_names_a_memory_only_card() -> None:
+    from kvsize.calibration import Calibration, CalibrationTarget, calibration_mismatches
+
+    cal = Calibration(model="meta-llama/Llama-3.1-8B", gpu="h100")
+    target = CalibrationTarget(model="meta-llama/Llama-3.1-8B", gpu=None, engines=("vllm",), engine_version=None)
+    assert any("a card given by its memory only" in m for m in calibration_mismatches(cal, target))
+
+
+def test_steady_state_requests_bound_is_a_billion() -> None:
+    from kvsize.deployment import MAX_REQUESTS, read_positive_number
+
+    assert MAX_REQUESTS == 10**9
+    assert read_positive_number(10**9) == 10**9
+    with pytest.raises(UsageError):
+        read_positive_number(10**9 + 1)
+
+
+def test_llamacpp_per_head_mla_without_rope_dims() -> None:
+    # llama.cpp b7445-b8164 (no MLA pinning): K and V per head, K = n_head x (nope + rope). DeepSeek-V2-Lite with
+    # qk_rope_head_dim 0: K 16 x 128 and V 16 x 128 at f16 = 4,096 + 4,096 B per cell and layer
+    import json
+
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+
+    raw = json.loads((Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V2-Lite.json").read_text())
+    raw["qk_rope_head_dim"] = 0
+    spec = parse_config(raw)
+    attn = next(layer.attention for layer in spec.layers if layer.attention is not None)
+    assert get_engine("llamacpp", "b7445").row_bytes_per_cell(spec, attn, KvDtype.FP16) == 16 * 128 * 2 * 2
+
+
+def test_vllm_all_mode_mamba_blocks_add_the_speculative_ones() -> None:
+    # vLLM 0.22 MambaSpec in "all" mode (Nemotron-H, a SupportsMambaPrefixCaching model, now "all" under
+    # speculation too): cdiv(max_model_len, block) + num_speculative_tokens blocks: cdiv(1,000, 16) + 2 = 65;
+    # 0.21 keeps "align" while speculating: 2 + 2 speculative = 4 (no checkpoint blocks before 0.33)
+    from kvsize.config import parse_config
+    from kvsize.engines.vllm import VllmEngine
+
+    spec = parse_config(registry_config("nvidia/Nemotron-H-56B-Base-8K"))
+    state = next(layer.state for layer in spec.layers if layer.state is not None)
+    new = VllmEngine("0.22.0", num_speculative_tokens=2, enable_prefix_caching=True)
+    old = VllmEngine("0.21.0", num_speculative_tokens=2, enable_prefix_caching=True)
+    assert (new.mamba_mode(spec), new.mamba_blocks(spec, state, 1000, 16)) == ("all", 63 + 2)
+    assert (old.mamba_mode(spec), old.mamba_blocks(spec, state, 1000, 16)) == ("align", 4)
