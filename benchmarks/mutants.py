@@ -128,6 +128,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_reliability_gates.py",
         "tests/test_capacity.py",
         "tests/test_mm_limits.py",
+        "tests/test_mutants_killed.py",
     ],
     # sglang_releases.py: the eras' switches, read by every SGLang sizing
     "kvsize/engines/sglang_releases.py": [
