@@ -2086,3 +2086,38 @@ def test_vllm_all_mode_mamba_blocks_add_the_speculative_ones() -> None:
     old = VllmEngine("0.21.0", num_speculative_tokens=2, enable_prefix_caching=True)
     assert (new.mamba_mode(spec), new.mamba_blocks(spec, state, 1000, 16)) == ("all", 63 + 2)
     assert (old.mamba_mode(spec), old.mamba_blocks(spec, state, 1000, 16)) == ("align", 4)
+
+
+def test_latency_ttft_compute_floor_splits_over_tp() -> None:
+    # fit.py latency_bounds: TTFT >= max(2 x active parameters x batch x ctx / (peak x tp), weights read / bw);
+    # 8e9 parameters x 100,000 tokens x 2 = 1.6e15 FLOPs over 1e15 FLOP/s = 1.6 s, at tp 2 0.8 s (the weights
+    # read, 1 GB at 1 TB/s = 1 ms, is far below)
+    from kvsize.fit import Hardware, latency_bounds
+
+    hw = Hardware(bandwidth_bytes_per_s=10**12, bf16_flops=10**15, active_parameters=8 * 10**9)
+
+    def ttft(tp: int) -> float | None:
+        (row,) = latency_bounds(
+            weights_per_gpu=10**9, kv_per_request=lambda ctx: 0, hardware=hw, contexts=[100_000], batches=[1],
+            itl_ms=50, tp=tp,
+        )  # fmt: skip
+        return row.ttft_seconds_min
+
+    assert ttft(1) == pytest.approx(1.6) and ttft(2) == pytest.approx(0.8)
+
+
+def test_one_request_is_singular_in_a_failure(tmp_path: Path) -> None:
+    # capacity_file.py _plural: "1 request of 131,072 tokens take ..." (Llama-3.1-8B at 128k on an H100)
+    from typer.testing import CliRunner
+
+    from kvsize.cli.app import app
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n"
+        "    require: {ctx: 131072, max_kv_fraction: 0.01}\n"
+    )
+    result = CliRunner().invoke(app, ["check", str(path)])
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.exit_code == 1
+    assert "1 request of 131,072 tokens take" in out and "1 requests" not in out
