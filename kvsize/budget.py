@@ -18,7 +18,15 @@ import msgspec
 from kvsize.engines.base import cdiv
 from kvsize.engines.context import Device, UsageContext
 from kvsize.errors import UsageError
-from kvsize.mm_profile import MmLimits, MmProfile, NotModelled, model_modalities, unmodelled_note, vllm_mm_profile
+from kvsize.mm_profile import (
+    NO_LIMITS,
+    MmLimits,
+    MmProfile,
+    NotModelled,
+    model_modalities,
+    unmodelled_note,
+    vllm_mm_profile,
+)
 from kvsize.record import Record
 from kvsize.rope_tables import MROPE_POSITIONS_FACTOR, RopeTables, rope_table_bytes
 from kvsize.spec import ArchSpec
@@ -412,7 +420,7 @@ def vllm_encoder_profile(
         max_model_len=s.max_model_len or spec.max_context or tokens,
         tp=tp,
         rules=rules,
-        limits=s.mm_limits or MmLimits(),
+        limits=s.mm_limits or NO_LIMITS,
     )
 
 

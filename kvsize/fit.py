@@ -700,10 +700,8 @@ def pool_figures(
         pool = engine.pool(spec, available_bytes=budget, max_model_len=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
         return pool.kv_pool_tokens, pool.concurrency
     if isinstance(engine, SglangEngine):
-        sglang_pool = engine.pool(spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp)
-        tokens = sglang_pool.max_total_num_tokens
-        split_ratio = engine.split_pool_concurrency(spec, sglang_pool, ctx)
-        return tokens, split_ratio if split_ratio is not None else tokens / ctx
+        tokens = engine.pool(spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp).max_total_num_tokens
+        return tokens, tokens / ctx
     if isinstance(engine, TrtllmEngine):  # the budget already applied free_gpu_memory_fraction
         tokens = engine.pool(
             spec, available_bytes=budget, kv_dtype=kv_dtype, tp=tp, pp=pp, free_gpu_memory_fraction=1.0
@@ -795,17 +793,21 @@ def plan_fit(
     whole = estimate or engine.estimate(spec, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_request = -(-whole.kv_cache_bytes_per_gpu // batch)  # the most loaded GPU's share of one request
     usable = max(budget.kv_budget_bytes, 0)
-    tokens, concurrency = pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
-    hw = hardware or Hardware()
-    held = usable // per_request if per_request else 0
     # SGLang's hybrid SWA pools are split at start-up: each must hold the requests on its own
     split = (
-        engine.split_pool_limits(spec, available_bytes=usable, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        engine.split_pools(spec, available_bytes=usable, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp)
         if isinstance(engine, SglangEngine) and usable > 0
         else None
     )
+    tokens, concurrency = (
+        (split.full_tokens, split.concurrency)
+        if split is not None
+        else pool_figures(engine, spec, budget=usable, ctx=ctx, kv_dtype=kv_dtype, tp=tp, pp=pp)
+    )
+    hw = hardware or Hardware()
+    held = usable // per_request if per_request else 0
     if split is not None:
-        held = min(held, split[0])
+        held = min(held, split.requests)
     cap = running_request_cap(
         engine,
         spec,
@@ -823,12 +825,12 @@ def plan_fit(
     if split is not None and with_max_context:
         # the full pool binds before the bytes do (a request's SWA slots fit the SWA pool's 0.8 share below its
         # cap), so the pool's figure is the limit even where the byte search found none
-        by_memory = split[1] if by_memory is None else min(by_memory, split[1])
+        by_memory = split.longest if by_memory is None else min(by_memory, split.longest)
     running = min(batch, cap) if cap is not None else batch  # the rest of the batch waits (speed only)
     limit = context_limit(engine, spec, ctx)  # past the engine's maximum: refused, or only a warning
     memory_fits = budget.kv_budget_bytes >= 0 and batch * per_request <= budget.kv_budget_bytes
     if split is not None:
-        memory_fits = memory_fits and batch <= split[0]
+        memory_fits = memory_fits and batch <= split.requests
     return GpuFit(
         name=gpu_name,
         memory_bytes=memory_bytes,
@@ -849,11 +851,7 @@ def plan_fit(
         max_context=within_model_context(by_memory, engine_max_context(engine, spec)) if with_max_context else None,
         max_context_by_memory=by_memory,
         kv_pool_tokens=tokens,
-        kv_pool_swa_tokens=(
-            engine.pool(spec, available_bytes=usable, kv_dtype=kv_dtype, tp=tp, pp=pp).swa_max_total_num_tokens
-            if split is not None and isinstance(engine, SglangEngine)
-            else None
-        ),
+        kv_pool_swa_tokens=split.swa_tokens if split is not None else None,
         concurrency=concurrency,
         speed=speed_bound(
             weights_per_gpu=weights_per_gpu, kv_per_gpu=running * per_request, ctx=ctx, batch=running, tp=tp, hw=hw

@@ -1859,35 +1859,30 @@ def test_llamacpp_sliding_cells_are_the_smaller_of_ctx_and_the_window_span() -> 
     assert not any("iSWA" in n for n in engine.estimate_notes(parse_config(registry_config("meta-llama/Llama-3.1-8B"))))
 
 
-def test_capacity_deployment_needs_a_name(tmp_path: Path) -> None:
+def _check_llama(tmp_path: Path, require: str, name: str = "d") -> tuple[int, str]:
+    """`kvsize check` on one Llama-3.1-8B deployment on an H100 with `require` (its flow mapping): the exit code
+    and stdout + stderr on one line."""
     from typer.testing import CliRunner
 
     from kvsize.cli.app import app
 
     path = tmp_path / "c.yaml"
     path.write_text(
-        'deployments:\n  - name: ""\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8192}\n'
+        f"deployments:\n  - name: {name}\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {require}\n"
     )
     result = CliRunner().invoke(app, ["check", str(path)])
-    assert result.exit_code == 2 and "deployments.0.name" in " ".join(result.stderr.split())
+    return result.exit_code, " ".join((result.stdout + result.stderr).split())
+
+
+def test_capacity_deployment_needs_a_name(tmp_path: Path) -> None:
+    code, out = _check_llama(tmp_path, "{ctx: 8192}", name='""')
+    assert code == 2 and "deployments.0.name" in out
 
 
 def test_steady_state_requirement_fails_without_its_workload(tmp_path: Path) -> None:
     # min_steady_state_concurrency 0.5 with no prompt_len / output_len: the steady state is unknown, taken as 0
-    from typer.testing import CliRunner
-
-    from kvsize.cli.app import app
-
-    path = tmp_path / "c.yaml"
-    path.write_text(
-        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n"
-        "    require: {ctx: 8192, min_steady_state_concurrency: 0.5}\n"
-    )
-    result = CliRunner().invoke(app, ["check", str(path)])
-    text = " ".join(result.stdout.split())
-    assert (
-        result.exit_code == 1 and "steady-state concurrency is 0.0, below 0.5 (give prompt_len and output_len)" in text
-    )
+    code, out = _check_llama(tmp_path, "{ctx: 8192, min_steady_state_concurrency: 0.5}")
+    assert code == 1 and "steady-state concurrency is 0.0, below 0.5 (give prompt_len and output_len)" in out
 
 
 def test_vllm_tpu_v5e_batch_defaults() -> None:
@@ -2016,16 +2011,8 @@ def test_capacity_yaml_tag_error_names_its_line(tmp_path: Path) -> None:
 
 
 def test_one_deployment_is_singular(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from kvsize.cli.app import app
-
-    path = tmp_path / "c.yaml"
-    path.write_text(
-        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n    require: {ctx: 8192}\n"
-    )
-    out = " ".join(CliRunner().invoke(app, ["check", str(path)]).stdout.split())
-    assert "1 deployment: 1 pass, 0 fail" in out
+    code, out = _check_llama(tmp_path, "{ctx: 8192}")
+    assert code == 0 and "1 deployment: 1 pass, 0 fail" in out
 
 
 def test_a_single_llamacpp_cache_has_no_total_row() -> None:
@@ -2108,16 +2095,5 @@ def test_latency_ttft_compute_floor_splits_over_tp() -> None:
 
 def test_one_request_is_singular_in_a_failure(tmp_path: Path) -> None:
     # capacity_file.py _plural: "1 request of 131,072 tokens take ..." (Llama-3.1-8B at 128k on an H100)
-    from typer.testing import CliRunner
-
-    from kvsize.cli.app import app
-
-    path = tmp_path / "c.yaml"
-    path.write_text(
-        "deployments:\n  - name: d\n    model: meta-llama/Llama-3.1-8B\n    gpu: h100\n"
-        "    require: {ctx: 131072, max_kv_fraction: 0.01}\n"
-    )
-    result = CliRunner().invoke(app, ["check", str(path)])
-    out = " ".join((result.stdout + result.stderr).split())
-    assert result.exit_code == 1
-    assert "1 request of 131,072 tokens take" in out and "1 requests" not in out
+    code, out = _check_llama(tmp_path, "{ctx: 131072, max_kv_fraction: 0.01}")
+    assert code == 1 and "1 request of 131,072 tokens take" in out and "1 requests" not in out

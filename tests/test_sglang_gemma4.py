@@ -201,7 +201,9 @@ def test_a_swa_pool_at_its_window_does_not_start_from_0_5_20() -> None:
     def limits(version: str):  # type: ignore[no-untyped-def]
         engine = _engine(version)
         assert isinstance(engine, SglangEngine)
-        return engine.split_pool_limits(gpt_oss, available_bytes=budget, ctx=100, batch=1, kv_dtype=KvDtype.BF16)
+        split = engine.split_pools(gpt_oss, available_bytes=budget, ctx=100, batch=1, kv_dtype=KvDtype.BF16)
+        assert split is not None
+        return split.requests, split.longest
 
     assert limits("0.5.20") == (0, 0)
     assert limits("0.5.19") == (1, 120)
@@ -224,12 +226,13 @@ def test_split_pool_longest_context_in_whole_pages() -> None:
     engine = get_engine("sglang", "0.5.23", block_size=64)
     pool = engine.pool(gpt_oss, available_bytes=GIB, kv_dtype=KvDtype.BF16)
     assert (pool.max_total_num_tokens, pool.swa_max_total_num_tokens) == (24_256, 19_392)
-    limits = engine.split_pool_limits(gpt_oss, available_bytes=GIB, ctx=256, batch=60, kv_dtype=KvDtype.BF16)
-    assert limits is not None and limits[1] == 320
+    limits = engine.split_pools(gpt_oss, available_bytes=GIB, ctx=256, batch=60, kv_dtype=KvDtype.BF16)
+    assert limits is not None and limits.longest == 320
     # an empty budget under 0.5.19 (no start-up check): no request and no context, not -1
-    assert get_engine("sglang", "0.5.19").split_pool_limits(
+    empty = get_engine("sglang", "0.5.19").split_pools(
         gpt_oss, available_bytes=0, ctx=256, batch=1, kv_dtype=KvDtype.BF16
-    ) == (0, 0)
+    )
+    assert empty is not None and (empty.requests, empty.longest) == (0, 0)
 
 
 def test_the_pool_line_names_both_pools_and_the_binding_concurrency() -> None:

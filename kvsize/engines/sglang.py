@@ -61,6 +61,7 @@ The text below is 0.5.23's (file and function beside each rule, paths under `sgl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from copy import copy
 
@@ -479,6 +480,18 @@ class SglangPool(msgspec.Struct, frozen=True):
     """Mamba/linear state slots (hybrid Mamba models only)."""
     mamba_request_limit: int | None = None
     """max_running_requests cap from the state slots: max_mamba_cache_size // slots per request."""
+
+
+class SplitPools(msgspec.Struct, frozen=True, kw_only=True):
+    """A hybrid SWA model's two pools at a context, each holding the requests on its own."""
+
+    full_tokens: int
+    swa_tokens: int
+    concurrency: float
+    """Requests of ctx tokens, as a ratio: the binding pool's tokens over one request's slots there."""
+    requests: int
+    longest: int
+    """The longest context for the batch asked."""
 
 
 class SglangEngine(Engine):
@@ -1082,18 +1095,17 @@ class SglangEngine(Engine):
         tokens = rest // cell_total // page * page if cell_total else spec.max_context or 0
         return SglangPool(tokens, None, float(cell_total), (tokens + page) * cell_bytes, max_mamba, limit)
 
-    def split_pool_limits(
+    def split_pools(
         self, spec: ArchSpec, *, available_bytes: int, ctx: int, batch: int, kv_dtype: KvDtype, tp: int = 1, pp: int = 1
-    ) -> tuple[int, int] | None:
-        """(requests of ctx tokens, longest context for `batch` requests) that a hybrid SWA model's two pools
-        hold, each pool on its own: the full pool's max_total_num_tokens over pages(ctx) per request, the SWA pool's
-        tokens over min(pages(ctx), the SWA cap) (the split is fixed at start-up: memory does not move between
-        them; managers/scheduler.py admits a request only while both have room, tp_worker.py max_req_len =
-        full tokens - 1); (0, 0) where the release refuses to start (SglangRules.swa_pool_floor). None for a single
-        pool, whose bytes decide alone."""
+    ) -> SplitPools | None:
+        """What a hybrid SWA model's two pools hold, each on its own (the split is fixed at start-up: memory does
+        not move between them; managers/scheduler.py admits a request only while both have room, tp_worker.py
+        max_req_len = full tokens - 1): the full pool's max_total_num_tokens over pages(ctx) per request, the SWA
+        pool's tokens over min(pages(ctx), the SWA cap). Nothing fits where the release refuses to start
+        (SglangRules.swa_pool_floor). None for a single pool, whose bytes decide alone."""
         resolved = self._for(spec)
         if resolved is not self:
-            return resolved.split_pool_limits(
+            return resolved.split_pools(
                 spec, available_bytes=available_bytes, ctx=ctx, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp
             )
         pooled = self._pooled(spec)
@@ -1104,14 +1116,13 @@ class SglangEngine(Engine):
         batch = max(batch, 1)
         page = self.page_size
         window = max(self.sliding_window_size(spec, a) for a in pooled)
-        if self.rules.swa_pool_floor and window + page >= swa:
-            return 0, 0  # validate_swa_pool_size: the server does not start
+        if self.rules.swa_pool_floor and window + page >= swa:  # validate_swa_pool_size: the server does not start
+            return SplitPools(full_tokens=full, swa_tokens=swa, concurrency=0.0, requests=0, longest=0)
         swa_slots = max(self._slots(spec, a, ctx) for a in pooled)
         reference = self._reference_full(spec)
-        requests = swa // swa_slots if swa_slots else 0
+        ratios = [swa / swa_slots]
         if reference is not None:  # no full layer: the full pool's figure is the SWA pool's (one cell)
-            full_slots = self._slots(spec, reference, ctx)
-            requests = min(requests, full // full_slots if full_slots else requests)
+            ratios.append(full / self._slots(spec, reference, ctx))
         # the longest context for `batch` requests: whole pages of each pool while a request holds all its tokens
         # there (the full pool always; the SWA pool below its cap), and max_req_len = full tokens - 1
         cap = max(self.swa_request_slots(self.sliding_window_size(spec, a)) for a in pooled)
@@ -1120,22 +1131,14 @@ class SglangEngine(Engine):
             longest = min(longest, full // batch // page * page)
         if self.rules.swa_eviction == "none" or batch * cap > swa:
             longest = min(longest, swa // batch // page * page)
-        return requests, max(longest, 0)
-
-    def split_pool_concurrency(self, spec: ArchSpec, pool: SglangPool, ctx: int) -> float | None:
-        """Requests of ctx tokens the split pools hold, as a ratio (the binding pool's tokens over one request's
-        slots there); None for a single pool."""
-        resolved = self._for(spec)
-        if resolved is not self:
-            return resolved.split_pool_concurrency(spec, pool, ctx)
-        pooled = self._pooled(spec)
-        if not pooled or pool.swa_max_total_num_tokens is None:
-            return None
-        ratios = [pool.swa_max_total_num_tokens / max(self._slots(spec, a, ctx) for a in pooled)]
-        reference = self._reference_full(spec)
-        if reference is not None:
-            ratios.append(pool.max_total_num_tokens / self._slots(spec, reference, ctx))
-        return min(ratios)
+        concurrency = min(ratios)
+        return SplitPools(
+            full_tokens=full,
+            swa_tokens=swa,
+            concurrency=concurrency,
+            requests=math.floor(concurrency),
+            longest=max(longest, 0),
+        )
 
     def _pooled(self, spec: ArchSpec) -> list[AttentionSpec]:
         return [
