@@ -47,6 +47,7 @@ BEGIN, END = "<!-- mutants:begin -->", "<!-- mutants:end -->"
 # through the engine or CLI). A module not listed gets the test files that import it by name.
 TEST_MAP: dict[str, list[str]] = {
     "kvsize/engines/vllm_releases.py": [  # the eras' switches, read by every vLLM sizing
+        "tests/test_qwen_windows.py",
         "tests/test_vllm_eras.py",
         "tests/test_vllm_034.py",
         "tests/test_engine_vllm.py",
@@ -172,6 +173,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_mutants_killed.py",
     ],
     "kvsize/config.py": [
+        "tests/test_qwen_windows.py",
         "tests/test_config.py",
         "tests/test_never_silent.py",
         "tests/test_registry_models.py",
@@ -261,6 +263,7 @@ TEST_MAP: dict[str, list[str]] = {
     ],
     # engines/vllm.py: the files that import it, and those that size through the default engine by hand.
     "kvsize/engines/vllm.py": [
+        "tests/test_qwen_windows.py",
         "tests/test_engine_vllm.py",
         "tests/test_engine_vllm_truth.py",
         "tests/test_vllm_eras.py",

@@ -13,8 +13,9 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -470,6 +471,40 @@ def _parse(raw: object, *, source: str, encoder_tokens: int | None, assume: bool
     return _parse_known(raw, data, where, model_type=model_type, source=source, encoder_tokens=encoder_tokens)
 
 
+@dataclass(frozen=True)
+class QwenWindowRule:
+    """Which layers of a Qwen-family model slide when its config sets use_sliding_window, and the class defaults a
+    config may leave out (transformers 5.25 configuration_<type>.py: the fields and __post_init__)."""
+
+    layers: Literal["from", "even_below", "every"]
+    """from: layers i >= max_window_layers (layer_types "sliding_attention if sliding_window is not None and
+    i >= max_window_layers"); even_below: the even layers below it (Qwen2MoeConfig: "(i + 1) % 2 and
+    i < max_window_layers", from transformers 5.0; 4.57.1 has no layer_types); every: each layer (Qwen3MoeConfig has no
+    max_window_layers and no layer_types, so every layer's config keeps the window: cache_utils.py
+    get_layer_types_and_kwargs)."""
+    window: int
+    """sliding_window's class default, used when the key is absent (an explicit null slides nothing)."""
+    max_window_layers: int | None
+    """max_window_layers' class default; None where the class has no such field (the key is not read)."""
+
+
+QWEN_WINDOW_RULES: dict[str, QwenWindowRule] = {
+    **dict.fromkeys(("qwen2", "qwen3"), QwenWindowRule("from", 4096, 28)),
+    **dict.fromkeys(("qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"), QwenWindowRule("from", 4096, 80)),
+    "qwen2_5_omni_text": QwenWindowRule("from", 32768, 28),
+    "qwen2_moe": QwenWindowRule("even_below", 4096, 28),
+    "qwen3_moe": QwenWindowRule("every", 4096, None),
+}
+
+
+def _qwen_window_default(model_type: str, merged: Mapping[str, Any]) -> int | None:
+    """The class's sliding_window for a Qwen-family config that turns use_sliding_window on and names no window."""
+    rule = QWEN_WINDOW_RULES.get(model_type)
+    if rule is None or merged.get("use_sliding_window") is not True or "sliding_window" in merged:
+        return None
+    return rule.window
+
+
 # Every n-th layer global, the rest sliding where (i + 1) % n (AfmoeConfig.__post_init__, transformers 5.24;
 # ErgoConfig.__post_init__, 5.25): the field each family names n with, and its default.
 GLOBAL_EVERY_N_FIELDS = {"afmoe": ("global_attn_every_n_layers", 4), "ergo": ("global_attention_every_n_layers", 4)}
@@ -550,6 +585,8 @@ def _parse_known(
         merged["head_dim"] = default  # the config class's own (not hidden / heads), as transformers and vLLM use
     if (generated := _default_layer_types(model_type, merged)) is not None:
         merged["layer_types"] = generated  # the class's own pattern, as transformers and vLLM build the model
+    if (window := _qwen_window_default(model_type, merged)) is not None:
+        merged["sliding_window"] = window
     if model_type in PER_LAYER_SHAPE_TYPES:  # a wrapper whose text_config names no type: the family rules still apply
         merged.setdefault("model_type", model_type)
     fields = _Fields(merged, source=source, where=where)
@@ -734,6 +771,7 @@ def _identity(raw: Mapping[str, Any], data: Mapping[str, Any], source: str) -> d
     fields: dict[str, Any] = {
         "architectures": architectures,
         "declares_hybrid_swa": data.get("is_hybrid_swa") is True or raw.get("is_hybrid_swa") is True,
+        "lists_layer_types": isinstance(data.get("layer_types"), list),
         "is_multimodal": isinstance(vision, Mapping),
     }
     if isinstance(vision, Mapping):
@@ -1354,10 +1392,17 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
 
 def _windowed(f: _Fields, kinds: list[str], n: int) -> list[str]:
     """Mark the sliding-window layers of a model whose config sets `sliding_window`."""
-    if f.flag("use_sliding_window"):  # Qwen2 family: layers from max_window_layers on slide
-        first = f.integer("max_window_layers", minimum=0, maximum=MAX_LAYERS)
-        first = 0 if first is None else first
-        return ["sliding" if i >= first else k for i, k in enumerate(kinds)]
+    if f.flag("use_sliding_window"):  # the Qwen families: QWEN_WINDOW_RULES
+        rule = QWEN_WINDOW_RULES.get(str(f.raw("model_type")))
+        layers = rule.layers if rule is not None else "from"
+        if layers == "every":
+            return ["sliding" if k == "full" else k for k in kinds]
+        bound = f.integer("max_window_layers", minimum=0, maximum=MAX_LAYERS)
+        if bound is None:
+            bound = rule.max_window_layers if rule is not None and rule.max_window_layers is not None else 0
+        if layers == "even_below":
+            return ["sliding" if i % 2 == 0 and i < bound else k for i, k in enumerate(kinds)]
+        return ["sliding" if i >= bound else k for i, k in enumerate(kinds)]
     pattern = f.raw("sliding_window_pattern")
     if isinstance(pattern, str):  # EXAONE 4: "LLLG" repeats, L = local, G = global
         if not pattern or set(pattern) - {"L", "G"}:

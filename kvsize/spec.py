@@ -285,6 +285,9 @@ class ArchSpec(Record, frozen=True, kw_only=True, dict=True):  # dict=True: room
     """The config's `architectures` (engines key some rules on the class name, e.g. SGLang's hybrid SWA list)."""
     declares_hybrid_swa: bool = False
     """The config sets `is_hybrid_swa: true` (SGLang gives such models a separate sliding-window pool)."""
+    lists_layer_types: bool = False
+    """The config.json lists `layer_types` itself (not the class's generated pattern): vLLM then gives a model
+    with mixed types no global window whatever transformers release it runs (VllmRules.qwen2_moe_windows)."""
     is_multimodal: bool = False
     """The config carries a `vision_config` (a vision-language model)."""
     vision_layers: int | None = None

@@ -105,6 +105,18 @@ FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # v1/attention/backends/gdn_attn.py (0
 MambaMode = Literal["none", "align", "all"]
 
 
+def _sliding_window(spec: ArchSpec) -> int | None:
+    """The window of a model's sliding layers (one window per model here: Qwen2-MoE's)."""
+    return next(
+        (
+            layer.attention.window
+            for layer, _ in spec.layer_groups()
+            if layer.attention and layer.attention.kind is AttentionKind.SLIDING
+        ),
+        None,
+    )
+
+
 class CacheSpec(msgspec.Struct, frozen=True):
     """One KV-cache spec of one layer on one rank (vLLM's KVCacheSpec): what a group pages."""
 
@@ -294,6 +306,13 @@ class VllmEngine(Engine):
                 + ("vLLM 0.34+ serves Qwen3 with every layer full; " if r.qwen_mixed_windows == "refused" else "")
                 + "or size it with --engine hf.",
             )
+        if self._qwen2_moe_windows(spec) == "transformers_dependent":
+            raise UnsupportedArchitecture(
+                f"vLLM {self.version} pages a Qwen2-MoE model with use_sliding_window by the transformers release "
+                "beside it: every layer slides under 4.x (no layer_types), none under 5.x (mixed layer_types: "
+                "engine/arg_utils.py sets no window), and this release accepts either (requirements/common.txt)",
+                hint="Pass --engine-version 0.19 (transformers 4.x) or 0.24 or later (5.x), or use --engine hf.",
+            )
         if spec.model_type in MLLAMA_TYPES:
             why = (
                 "serves Mllama (Llama 3.2 Vision) on its V0 engine only"
@@ -386,6 +405,11 @@ class VllmEngine(Engine):
         all_full = self.rules.qwen_mixed_windows == "qwen3_all_full" and spec.model_type in QWEN3_DECODER_TYPES
         if attn.kind is AttentionKind.SLIDING and all_full and self._qwen_partly_sliding(spec):
             return msgspec.structs.replace(attn, kind=AttentionKind.FULL, window=None)
+        qwen2_moe = self._qwen2_moe_windows(spec)
+        if qwen2_moe == "every_layer" and attn.kind is AttentionKind.FULL:
+            return msgspec.structs.replace(attn, kind=AttentionKind.SLIDING, window=_sliding_window(spec))
+        if qwen2_moe == "none" and attn.kind is AttentionKind.SLIDING:
+            return msgspec.structs.replace(attn, kind=AttentionKind.FULL, window=None)
         if spec.model_type not in MIMO_V2_MODEL_TYPES or attn.kind is AttentionKind.SHARED:
             return attn
         attn = sliding_window_size_attention(spec, attn)
@@ -409,6 +433,16 @@ class VllmEngine(Engine):
                     "(model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS)",
                     hint=f"Pass --engine-version {last} or older, or size it with --engine hf or formula.",
                 )
+
+    def _qwen2_moe_windows(self, spec: ArchSpec) -> str | None:
+        """How this release pages a Qwen2-MoE model whose layers partly slide (VllmRules.qwen2_moe_windows; a
+        config that lists its own mixed layer_types gets no window in any release); None for any other model."""
+        if spec.model_type != "qwen2_moe":
+            return None
+        kinds = {layer.attention.kind for layer, _ in spec.layer_groups() if layer.attention is not None}
+        if AttentionKind.SLIDING not in kinds or AttentionKind.FULL not in kinds:
+            return None
+        return "none" if spec.lists_layer_types else self.rules.qwen2_moe_windows
 
     @staticmethod
     def _qwen_partly_sliding(spec: ArchSpec) -> bool:
@@ -1244,6 +1278,19 @@ class VllmEngine(Engine):
             notes.append(
                 f"vLLM {self.version} caches every layer of this {spec.model_type} model in full: a model whose layers "
                 "only partly slide gets no window (models/qwen2.py Qwen2DecoderLayer, engine/arg_utils.py)"
+            )
+        qwen2_moe = self._qwen2_moe_windows(spec)
+        if qwen2_moe in ("every_layer", "none"):
+            notes.append(
+                f"vLLM {self.version} caches "
+                + (
+                    "every layer of this Qwen2-MoE model in its sliding window"
+                    if qwen2_moe == "every_layer"
+                    else "every layer of this Qwen2-MoE model in full"
+                )
+                + ", not transformers' even layers below max_window_layers: models/qwen2_moe.py takes the engine's "
+                "one window, which engine/arg_utils.py sets only without mixed layer_types"
+                + (" (transformers 4.x has none)" if qwen2_moe == "every_layer" else "")
             )
         if spec.has_state and self._attends(spec):
             mode = self.mamba_mode(spec)

@@ -166,6 +166,15 @@ class VllmRules:
     refused and Qwen3 / Qwen3-VL (Qwen3DecoderLayer) are served with every layer full: engine/arg_utils.py sets no
     global window for a mixed model and the layers take none of their own."""
 
+    qwen2_moe_windows: Literal["every_layer", "transformers_dependent", "none"]
+    """Qwen2-MoE with use_sliding_window on. models/qwen2_moe.py passes no window of its own, so every layer takes
+    CacheConfig.sliding_window, which engine/arg_utils.py sets only for a config with no layer_types or with every
+    layer sliding (0.10.1.1 `not is_interleaved`, 0.33/0.34 the layer_types test). transformers 4.x's
+    Qwen2MoeConfig has no layer_types (4.57.1), so every layer slides: 0.8.5-0.11 predate transformers 5.0 and
+    0.12-0.19 require < 5 (requirements/common.txt). 5.x builds a mixed layer_types (its even layers below
+    max_window_layers: 5.5.3, 5.25), so no layer slides: 0.24+ require >= 5.5.3. 0.20-0.23 accept either
+    (>= 4.56.0, != 5.0-5.5.0), so kvsize cannot tell which this run gets."""
+
     # --- attention backends (platforms/cuda.py) ------------------------------------------------------------
     default_block_size: int
     """CacheConfig.DEFAULT_BLOCK_SIZE, which Platform.update_block_size_for_backend hands each attention backend
@@ -365,6 +374,7 @@ R_0_8_5 = VllmRules(
     blackwell_hd256_align32=False,
     mla_hybrid_align_128=False,
     qwen_mixed_windows="refused",
+    qwen2_moe_windows="every_layer",
     default_block_size=16,
     mla_blocks="hopper64",  # platforms/cuda.py check_and_update_config: FlashMLA forces 64 on Hopper
     uniform_type_groups=False,
@@ -528,6 +538,7 @@ R_0_20_0 = replace(
     kv_dtypes=KV_DTYPES_0200,
     all_mode_under_speculation=False,
     mimo_v2="diffkv_fa",
+    qwen2_moe_windows="transformers_dependent",  # requirements/common.txt: transformers 4.x or 5.5.1+
 )
 # 0.20.1: the logged pool is int(max_concurrency x max_model_len) (_report_kv_cache_config).
 R_0_20_1 = replace(R_0_20_0, logged_pool="concurrency_x_len")
@@ -549,6 +560,7 @@ R_0_24_0 = replace(
     mimo_v2="diffkv",
     mamba_all_mode_models=MAMBA_PREFIX_CACHING_MODELS - {"bamba"},
     dsa_shared_layers_unindexed=True,
+    qwen2_moe_windows="none",  # requirements/common.txt: transformers >= 5.5.3
 )
 # 0.25.0: Platform._align_heterogeneous_kv_block_size (skip layers); int4_per_token_head; V2 runner for listed
 # architectures or any non-MoE model (never hybrid).
