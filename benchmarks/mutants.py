@@ -174,6 +174,7 @@ TEST_MAP: dict[str, list[str]] = {
     ],
     "kvsize/config.py": [
         "tests/test_qwen_windows.py",
+        "tests/test_class_layer_patterns.py",
         "tests/test_config.py",
         "tests/test_never_silent.py",
         "tests/test_registry_models.py",

@@ -983,6 +983,20 @@ def _layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
             raise f.error("hybrid_override_pattern", f"must be a string of {n} characters from '*M-E'")
         f.used.append("hybrid_override_pattern")
         return [_PATTERN_CHAR_KIND[c] for c in pattern]
+    lists_types = any(f.raw(key) is not None for key in ("layers_block_type", "layer_types"))
+    if f.raw("model_type") == "nemotron_h" and not lists_types:
+        # NemotronHConfig.__post_init__ (transformers 5.25) falls back to a fixed 4-layer list (Mamba, MoE,
+        # attention, MLP) and ignores num_hidden_layers: no checkpoint is built that way.
+        raise f.error(
+            "hybrid_override_pattern",
+            "is missing (and so is layers_block_type): Nemotron-H's layers cannot be told without it; copy it from "
+            "the checkpoint's config.json",
+        )
+    if f.raw("model_type") == "granitemoehybrid" and not lists_types:
+        # GraniteMoeHybridConfig.__post_init__ (5.25): layer_types None -> ["linear_attention"] * layers (Mamba-2),
+        # which vLLM's granitemoehybrid.py builds as it reads them (ALL_DECODER_LAYER_TYPES, 0.34).
+        notes.append("config names no layer_types: every layer is Mamba-2, as GraniteMoeHybridConfig builds it")
+        return ["mamba"] * n
     if f.raw("model_type") == "kimi_linear":
         return _kimi_layer_kinds(f, n)
     if f.raw("model_type") == "recurrent_gemma":
