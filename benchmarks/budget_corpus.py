@@ -169,15 +169,27 @@ def corpus(root: Path = HERE) -> tuple[list[dict[str, Any]], dict[str, str]]:
             continue
         tp, pp = entry["tp"], entry["pp"]
         profile = resolve_gpu(entry["gpu"])
+        fields = inspect.signature(BudgetSettings).parameters
+        # the log's vLLM switches, as `kvsize log` reads them (calibration.py), where this tree models them
+        switches = {
+            field: s.get(key) is True
+            for field, key in (
+                ("enforce_eager", "enforce_eager"),
+                ("expert_parallel", "enable_expert_parallel"),
+                ("skip_mm_profiling", "skip_mm_profiling"),
+            )
+            if field in fields and entry["engine"] == "vllm"
+        }
         settings = BudgetSettings(
             gpu_util=float(util) if util else None,
             max_batched_tokens=s.get("max_num_batched_tokens"),
             max_num_seqs=s.get("max_num_seqs"),
             **(
                 {"max_model_len": s.get("max_model_len") or entry.get("max_model_len")}
-                if "max_model_len" in inspect.signature(BudgetSettings).parameters
+                if "max_model_len" in fields
                 else {}
             ),
+            **switches,
         )
         extra: dict[str, Any] = {}
         if takes_device:

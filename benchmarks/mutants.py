@@ -47,6 +47,7 @@ BEGIN, END = "<!-- mutants:begin -->", "<!-- mutants:end -->"
 # through the engine or CLI). A module not listed gets the test files that import it by name.
 TEST_MAP: dict[str, list[str]] = {
     "kvsize/engines/vllm_releases.py": [  # the eras' switches, read by every vLLM sizing
+        "tests/test_mm_profile.py",
         "tests/test_qwen_windows.py",
         "tests/test_vllm_eras.py",
         "tests/test_vllm_034.py",
@@ -88,6 +89,7 @@ TEST_MAP: dict[str, list[str]] = {
     "kvsize/rope_tables.py": ["tests/test_rope_tables.py", "tests/test_budget_small_cards.py"],
     "kvsize/units.py": ["tests/test_units.py", "tests/test_range_errors.py", "tests/test_mutants_killed.py"],
     "kvsize/engine_log.py": [
+        "tests/test_log_workers.py",
         "tests/test_reliability_log.py",
         "tests/test_log_corpus.py",
         "tests/test_log_command.py",
@@ -101,6 +103,7 @@ TEST_MAP: dict[str, list[str]] = {
     ],
     # calibration.py: kvsize log's checks, the corpus, the budget parts and 0.34's release of an unversioned log.
     "kvsize/calibration.py": [
+        "tests/test_log_workers.py",
         "tests/test_log_command.py",
         "tests/test_log_corpus.py",
         "tests/test_log_parts.py",
@@ -163,6 +166,7 @@ TEST_MAP: dict[str, list[str]] = {
     # config.py: the parser's own tests, the never-silent corpus, the family files worked from transformers, and
     # the registry's hand-derived shapes (tests/expected_kv.py through test_registry_models.py).
     "kvsize/cache_fields.py": [
+        "tests/test_saved_config_variants.py",
         "tests/test_deepseek_v4.py",
         "tests/test_families_2026.py",
         "tests/test_families_round4.py",
@@ -173,6 +177,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_mutants_killed.py",
     ],
     "kvsize/config.py": [
+        "tests/test_saved_config_variants.py",
         "tests/test_qwen_windows.py",
         "tests/test_class_layer_patterns.py",
         "tests/test_config.py",
@@ -230,6 +235,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_records.py",
         "tests/test_config.py",
         "tests/test_families_round5.py",
+        "tests/test_mm_profile.py",
         "tests/test_mutants_killed.py",
     ],
     "kvsize/dtypes.py": [

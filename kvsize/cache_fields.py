@@ -93,7 +93,7 @@ def _has(c: Config, key: str) -> bool:
 # known type outside them keeps standard attention whatever extra fields its config carries (transformers'
 # LlamaConfig ignores a kv_lora_rank); a type kvsize does not know is read by the fields it carries.
 MLA_MODEL_TYPES = frozenset(
-    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_linear", "longcat_flash"}
+    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite", "kimi_linear", "longcat_flash"}
 )
 STATE_MODEL_TYPES = frozenset(
     {
@@ -104,6 +104,10 @@ STATE_MODEL_TYPES = frozenset(
         "nemotron_h",
         "zamba2",
         "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_text",
+        "qwen3_5_moe",
+        "qwen3_5_moe_text",
         "falcon_h1",
         "minimax",
         "bamba",
@@ -147,6 +151,20 @@ def _mla(c: Config) -> bool:
 
 def _deepseek_v4(c: Config) -> bool:
     return c.get("model_type") in DEEPSEEK_V4_TYPES
+
+
+def _deepseek_v4_nope(c: Config) -> bool:
+    """qk_nope_head_dim on DeepSeek-V4 is head_dim less the RoPE part (qk_rope_head_dim, else head_dim x
+    partial_rotary_factor, default 64 / 512: configuration_deepseek_v4.py __post_init__, 5.25)."""
+    if not _deepseek_v4(c):
+        return False
+    head, nope, rope = c.get("head_dim", 512), c.get("qk_nope_head_dim"), c.get("qk_rope_head_dim")
+    factor = c.get("partial_rotary_factor") or 64 / 512
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (head, nope)):
+        return False
+    if rope is None and isinstance(factor, (int, float)) and not isinstance(factor, bool):
+        rope = int(head * factor)
+    return isinstance(rope, int) and not isinstance(rope, bool) and nope == head - rope
 
 
 def _layer_types_known(c: Config) -> bool:
@@ -357,10 +375,17 @@ READ: dict[str, Reading] = {
     ),
     **_family(
         "mla",
-        "qk_nope_head_dim",
         "qk_head_dim",
         when=_mla,
         condition="only beside an MLA kv_lora_rank",
+    ),  # fmt: skip
+    # DeepSeek-V4 configs saved by transformers 5.7 write qk_nope_head_dim: the one cached head's non-RoPE part,
+    # which DeepseekV4Config (5.25) no longer reads
+    **_family(
+        "mla",
+        "qk_nope_head_dim",
+        when=lambda c: _mla(c) or _deepseek_v4_nope(c),
+        condition="only beside an MLA kv_lora_rank, or on DeepSeek-V4 as head_dim less its RoPE part",
     ),  # fmt: skip
     # DeepSeek-V4 reads the indexer's width too (its CSA layers key each compressed entry); its qk_rope_head_dim
     # is the RoPE part of the one cached head (transformers folds it into partial_rotary_factor)
@@ -389,7 +414,15 @@ READ: dict[str, Reading] = {
         when=_minimax_m3,
         condition=f"only for MiniMax-M3 model types ({', '.join(sorted(MINIMAX_M3_TYPES))})",
     ),
-    # DeepSeek-V4 compressed attention (kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention)
+    # DeepSeek-V4 compressed attention (kvsize.config _deepseek_v4_layer_kinds / _deepseek_v4_attention); the
+    # compressor's RoPE (compress_rope_theta in 5.25, compress_rope_parameters as 5.7 saved it) sizes nothing
+    **_family(
+        "deepseek_v4",
+        "compress_rope_theta",
+        "compress_rope_parameters",
+        when=_deepseek_v4,
+        condition="only for model_type deepseek_v4",
+    ),
     **_family(
         "deepseek_v4",
         "compress_ratios",
@@ -787,6 +820,13 @@ IRRELEVANT: dict[str, str] = {
     "mtp_transformer_layers": "MTP draft layers: cached only with speculative decoding, not modelled",
     "num_mtp_modules": "MTP draft layers: cached only with speculative decoding, not modelled",
     "index_share_for_mtp_iteration": "MTP draft layers' indexer: speculative decoding, not modelled",
+    "mtp_share_layers": "EXAONE 4.5: whether the MTP draft layers share weights (modeling_exaone4_5.py ignores the "
+    "mtp.* weights: no cache layer is built for them)",
+    "mtp_loss_scaling_factor": "MTP training loss weight; no cache shape",
+    # MiniMax-M3-VL wrapper keys that transformers 5.25's minimax_m3_vl classes do not read
+    "img_token_compression_config": "MiniMax-M3-VL: image-token compression before the language model (the prompt's "
+    "length, not a layer's cache); not read by transformers 5.25",
+    "num_reward_heads": "MiniMax-M3-VL: reward-model heads, weights only; not read by transformers 5.25",
     "num_mem_blocks": "Zamba2: shared transformer blocks reused across layers; their cache is per layer",
     # context keys read for the maximum, not the layout
     "context_window_size": "CodeLlama: a context length; kvsize reads max_position_embeddings",

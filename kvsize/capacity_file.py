@@ -226,9 +226,8 @@ def _line_of(root: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             found = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-            if found is None:
-                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
-                return key.start_mark.line + 1 if key is not None else line
+            if found is None:  # a key the file lacks (a missing field): the line of the mapping that lacks it
+                return line
             node = found
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             node = node.value[part]

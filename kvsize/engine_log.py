@@ -209,6 +209,25 @@ _FAILURES: tuple[tuple[str, str], ...] = (
 _NEGATIVE_KV = "Available KV cache memory: -"  # vLLM prints the budget before refusing it
 
 
+def _least_of_workers(r: _Reader, text: str) -> None:
+    """The smallest worker's KV memory, pool and concurrency, where the workers printed different ones."""
+    f = r.log.figures
+
+    def numbers(pattern: str, what: str) -> list[float]:
+        found = (r.value(raw, what) for raw in re.findall(_expand(pattern), text))
+        return [n for n in found if n is not None]
+
+    memory = numbers(r"Available KV cache memory: <F> ?GiB", "available_kv_gib")
+    if len(set(memory)) > 1 and "available_kv_min_gib" not in f and min(memory) >= 0:
+        f["available_kv_min_gib"] = min(memory)
+    pools = numbers(r"GPU KV cache size: <N> tokens", "pool_tokens")
+    if len(set(pools)) > 1:
+        f["pool_tokens"] = min(pools)
+        concurrency = numbers(r"Maximum concurrency for [\d,]{1,32} tokens per request: <F>x", "max_concurrency_x")
+        if concurrency:
+            f["max_concurrency_x"] = min(concurrency)
+
+
 def _line_at(text: str, at: int) -> str:
     """The line around text[at], stripped and cut to 160 characters, for a message."""
     start = text.rfind("\n", 0, at) + 1
@@ -293,13 +312,13 @@ class _Reader:
             return None
         return int(number)
 
-    def figure(self, name: str, pattern: str) -> None:
+    def figure(self, name: str, pattern: str, *, signed: bool = False) -> None:
         """figures[name] from the first match of `pattern` (group 1), unless an earlier pattern set it."""
         if name in self.log.figures:
             return
         m = self.search(pattern)
         if m:
-            number = self.value(m.group(1), name)
+            number = self.value(m.group(1), name, signed=signed)
             if number is not None:
                 self.log.figures[name] = number
 
@@ -513,8 +532,17 @@ def _parse_vllm(r: _Reader) -> None:
     r.figure("non_torch_gib", r"non-torch memory takes <F> ?GiB")
     r.figure("non_torch_gib", r"non_torch_memory(?: takes)? {1,64}<F> ?GiB")
     r.figure("activation_peak_gib", r"PyTorch activation peak memory(?: takes)? {1,64}<F> ?GiB")
+    # v1/worker/gpu_worker.py's advice after CUDA-graph capture: "Actual usage is W GiB for weight, A GiB for peak
+    # activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory" (0.10.2); later "C GiB for consumed
+    # memory (weights + non-torch), A GiB for peak activation, and G GiB for CUDAGraph memory" (0.33, 0.34).
+    r.figure(
+        "activation_peak_gib",
+        r"GiB for (?:weight|consumed memory \(weights \+ non-torch\)), <F> GiB for peak activation",
+    )
+    r.figure("non_torch_gib", r"GiB for peak activation, <F> GiB for non-torch memory")
     r.figure("cuda_graph_estimate_gib", r"Estimated CUDA graph memory: <F> GiB total")
-    r.figure("cuda_graph_gib", r"Graph capturing finished in [\d.]{1,32} secs?, took <F> GiB")
+    # signed: capture can end with less in use than it began with (-0.03 GiB on a DGX Spark, 0.11.0)
+    r.figure("cuda_graph_gib", r"Graph capturing finished in [\d.]{1,32} secs?, took <F> GiB", signed=True)
     r.figure("pool_tokens", r"GPU KV cache size: <N> tokens")
     # the encoder's part of the profile run (v1/worker/gpu_model_runner.py profile_run, 0.8.5+)
     m = r.search(
@@ -550,6 +578,10 @@ def _parse_vllm(r: _Reader) -> None:
         least = round(requested - max(non_kv), 2)
         if least >= 0 and abs(least - f.get("available_kv_gib", least)) > 0.011:  # workers differ (pipeline stages)
             f["available_kv_min_gib"] = least
+    # Every worker logs its own "Available KV cache memory" and, from its own config, "GPU KV cache size" and
+    # "Maximum concurrency" (0.10.x, Ray and multiprocessing alike); unify_kv_cache_configs (v1/core/
+    # kv_cache_utils.py, 0.10.1.1) then gives every worker the smallest num_blocks, so the pool is the least.
+    _least_of_workers(r, text)
     # The card's name, where a kernel-config path prints it (fused_moe/configs/E=..,device_name=NVIDIA_L4.json).
     m = r.search(r"device_name=([A-Za-z0-9_\-]{1,128}?)(?:,|\.json|\s)")
     if m:

@@ -159,10 +159,19 @@ BUDGET_ROWS = _budget_rows()
 # The T4 log serves google/gemma-4-E2B-it-qat-w4a16-ct, whose quantization_config (which modules stay in 16 bits)
 # is not in the repository: priced int4 throughout (manifest weights_dtype), its weights are 0.79 GiB under the
 # logged load, and the KV error of +3.1% is what remains after the other parts.
+# Two L40S logs at tp > 1 over PCIe (no NVLink), added unseen in stop 37 with the A100 40GB and DGX Spark logs (both
+# within 1%):
+# - Qwen3-235B-A22B FP8 at tp 8 with --enable-expert-parallel (0.10.2) prints its parts: the profile's activation
+#   peak is 1.40 GiB against kvsize's 0.87 (16 whole experts per rank, block FP8 on Triton at sm_89), and its
+#   weights are 0.18 GiB above kvsize's count. Neither is traced to a tensor in the source yet.
+# - Llama-3-70B AWQ at tp 2 (0.16.0) holds 0.49 GiB more outside the KV cache than kvsize's parts. The log prints
+#   no parts to say which, and its weights and pool are within 0.2%.
 UNMODELLED: set[str] = {
     "llmd-qwen-qwen2-5-72b-instruc-tp2pp1dp1-8192",
     "vllm-dennislee22-a100-40gb-qwen2-7b-tp2-ray",
     "vllm-xbill9-t4-gemma-4-e2b-qat-w4a16",
+    "vllm-l40s8-qwen3-235b-fp8-tp8-ep",
+    "vllm-kagaho-l40s-llama3-70b-awq-tp2",
 }
 
 
@@ -199,10 +208,12 @@ def test_sglang_budget_per_card() -> None:
 
 
 def test_budget_unmodelled_list_is_current() -> None:
-    """Each listed log is in the measurement and still outside 5% (else it leaves the list)."""
+    """Each listed log is in the measurement and still outside 5% (else it leaves the list), or outside 2% where it
+    alone would carry its card's median past 2%."""
     errors = {r["id"]: abs(r["error_pct"]) for r in BUDGET_ROWS}
+    past_median = {"vllm-xbill9-t4-gemma-4-e2b-qat-w4a16", "vllm-kagaho-l40s-llama3-70b-awq-tp2"}
     for entry_id in UNMODELLED:
-        assert errors[entry_id] > (2.0 if entry_id == "vllm-xbill9-t4-gemma-4-e2b-qat-w4a16" else 5.0), entry_id
+        assert errors[entry_id] > (2.0 if entry_id in past_median else 5.0), entry_id
 
 
 def test_every_log_is_measured_or_left_out_with_its_reason() -> None:

@@ -2097,3 +2097,152 @@ def test_one_request_is_singular_in_a_failure(tmp_path: Path) -> None:
     # capacity_file.py _plural: "1 request of 131,072 tokens take ..." (Llama-3.1-8B at 128k on an H100)
     code, out = _check_llama(tmp_path, "{ctx: 131072, max_kv_fraction: 0.01}")
     assert code == 1 and "1 request of 131,072 tokens take" in out and "1 requests" not in out
+
+
+# --- round 22 (--seed 22, stop 37) ------------------------------------------------------------------------------
+
+
+def test_nvfp4_ds_mla_storage_is_the_engines_nope_packing() -> None:
+    # vllm.py _mla_bytes_per_token: NoPE e2m1 (2 per byte) + one e4m3 scale per 16 = 9 B per 16 elements; the
+    # 512 NoPE elements take 288 B, + 64 RoPE e4m3 = 352 B (what --explain shows as the format's storage).
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.base import storage_text
+
+    storage = KvDtype.NVFP4_DS_MLA.storage
+    assert storage.bytes_for(512) == 512 // 2 + 512 // 16 == 288
+    assert storage.bytes_for(512) + 64 == 352
+    assert storage_text(KvDtype.NVFP4_DS_MLA).startswith("9 B per 16 elements")
+
+
+def test_sglang_old_kv_line_with_one_unreadable_size_keeps_neither() -> None:
+    # engine_log.py, SGLang ~0.4.1 "KV Cache is allocated. K size: X GB, V size: Y GB": K and V go in together
+    from kvsize.engine_log import parse_log
+
+    log = parse_log(
+        "[2025] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1)\n"
+        "[2025] KV Cache is allocated. K size: 27.13 GB, V size: nan GB\n[2025] max_total_num_tokens=444500\n"
+    )
+    assert log is not None and log.engine == "sglang"
+    assert "k_size_gb" not in log.figures and "v_size_gb" not in log.figures
+
+
+def test_an_unread_release_is_named_with_or_without_its_trailing_zero() -> None:
+    # releases.py _release_of: 0.15 and 0.15.0 are one release; vLLM 0.15.x was never read (UNREAD_RELEASES)
+    from kvsize.engines.vllm_releases import VLLM_RELEASES
+
+    for typed in ("0.15", "0.15.0", "0.15.1"):
+        note = VLLM_RELEASES.resolve(typed).note
+        assert note is not None and "source was not read" in note, typed
+    assert VLLM_RELEASES.resolve("0.14.0").note is None
+
+
+def test_sglang_pure_ssm_caches_no_kv_rows() -> None:
+    # sglang.py layer_request_bytes: a stage with no attention layer has no row in the KV pool (0, not a negative)
+    import kvsize
+
+    s = kvsize.estimate("mistralai/Mamba-Codestral-7B-v0.1", ctx=4096, engine="sglang").scenarios[0]
+    assert s.kv_bytes_per_token == 0
+    assert s.bytes_per_request == s.state_bytes_per_request > 0
+
+
+def test_sglang_all_sliding_hybrid_swa_pool_rounds_to_pages() -> None:
+    # sglang.py _stage_pool with every layer pooled (no full layer): full = swa = rest // cell // page x page.
+    # A Mistral-shaped tiny model opting in with is_hybrid_swa (0.5.23 swa_config_opt_in): 2 layers x 2 KV heads x
+    # 64 x (K + V) x 2 B = 512 B per layer and token, cell 1,024 B; 1,000,000 B // 1,024 = 976 -> 976 (page 1).
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
+
+    raw = {
+        "model_type": "mistral",
+        "architectures": ["MistralForCausalLM"],
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "hidden_size": 256,
+        "sliding_window": 128,
+        "max_position_embeddings": 4096,
+        "is_hybrid_swa": True,
+    }
+    spec = parse_config(raw)
+    engine = get_engine("sglang", "0.5.23")
+    pool = engine._stage_pool(spec, spec.layers, 1_000_000, KvDtype.BF16, 1)  # type: ignore[attr-defined]
+    page = engine.page_size  # type: ignore[attr-defined]
+    assert pool.max_total_num_tokens == 1_000_000 // 1024 // page * page
+    assert pool.max_total_num_tokens == pool.swa_max_total_num_tokens
+
+
+def test_sglang_053_decode_graph_batch_on_a_24gb_card_at_tp4() -> None:
+    # sglang_releases.py TIERS_053: under 35 GiB, chunk 2048 and decode CUDA-graph max_bs 16 below tp 4, 80 at tp 4
+    from kvsize.engines.sglang import sglang_gpu_defaults
+    from kvsize.engines.sglang_releases import RULES_053
+
+    assert sglang_gpu_defaults(24_564, 4, RULES_053) == (2048, 80)
+    assert sglang_gpu_defaults(24_564, 2, RULES_053) == (2048, 16)
+
+
+def test_vllm_max_requests_leave_the_null_block_out() -> None:
+    # vllm.py pool: max_requests = (num_blocks - 1) // blocks per request (the null block is never handed out).
+    # Llama-3.1-8B at 1,024 tokens in blocks of 16 (0.19): 64 blocks per request of 2 MiB each; a budget of exactly
+    # 640 blocks admits (640 - 1) // 64 = 9 requests, not 10.
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines.vllm import VllmEngine
+
+    spec = parse_config(registry_config("meta-llama/Llama-3.1-8B"))
+    pool = VllmEngine("0.19.0").pool(
+        spec, available_bytes=640 * 16 * 131_072, max_model_len=1024, kv_dtype=KvDtype.BF16
+    )
+    assert pool.num_blocks == 640
+    assert pool.max_requests == 9
+
+
+def test_evict_refuses_an_empty_cache() -> None:
+    # serving.py evict: --tokens must be positive (0 is refused, not evaluated)
+    from kvsize.serving import evict
+
+    with pytest.raises(UsageError, match="--tokens and --block-size must be positive"):
+        evict(0, 0, 16)
+    with pytest.raises(UsageError, match="must be positive"):
+        evict(16, 0, 0)
+
+
+def test_zamba2_shared_attention_adapter_counts_as_transformers_builds_it() -> None:
+    # params.py Zamba2: with use_shared_attention_adapter, each hybrid layer adds q, k, v LoRA adapters of
+    # rank x (attention width in + out): 3 x rank x 2 x attention_hidden_size (2 x hidden_size).
+    import torch
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.zamba2 import Zamba2ForCausalLM
+
+    from kvsize.params import estimate_parameters
+
+    base = {
+        "model_type": "zamba2",
+        "hidden_size": 64,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "attention_head_dim": 32,
+        "mamba_d_state": 16,
+        "mamba_headdim": 16,
+        "n_mamba_heads": 8,
+        "mamba_ngroups": 1,
+        "intermediate_size": 128,
+        "vocab_size": 128,
+        "adapter_rank": 8,
+        "num_mem_blocks": 1,
+        "hybrid_layer_ids": [2, 5],
+        "layers_block_type": ["mamba", "mamba", "hybrid", "mamba", "mamba", "hybrid"],
+    }
+
+    def transformers_count(**changes: Any) -> int:
+        config = CONFIG_MAPPING["zamba2"](**{k: v for k, v in {**base, **changes}.items() if k != "model_type"})
+        with torch.device("meta"):
+            model = Zamba2ForCausalLM(config)
+        return sum(p.numel() for p in model.parameters())
+
+    on, off = {"use_shared_attention_adapter": True}, {"use_shared_attention_adapter": False}
+    ours = estimate_parameters({**base, **on}).total - estimate_parameters({**base, **off}).total
+    theirs = transformers_count(**on) - transformers_count(**off)
+    assert ours == theirs == 2 * 3 * 8 * 2 * (2 * 64)

@@ -288,7 +288,15 @@ REMOVED = {"kv_lora_rank": "qk_rope_head_dim", "attn_layer_period": "attn_layer_
 
 @pytest.mark.parametrize("removed", sorted(REMOVED))
 def test_a_removed_layout_switch_is_refused(removed: str) -> None:
-    seeds = [n for n in SEEDS if removed in _text(CORPUS[n]) and REMOVED[removed] in _text(CORPUS[n])]
+    # DeepSeek-V4's qk_rope_head_dim is its one head's RoPE part, read without kv_lora_rank (a key its saved configs
+    # carry and DeepseekV4Config ignores), so no DeepSeek-V4 config is a seed here
+    seeds = [
+        n
+        for n in SEEDS
+        if removed in _text(CORPUS[n])
+        and REMOVED[removed] in _text(CORPUS[n])
+        and _text(CORPUS[n]).get("model_type") != "deepseek_v4"
+    ]
     assert seeds, removed
     for name in seeds:
         config = copy.deepcopy(CORPUS[name])

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from math import lcm, prod
 from typing import Any
 
-from kvsize.dtypes import KvDtype
+from kvsize.dtypes import KvDtype, dtype_from_torch_name
 from kvsize.engines.base import Engine, UnsupportedArchitecture
 from kvsize.errors import UsageError
 from kvsize.sizing import KvEstimate
@@ -279,6 +279,14 @@ class HfEngine(Engine):
         )
 
     # --- what transformers can run --------------------------------------------------------------------
+
+    def auto_kv_dtype(self, spec: ArchSpec, chosen: KvDtype) -> KvDtype:
+        """`auto` is the model's dtype: transformers 5.25 reads a config's kv_cache_scheme only into
+        CompressedTensorsConfig (utils/quantization_config.py), and generate() builds a DynamicCache in the
+        activation dtype; an fp8 cache is QuantizedCache(backend="fp8"), which --kv-dtype fp8 selects."""
+        if chosen is KvDtype.FP8_E4M3:
+            return dtype_from_torch_name(spec.model_dtype) or KvDtype.BF16
+        return chosen
 
     def check_serves(self, spec: ArchSpec) -> None:
         reason = REMOTE_CODE_ONLY.get(spec.model_type)
