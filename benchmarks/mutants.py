@@ -136,6 +136,7 @@ TEST_MAP: dict[str, list[str]] = {
     ],
     # sglang_releases.py: the eras' switches, read by every SGLang sizing
     "kvsize/engines/sglang_releases.py": [
+        "tests/test_mutants_killed.py",
         "tests/test_engine_sglang_releases.py",
         "tests/test_sglang_gemma4.py",
         "tests/test_sglang_mimo.py",
@@ -200,6 +201,7 @@ TEST_MAP: dict[str, list[str]] = {
         "tests/test_mutants_killed.py",
     ],
     "kvsize/weights.py": [
+        "tests/test_saved_config_variants.py",
         "tests/test_weights.py",
         "tests/test_quantized_weights.py",
         "tests/test_reliability_sources.py",
@@ -403,12 +405,28 @@ _LIFE_SUM_BASE = (
     "= fa x (b - a) + fb x 0 holds for any size: the linear test is true wherever the base case is, so `and` "
     "decides the same."
 )
+_SGLANG_NO_REFERENCE = (
+    "sglang.py layer_request_bytes `if ref is None: return 0, 0, state`: a model with state takes the hybrid branch "
+    "above, and one without state always has an attention layer to size rows with, so the model-level reference "
+    "is never missing here."
+)
+_SGLANG_SERIES_DEPTH = (
+    "sglang_releases.py the 0.5.16-0.5.17 era's series_depth: at depth 2 its span is still `0.5.16-0.5.17` (the "
+    "next era, 0.5.18, shares both series), and span() is the only reader."
+)
+_TRTLLM_NO_ATTENTION = (
+    "trtllm.py pool's empty TrtllmPool: reached only when no pipeline stage has an attention layer, and "
+    "check_serves refuses every attention-free architecture (no _torch/models implementation)."
+)
 EQUIVALENT: dict[str, str] = {
+    "kvsize/engines/sglang.py:854:19:0 -> -1": _SGLANG_NO_REFERENCE,
+    "kvsize/engines/sglang_releases.py:284:79:3 -> 2": _SGLANG_SERIES_DEPTH,
+    "kvsize/engines/trtllm.py:430:68:0 -> -1": _TRTLLM_NO_ATTENTION,
     "kvsize/serving.py:570:11:or -> and": _LIFE_SUM_BASE,
     "kvsize/fit.py:819:20:min(...) -> arg 1": _SPLIT_POOL_BINDS,
     "kvsize/fit.py:755:14:1 -> 2": _PLAN_FIT_TP,
-    "kvsize/capacity_file.py:316:19:256 -> 257": _LRU_SIZE,
-    "kvsize/config.py:1531:27:64 -> 65": _MAMBA2_CLASS_HEAD_DIM,
+    "kvsize/capacity_file.py:315:19:256 -> 257": _LRU_SIZE,
+    "kvsize/config.py:1630:27:64 -> 65": _MAMBA2_CLASS_HEAD_DIM,
     "kvsize/calibration.py:347:49:> -> >=": _NONZERO_SIGN,
     "kvsize/calibration.py:347:58:0 -> -1": _NONZERO_SIGN,
     "kvsize/fit.py:787:26:> -> >=": _NONZERO_SIGN,

@@ -599,7 +599,8 @@ def estimate_loaded(
             if auto is not None and auto not in engine_dtypes:  # the engine stores another dtype for auto
                 served = rules.auto_kv_dtype(spec, auto)
                 notes.append(
-                    f"{rules.title}: kv dtype auto -> {served.value} for this model and card (the engine's rule)"
+                    f"{rules.title}: kv dtype auto -> {served.value} for this model and card "
+                    f"({rules.auto_kv_reason(spec, auto)})"
                 )
             produced = [
                 _scenario(

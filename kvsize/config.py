@@ -344,6 +344,9 @@ KNOWN_MODEL_TYPES = frozenset(MODEL_TYPE_DEFAULTS) | {
     "glm4_moe_lite",
     "exaone4_5",
     "exaone4_5_text",
+    "qwen2_vl_text",
+    "qwen2_5_vl_text",
+    "qwen2_5_omni_text",
     "laguna",
 }
 
@@ -612,8 +615,8 @@ def _parse_known(
         merged["layer_types"] = generated  # the class's own pattern, as transformers and vLLM build the model
     if (window := _qwen_window_default(model_type, merged)) is not None:
         merged["sliding_window"] = window
-    if model_type in PER_LAYER_SHAPE_TYPES:  # a wrapper whose text_config names no type: the family rules still apply
-        merged.setdefault("model_type", model_type)
+    if model_type in PER_LAYER_SHAPE_TYPES or model_type in QWEN_WINDOW_RULES:
+        merged.setdefault("model_type", model_type)  # a wrapper whose text_config names no type: its family's rules
     fields = _Fields(merged, source=source, where=where)
     notes: list[str] = []
     if "auto_map" in raw:
@@ -1090,6 +1093,7 @@ GEMMA3N_MODEL_TYPES = ("gemma3n", "gemma3n_text")
 MIMO_V2_MODEL_TYPES = ("mimo_v2_flash",)
 PER_LAYER_SHAPE_TYPES = (*GEMMA4_MODEL_TYPES, *GEMMA3N_MODEL_TYPES, *MIMO_V2_MODEL_TYPES)
 DEEPSEEK_V4_MODEL_TYPES = ("deepseek_v4",)
+DSA_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa")  # MODEL_TYPE_DEFAULTS gives both their indexer
 
 # DeepSeek-V4 layer types (transformers 5.24 configuration_deepseek_v4.py): the kvsize kind of each, the legacy
 # `compress_ratios` value that selects it (_COMPRESS_RATIO_TO_LAYER_TYPE), and the default compress rate
@@ -1417,7 +1421,10 @@ def _attention_layer_kinds(f: _Fields, n: int, notes: list[str]) -> list[str]:
     if window and every_n:
         every = f.integer(every_n[0], maximum=MAX_LAYERS) or every_n[1]
         return ["sliding" if (i + 1) % every else "full" for i in range(n)]
-    if window and use_window is False:
+    if window and use_window is not True and str(f.raw("model_type")) in QWEN_WINDOW_RULES:
+        # the Qwen classes keep sliding_window only `if use_sliding_window` (False by default, null as well)
+        notes.append(f"sliding_window {window} ignored: use_sliding_window is not true")
+    elif window and use_window is False:
         notes.append(f"sliding_window {window} ignored: use_sliding_window is false")
     elif window:
         kinds = _windowed(f, kinds, n)
@@ -1714,6 +1721,14 @@ def _layer(
         return LayerSpec(index=index, attention=spec)
     if f.raw("model_type") in DEEPSEEK_V4_MODEL_TYPES:
         return LayerSpec(index=index, attention=_deepseek_v4_attention(kind, attn, f, notes))
+    if attn.mla is not None and f.raw("model_type") in DSA_MODEL_TYPES:
+        for key in ("index_topk", "index_head_dim"):
+            if key in f.data and f.data[key] is None:  # the class default would apply only to a missing key
+                raise f.error(
+                    key,
+                    "is null: every DSA layer caches its indexer key (DeepseekV32Config / "
+                    "GlmMoeDsaConfig refuse null); give the checkpoint's value or leave the key out",
+                )
     if attn.mla is not None:
         spec = AttentionSpec(
             kind=AttentionKind.MLA,

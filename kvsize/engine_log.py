@@ -210,22 +210,44 @@ _NEGATIVE_KV = "Available KV cache memory: -"  # vLLM prints the budget before r
 
 
 def _least_of_workers(r: _Reader, text: str) -> None:
-    """The smallest worker's KV memory, pool and concurrency, where the workers printed different ones."""
+    """The smallest worker's KV memory, pool and concurrency, where the workers of the log's first start-up
+    printed different ones (a log that restarts the engine keeps the first run's figures, as the other readers
+    do); the first worker's unreadable figure does not hide the others'."""
     f = r.log.figures
+    starts = [m.start() for m in re.finditer(r"Initializing a V1 LLM engine", text)]
+    first = text[: starts[1]] if len(starts) > 1 else text
 
-    def numbers(pattern: str, what: str) -> list[float]:
-        found = (r.value(raw, what) for raw in re.findall(_expand(pattern), text))
+    def numbers(marker: str, pattern: str) -> list[float]:
+        if first.count(marker) < 2:  # one worker's line: the first-match readers have it (and a 1M-line log
+            return []  # costs no regex pass)
+        found = (_quiet_number(raw) for raw in re.findall(_expand(pattern), first))
         return [n for n in found if n is not None]
 
-    memory = numbers(r"Available KV cache memory: <F> ?GiB", "available_kv_gib")
+    memory = numbers("Available KV cache memory", r"Available KV cache memory: <F> ?GiB")
+    if memory and "available_kv_gib" not in f and r.log.failure is None and min(memory) >= 0:
+        f["available_kv_gib"] = memory[0]
     if len(set(memory)) > 1 and "available_kv_min_gib" not in f and min(memory) >= 0:
         f["available_kv_min_gib"] = min(memory)
-    pools = numbers(r"GPU KV cache size: <N> tokens", "pool_tokens")
+    pools = numbers("GPU KV cache size", r"GPU KV cache size: <N> tokens")
+    if pools and "pool_tokens" not in f:
+        f["pool_tokens"] = pools[0]
     if len(set(pools)) > 1:
         f["pool_tokens"] = min(pools)
-        concurrency = numbers(r"Maximum concurrency for [\d,]{1,32} tokens per request: <F>x", "max_concurrency_x")
+        concurrency = numbers(
+            "Maximum concurrency for", r"Maximum concurrency for [\d,]{1,32} tokens per request: <F>x"
+        )
         if concurrency:
             f["max_concurrency_x"] = min(concurrency)
+
+
+def _quiet_number(raw: str) -> float | None:
+    """A logged figure read as `_Reader.value` reads it (0..MAX_FIGURE), without a note: the first-match readers
+    already noted an unreadable one."""
+    digits = raw.replace(",", "")
+    if not _DECIMAL.fullmatch(digits):
+        return None
+    number = float(digits)
+    return number if 0 <= number <= MAX_FIGURE else None
 
 
 def _line_at(text: str, at: int) -> str:

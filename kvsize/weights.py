@@ -479,6 +479,11 @@ _LAYER_PREFIXES = ("model.layers", "model.language_model.layers", "language_mode
 _LM_HEADS = ("lm_head", "language_model.lm_head")
 
 
+# Gemma 4 MoE (modeling_gemma4.py Gemma4TextDecoderLayer, 5.25): `experts` and `router` sit on the layer itself,
+# beside the layer's dense `mlp` (not shared experts), so a checkpoint names `layers.N.experts.E.gate_proj`.
+GEMMA4_LAYER_EXPERTS = frozenset({"gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text"})
+
+
 def _moe_names(model_type: str, text: Mapping[str, Any]) -> tuple[str, tuple[str, ...], str]:
     """(MoE block, one expert's linears, shared-expert container) of a family's checkpoint."""
     if model_type in ("mixtral", "minimax", "minimax_m2"):
@@ -518,8 +523,12 @@ def _component_names(
         return [f"{mixer or 'self_attn'}.{p}" for p in projs]
     if kind == "mamba":
         return [f"{mixer or 'mamba'}.{p}" for p in ("in_proj", "out_proj")]
+    if kind == "experts" and model_type in GEMMA4_LAYER_EXPERTS:
+        return [f"experts.0.{p}" for p in expert]
     if kind == "experts":
         return [f"{moe}.experts.0.{p}" for p in expert]
+    if kind == "mlp" and "experts" in layer and model_type in GEMMA4_LAYER_EXPERTS:
+        return [f"mlp.{p}" for p in expert]  # the layer's own dense MLP beside its experts
     if kind == "mlp" and "experts" in layer:  # the shared experts of a MoE layer
         projs = ("up_proj", "down_proj") if model_type == "nemotron_h" else ("gate_proj", "up_proj", "down_proj")
         return [f"{moe}.{shared}.{p}" for p in projs]

@@ -76,3 +76,24 @@ def test_a_negative_cuda_graph_figure_is_read() -> None:
     assert log is not None
     assert log.figures["cuda_graph_gib"] == -0.03
     assert not any("cuda_graph_gib" in note for note in log.notes)
+
+
+def test_a_restarted_engine_keeps_the_first_start_ups_workers() -> None:
+    # a log with a second start-up appended (half the memory): the first run's figures, as every other reader keeps
+    first = L40S_QWEN.read_text()
+    second = first.replace("Available KV cache memory: 10.6", "Available KV cache memory: 5.3").replace(
+        "GPU KV cache size: 23", "GPU KV cache size: 11"
+    )
+    log = parse_log(first + "\n" + second)
+    assert log is not None
+    assert (log.figures["available_kv_min_gib"], log.figures["pool_tokens"]) == (10.64, 237_344)
+
+
+def test_one_unreadable_worker_line_does_not_hide_the_others() -> None:
+    text = L40S_QWEN.read_text().replace(
+        "Available KV cache memory: 10.64 GiB", "Available KV cache memory: nan GiB", 1
+    )
+    log = parse_log(text)
+    assert log is not None
+    assert log.figures["available_kv_min_gib"] == 10.64  # three of the other workers print 10.64
+    assert sum("available_kv_gib left out" in n for n in log.notes) == 1

@@ -2137,18 +2137,27 @@ def test_an_unread_release_is_named_with_or_without_its_trailing_zero() -> None:
 
 
 def test_sglang_pure_ssm_caches_no_kv_rows() -> None:
-    # sglang.py layer_request_bytes: a stage with no attention layer has no row in the KV pool (0, not a negative)
+    # sglang.py layer_request_bytes: a stage with no attention layer has no row in the KV pool (0 bytes per token),
+    # so _stage_pool falls back to the context length (--max-total-tokens unset), not a pool of negative rows
     import kvsize
+    from kvsize.config import parse_config
+    from kvsize.dtypes import KvDtype
+    from kvsize.engines import get_engine
 
     s = kvsize.estimate("mistralai/Mamba-Codestral-7B-v0.1", ctx=4096, engine="sglang").scenarios[0]
     assert s.kv_bytes_per_token == 0
     assert s.bytes_per_request == s.state_bytes_per_request > 0
+    spec = parse_config(registry_config("mistralai/Mamba-Codestral-7B-v0.1"))
+    pool = get_engine("sglang", "0.5.23")._stage_pool(spec, spec.layers, 10 << 30, KvDtype.BF16, 1)  # type: ignore[attr-defined]
+    assert pool.max_total_num_tokens == (spec.max_context or 0) == 0  # Mamba-Codestral states no context length
+    assert pool.cell_size == 0
 
 
 def test_sglang_all_sliding_hybrid_swa_pool_rounds_to_pages() -> None:
     # sglang.py _stage_pool with every layer pooled (no full layer): full = swa = rest // cell // page x page.
     # A Mistral-shaped tiny model opting in with is_hybrid_swa (0.5.23 swa_config_opt_in): 2 layers x 2 KV heads x
-    # 64 x (K + V) x 2 B = 512 B per layer and token, cell 1,024 B; 1,000,000 B // 1,024 = 976 -> 976 (page 1).
+    # 64 x (K + V) x 2 B = 512 B per layer and token, cell 1,024 B; 1,000,000 B // 1,024 = 976 tokens, in pages of
+    # 64: 960.
     from kvsize.config import parse_config
     from kvsize.dtypes import KvDtype
     from kvsize.engines import get_engine
@@ -2166,10 +2175,10 @@ def test_sglang_all_sliding_hybrid_swa_pool_rounds_to_pages() -> None:
         "is_hybrid_swa": True,
     }
     spec = parse_config(raw)
-    engine = get_engine("sglang", "0.5.23")
+    engine = get_engine("sglang", "0.5.23", block_size=64)  # --page-size
     pool = engine._stage_pool(spec, spec.layers, 1_000_000, KvDtype.BF16, 1)  # type: ignore[attr-defined]
-    page = engine.page_size  # type: ignore[attr-defined]
-    assert pool.max_total_num_tokens == 1_000_000 // 1024 // page * page
+    assert engine.page_size == 64  # type: ignore[attr-defined]
+    assert pool.max_total_num_tokens == 1_000_000 // 1024 // 64 * 64 == 960
     assert pool.max_total_num_tokens == pool.swa_max_total_num_tokens
 
 

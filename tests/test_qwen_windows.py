@@ -169,3 +169,31 @@ def test_vllm_slides_every_qwen3_moe_layer() -> None:
         a = kvsize.estimate(raw, ctx=32768, engine="vllm", engine_version=release).scenarios[0]
         b = kvsize.estimate(explicit, ctx=32768, engine="vllm", engine_version=release).scenarios[0]
         assert a.bytes_per_request == b.bytes_per_request < 48 * 2 * 4 * 128 * 2 * 32768
+
+
+def test_an_untyped_text_config_keeps_its_wrappers_window_rule() -> None:
+    # A Qwen2-VL wrapper whose text_config names no model_type: transformers builds it as Qwen2VLTextConfig
+    # (max_window_layers 80), so of 100 layers 80 stay full and 20 slide; before, the bound fell to 0 (every layer).
+    text = {
+        "num_hidden_layers": 100,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "hidden_size": 1024,
+        "vocab_size": 1000,
+        "max_position_embeddings": 65536,
+        "use_sliding_window": True,
+        "sliding_window": 2048,
+    }
+    raw = {"model_type": "qwen2_vl", "text_config": text, "vision_config": {}}
+    assert kinds(parse_config(raw, source="t")) == ["full"] * 80 + ["sliding"] * 20
+    s = kvsize.estimate(raw, ctx=32768, engine="hf", kv_dtype="bf16").scenarios[0]
+    assert s.bytes_per_request == 80 * 32768 * 2048 + 20 * 2047 * 2048 == 5_452_554_240
+
+
+def test_a_null_use_sliding_window_slides_nothing_in_the_qwen_families() -> None:
+    # Qwen2VLTextConfig: `self.sliding_window if self.use_sliding_window else None`: null is off, as false is
+    raw = {**registry_config("Qwen/Qwen3-8B"), "use_sliding_window": None, "sliding_window": 1024}
+    spec = parse_config(raw, source="t")
+    assert kinds(spec) == ["full"] * 36
+    assert any("sliding_window 1024 ignored" in n for n in spec.notes)

@@ -129,3 +129,22 @@ def test_hf_auto_keeps_the_model_dtype_beside_an_fp8_kv_scheme() -> None:
     assert any("kv dtype auto -> bf16" in n for n in hf.notes)
     vllm = kvsize.estimate(raw, ctx=4096, engine="vllm").scenarios[0]
     assert vllm.kv_bytes_per_token == 126_976
+
+
+@pytest.mark.parametrize("key", ["index_topk", "index_head_dim"])
+def test_a_null_dsa_index_key_is_refused(key: str) -> None:
+    # the class default applies to a missing key only; DeepseekV32Config / GlmMoeDsaConfig refuse null, and kvsize
+    # would otherwise drop the indexer key (78 x 576 x 2 B instead of 78 x 704 x 2 B for GLM-5)
+    with pytest.raises(ConfigError, match=f"'{key}' is null"):
+        parse_config({**config("zai-org--GLM-5-FP8"), key: None}, source="t")
+
+
+def test_gemma4_moe_experts_take_the_checkpoints_nvfp4() -> None:
+    # nvidia/Gemma-4-26B-A4B-NVFP4 (ModelOpt): the ignore list keeps every layer's mlp, router and self_attn in 16
+    # bits, so only `layers.N.experts` are NVFP4 (Gemma4TextDecoderLayer holds them beside its dense mlp).
+    # Before, no module matched and the whole checkpoint was priced at bf16 (48.07 GiB).
+    s = kvsize.estimate("nvidia/Gemma-4-26B-A4B-NVFP4", ctx=8192, engine="hf", kv_dtype="bf16", gpu="h100")
+    gpu = s.scenarios[0].gpu
+    assert gpu is not None and gpu.weights_bytes is not None
+    assert "priced by module: experts" in (gpu.weights_source or "")
+    assert gpu.weights_bytes < 25_805_936_176 * 2 // 2  # under half the bf16 size: the experts are most of it

@@ -278,6 +278,10 @@ class Engine(ABC):
         scheme, else the config's dtype); engines that serve a model in another dtype override it."""
         return chosen
 
+    def auto_kv_reason(self, spec: ArchSpec, chosen: KvDtype) -> str:
+        """Why `auto_kv_dtype` differs from kvsize's choice, for the note beside the figures."""
+        return "the engine's rule"
+
     def check_parallel(self, spec: ArchSpec, tp: int, pp: int) -> None:  # noqa: B027  (the formula splits any)
         """Raise UsageError when the engine refuses to split `spec` over `tp` x `pp` GPUs (vLLM:
         ModelConfig.verify_with_parallel_config); engines override it with their own start-up checks."""

@@ -288,6 +288,9 @@ class HfEngine(Engine):
             return dtype_from_torch_name(spec.model_dtype) or KvDtype.BF16
         return chosen
 
+    def auto_kv_reason(self, spec: ArchSpec, chosen: KvDtype) -> str:
+        return "transformers caches in the activation dtype; the config's fp8 KV scheme is for serving engines"
+
     def check_serves(self, spec: ArchSpec) -> None:
         reason = REMOTE_CODE_ONLY.get(spec.model_type)
         if reason is not None:
