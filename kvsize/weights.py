@@ -479,6 +479,18 @@ _LAYER_PREFIXES = ("model.layers", "model.language_model.layers", "language_mode
 _LM_HEADS = ("lm_head", "language_model.lm_head")
 
 
+# DeepSeek-V4's attention linears, each under transformers 5.25's name (modeling_deepseek_v4.py
+# DeepseekV4Attention) and the reference checkpoint's ("attn.fused_wqa_wkv", "attn.wq_b", "attn.wo_a", "attn.wo_b":
+# the targets of RedHatAI's compressed-tensors export); its MoE is `mlp` in 5.25 and `ffn` there. "a|b" names one
+# linear two ways (_price_any takes either).
+DEEPSEEK_V4_ATTENTION = (
+    "self_attn.q_a_proj|attn.fused_wqa_wkv",
+    "self_attn.q_b_proj|attn.wq_b",
+    "self_attn.kv_proj|attn.wkv",
+    "self_attn.o_a_proj|attn.wo_a",
+    "self_attn.o_b_proj|attn.wo_b",
+)
+
 # Gemma 4 MoE (modeling_gemma4.py Gemma4TextDecoderLayer, 5.25): `experts` and `router` sit on the layer itself,
 # beside the layer's dense `mlp` (not shared experts), so a checkpoint names `layers.N.experts.E.gate_proj`.
 GEMMA4_LAYER_EXPERTS = frozenset({"gemma4", "gemma4_text", "gemma4_unified", "gemma4_unified_text"})
@@ -514,6 +526,8 @@ def _component_names(
                 ("in_proj_qkvz", "out_proj") if model_type == "qwen3_next" else ("in_proj_qkv", "in_proj_z", "out_proj")
             )
             return [f"linear_attn.{p}" for p in projs]
+        if model_type == "deepseek_v4":
+            return list(DEEPSEEK_V4_ATTENTION)
         mla = text.get("kv_lora_rank") is not None
         projs = (
             ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
@@ -523,6 +537,10 @@ def _component_names(
         return [f"{mixer or 'self_attn'}.{p}" for p in projs]
     if kind == "mamba":
         return [f"{mixer or 'mamba'}.{p}" for p in ("in_proj", "out_proj")]
+    if kind == "experts" and model_type == "deepseek_v4":
+        return [f"mlp.experts.0.{p}|ffn.experts.0.{p}" for p in expert]
+    if kind == "mlp" and "experts" in layer and model_type == "deepseek_v4":
+        return [f"mlp.shared_experts.{p}|ffn.shared_experts.{p}" for p in expert]
     if kind == "experts" and model_type in GEMMA4_LAYER_EXPERTS:
         return [f"experts.0.{p}" for p in expert]
     if kind == "experts":
@@ -579,7 +597,10 @@ def _priced_bits(
             # Exclusions name layers by index: the names under each prefix, any of which may match.
             key = (index, kind, label)
             if key not in cache:
-                candidates = [[f"{prefix}.{index}.{name}" for prefix in _LAYER_PREFIXES] for name in per_layer]
+                candidates = [
+                    [f"{prefix}.{index}.{alt}" for alt in name.split("|") for prefix in _LAYER_PREFIXES]
+                    for name in per_layer
+                ]
                 cache[key] = _price_any(candidates, scheme, base)
             b, scalars, quantized = cache[key]
             bits += n * b + 8 * scalars * _linears(kind, text)
@@ -666,7 +687,12 @@ def weights_from_config(
         )
     bits, used = _priced_bits(loaded.raw, counted, scheme, base)
     formats = ", ".join(sorted({f.name for _, f in scheme.groups}))
-    rest = "the rest" if used else "everything (no module matched)"
+    rest = (
+        "the rest"
+        if used
+        else "everything (no module matched: its targets name modules kvsize does not count, so this is an upper "
+        "bound; --weights-mem gives the checkpoint's size)"
+    )
     return WeightsSize(
         math.ceil(bits / 8),
         f"estimate: {counted.total:,} parameters {origin}, priced by module: {', '.join(used) or 'no'} Linear "

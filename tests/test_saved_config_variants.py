@@ -148,3 +148,18 @@ def test_gemma4_moe_experts_take_the_checkpoints_nvfp4() -> None:
     assert gpu is not None and gpu.weights_bytes is not None
     assert "priced by module: experts" in (gpu.weights_source or "")
     assert gpu.weights_bytes < 25_805_936_176 * 2 // 2  # under half the bf16 size: the experts are most of it
+
+
+def test_deepseek_v4_reference_module_names_take_their_quantization() -> None:
+    # RedHatAI's compressed-tensors targets name the reference checkpoint's modules ("re:.*attn.*(fused_wqa_wkv|wq_b|
+    # wo_a|wo_b)$" FP8 blocks, "re:.*ffn.*(gate|up|down)_proj$" NVFP4). Before, no module matched and all 290.9e9
+    # parameters were priced at bf16 (541.91 GiB): "does not fit" on a B200.
+    s = kvsize.estimate(
+        str(CONFIGS / "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json"), ctx=8192, engine="hf", kv_dtype="bf16", gpu="b200"
+    )
+    gpu = s.scenarios[0].gpu
+    assert gpu is not None and gpu.weights_bytes is not None
+    source = gpu.weights_source or ""
+    assert "attention" in source and "experts" in source and "no module matched" not in source
+    assert gpu.weights_bytes < 290_935_118_592 * 2 // 3  # far under bf16: the experts are NVFP4
+    assert gpu.fits
