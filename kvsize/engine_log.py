@@ -218,15 +218,16 @@ def _least_of_workers(r: _Reader, text: str) -> None:
     first = text[: starts[1]] if len(starts) > 1 else text
 
     def numbers(marker: str, pattern: str) -> list[float]:
+        """Every worker's readable figure; the first-match readers already noted an unreadable one."""
         if first.count(marker) < 2:  # one worker's line: the first-match readers have it (and a 1M-line log
             return []  # costs no regex pass)
-        found = (_quiet_number(raw) for raw in re.findall(_expand(pattern), first))
+        found = (r.value(raw, marker, quiet=True) for raw in re.findall(_expand(pattern), first))
         return [n for n in found if n is not None]
 
     memory = numbers("Available KV cache memory", r"Available KV cache memory: <F> ?GiB")
-    if memory and "available_kv_gib" not in f and r.log.failure is None and min(memory) >= 0:
+    if memory and "available_kv_gib" not in f and r.log.failure is None:
         f["available_kv_gib"] = memory[0]
-    if len(set(memory)) > 1 and "available_kv_min_gib" not in f and min(memory) >= 0:
+    if len(set(memory)) > 1 and "available_kv_min_gib" not in f:
         f["available_kv_min_gib"] = min(memory)
     pools = numbers("GPU KV cache size", r"GPU KV cache size: <N> tokens")
     if pools and "pool_tokens" not in f:
@@ -238,16 +239,6 @@ def _least_of_workers(r: _Reader, text: str) -> None:
         )
         if concurrency:
             f["max_concurrency_x"] = min(concurrency)
-
-
-def _quiet_number(raw: str) -> float | None:
-    """A logged figure read as `_Reader.value` reads it (0..MAX_FIGURE), without a note: the first-match readers
-    already noted an unreadable one."""
-    digits = raw.replace(",", "")
-    if not _DECIMAL.fullmatch(digits):
-        return None
-    number = float(digits)
-    return number if 0 <= number <= MAX_FIGURE else None
 
 
 def _line_at(text: str, at: int) -> str:
@@ -311,16 +302,18 @@ class _Reader:
         if self.ignored <= MAX_IGNORED_NOTES:
             self.log.notes.append(f"{what} left out: the log prints {shown(raw, 28)} ({why})")
 
-    def value(self, raw: str, what: str, *, signed: bool = False) -> float | None:
-        """A logged figure as a float, or None (with a note) when it is no finite number in 0..MAX_FIGURE
-        (-MAX_FIGURE.. with `signed`)."""
+    def value(self, raw: str, what: str, *, signed: bool = False, quiet: bool = False) -> float | None:
+        """A logged figure as a float, or None (with a note, unless `quiet`) when it is no finite number in
+        0..MAX_FIGURE (-MAX_FIGURE.. with `signed`)."""
         digits = raw.replace(",", "")
         if not _DECIMAL.fullmatch(digits):  # '.', '1.2.3', 'nan', 'inf', '1e999', a 400-digit run
-            self.ignore(what, raw, "too many digits" if _LONG_DECIMAL.fullmatch(digits) else "not a number")
+            if not quiet:
+                self.ignore(what, raw, "too many digits" if _LONG_DECIMAL.fullmatch(digits) else "not a number")
             return None
         number = float(digits)  # at most 40 digits: finite
         if abs(number) > MAX_FIGURE or (number < 0 and not signed):
-            self.ignore(what, raw, "out of range")
+            if not quiet:
+                self.ignore(what, raw, "out of range")
             return None
         return number
 

@@ -434,7 +434,7 @@ class VllmEngine(Engine):
                     hint=f"Pass --engine-version {last} or older, or size it with --engine hf or formula.",
                 )
 
-    def _qwen2_moe_windows(self, spec: ArchSpec) -> str | None:
+    def _qwen2_moe_windows(self, spec: ArchSpec) -> Literal["every_layer", "transformers_dependent", "none"] | None:
         """How this release pages a Qwen2-MoE model whose layers partly slide (VllmRules.qwen2_moe_windows; a
         config that lists its own mixed layer_types gets no window in any release); None for any other model."""
         if spec.model_type != "qwen2_moe":
@@ -1281,16 +1281,13 @@ class VllmEngine(Engine):
             )
         qwen2_moe = self._qwen2_moe_windows(spec)
         if qwen2_moe in ("every_layer", "none"):
+            every = qwen2_moe == "every_layer"
             notes.append(
-                f"vLLM {self.version} caches "
-                + (
-                    "every layer of this Qwen2-MoE model in its sliding window"
-                    if qwen2_moe == "every_layer"
-                    else "every layer of this Qwen2-MoE model in full"
-                )
+                f"vLLM {self.version} caches every layer of this Qwen2-MoE model "
+                + ("in its sliding window" if every else "in full")
                 + ", not transformers' even layers below max_window_layers: models/qwen2_moe.py takes the engine's "
                 "one window, which engine/arg_utils.py sets only without mixed layer_types"
-                + (" (transformers 4.x has none)" if qwen2_moe == "every_layer" else "")
+                + (" (transformers 4.x has none)" if every else "")
             )
         if spec.has_state and self._attends(spec):
             mode = self.mamba_mode(spec)
